@@ -1,0 +1,343 @@
+"""The plugin end to end in pytester runs (servers replaced through the launch hook)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
+
+# A conftest that launches the stand-in server instead of vLLM, records the
+# command the plugin would have run, and can be told to misbehave per model.
+FAKE_CONFTEST = f"""
+import json, os, sys
+
+def pytest_specdec_server_command(launch):
+    with open("launches.jsonl", "a") as f:
+        f.write(json.dumps({{"model": launch.spec.model, "device": launch.device,
+                             "default": launch.default_command()}}) + "\\n")
+    mode = "exit" if launch.spec.model == "broken" else "ok"
+    return [sys.executable, {FAKE!r}, "--port", str(launch.port),
+            "--served-model-name", launch.spec.model, "--mode", mode]
+"""
+
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
+
+
+def test_help_lists_the_options(pytester):
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--specdec-gpu*", "*--specdec-cpu*", "*--specdec-startup-timeout=SECONDS*",
+                                 "*--specdec-kv-cache-bytes=SIZE*", "*--specdec-log-dir=DIR*"])
+
+
+def test_without_a_device_flag_specdec_tests_skip_naming_both_flags(pytester):
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        def test_sd(specdec):
+            raise AssertionError("must not run")
+
+        def test_vllm_server(vllm_server):
+            raise AssertionError("must not run")
+
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*SKIPPED*--specdec-gpu*--specdec-cpu*"] * 2)
+
+
+def test_cpu_run_skips_tests_that_require_a_gpu(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.specdec(model="m", requires_gpu=True)
+        def test_gpu_only(specdec):
+            raise AssertionError("must not run")
+
+        def test_factory(vllm_server):
+            vllm_server(model="m", requires_gpu=True)
+            raise AssertionError("must not run")
+        """
+    )
+    result = pytester.runpytest("--specdec-cpu", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*needs a GPU (requires_gpu=True*--specdec-gpu*"] * 2)
+    assert not Path("launches.jsonl").exists()
+
+
+@pytest.mark.parametrize("flags", [[], ["--specdec-cpu"]])
+def test_bad_markers_fail_their_test_naming_the_field(pytester, flags):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 0})
+        def test_zero_k(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config="ngram")
+        def test_not_mapping(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={"method": "ngrams", "num_speculative_tokens": 2})
+        def test_unknown_method(specdec): pass
+
+        @pytest.mark.specdec(model="m", draft="x")
+        def test_unknown_argument(specdec): pass
+
+        def test_unmarked(): pass
+        """
+    )
+    result = pytester.runpytest(*flags)
+    result.assert_outcomes(passed=1, errors=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*invalid @pytest.mark.specdec: speculative_config.num_speculative_tokens: must be an integer >= 1, got 0*",
+            "*invalid @pytest.mark.specdec: speculative_config: must be a mapping*got str*",
+            "*invalid @pytest.mark.specdec: speculative_config.method: unknown method 'ngrams'*",
+            "*invalid @pytest.mark.specdec: draft: unknown specdec marker argument*",
+        ],
+        consecutive=False,
+    )
+    assert not Path("launches.jsonl").exists()
+
+
+def test_extra_methods_ini_admits_a_new_method(pytester):
+    pytester.makeini("[pytest]\nspecdec_extra_methods =\n    future_mtp\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={"method": "future_mtp", "num_speculative_tokens": 1})
+        def test_new(specdec): pass
+        """
+    )
+    pytester.runpytest("-rs").assert_outcomes(skipped=1)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--specdec-gpu", "--specdec-cpu"], "*--specdec-gpu and --specdec-cpu are mutually exclusive*"),
+        (["--specdec-startup-timeout=0"], "*--specdec-startup-timeout: must be greater than 0*"),
+        (["--specdec-kv-cache-bytes=lots"], "*--specdec-kv-cache-bytes: expected a size such as 1GiB*"),
+    ],
+)
+def test_bad_options_are_usage_errors(pytester, args, message):
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_ini_values_name_the_setting(pytester):
+    pytester.makeini("[pytest]\nspecdec_cpu_kv_cache_bytes = a lot\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini setting specdec_cpu_kv_cache_bytes: expected a size*"])
+
+
+def test_options_and_ini_reach_the_launch(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makeini("[pytest]\nspecdec_cpu_kv_cache_bytes = 512MiB\nspecdec_startup_timeout = 30\n")
+    pytester.makepyfile(
+        """
+        def test_a(vllm_server):
+            vllm_server(model="m")
+        """
+    )
+    pytester.runpytest("--specdec-cpu", "--specdec-log-dir=logs").assert_outcomes(passed=1)
+    import json
+
+    (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
+    default = launch["default"]
+    assert launch["device"] == "cpu"
+    assert default[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert default[default.index("--kv-cache-memory-bytes") + 1] == str(512 << 20)
+    assert len(list(Path("logs").glob("server-01-*.log"))) == 1
+    # Command-line options win over the ini.
+    Path("launches.jsonl").unlink()
+    pytester.runpytest("--specdec-cpu", "--specdec-kv-cache-bytes=1GiB").assert_outcomes(passed=1)
+    (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
+    assert launch["default"][launch["default"].index("--kv-cache-memory-bytes") + 1] == str(1 << 30)
+
+
+def test_gpu_flag_builds_vllm_serve_commands(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="org/target", tensor_parallel_size=2, requires_gpu=True,
+                             speculative_config={NGRAM}, server_args=["--async-scheduling"])
+        def test_gpu(specdec):
+            assert specdec.server().url.startswith("http://127.0.0.1:")
+        """
+    )
+    pytester.runpytest("--specdec-gpu").assert_outcomes(passed=1)
+    import json
+
+    (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
+    default = launch["default"]
+    assert default[1:3] == ["serve", "org/target"] and default[0].endswith("vllm")
+    assert default[default.index("--tensor-parallel-size") + 1] == "2"
+    assert json.loads(default[default.index("--speculative-config") + 1]) == {"method": "ngram", "num_speculative_tokens": 4}
+    assert default[-1] == "--async-scheduling" and "--kv-cache-memory-bytes" not in default
+
+
+def test_hook_replaces_the_launch_command_and_configs_start_once_in_grouped_order(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        f"""
+        import httpx, pytest
+
+        def record(specdec, name):
+            server = specdec.server()
+            assert httpx.get(server.url + "/v1/models").json()["data"][0]["id"] == server.model
+            with open("order.txt", "a") as f:
+                f.write(f"{{name}} {{server.pid}}\\n")
+
+        @pytest.mark.specdec(model="a", speculative_config={NGRAM})
+        def test_a1(specdec): record(specdec, "a1")
+
+        @pytest.mark.specdec(model="b")
+        def test_b(specdec): record(specdec, "b")
+
+        @pytest.mark.specdec(model="a", speculative_config={NGRAM})
+        def test_a2(specdec): record(specdec, "a2")
+        """
+    )
+    result = pytester.runpytest("--specdec-cpu", "-v")
+    result.assert_outcomes(passed=3)
+    lines = [line.split() for line in Path("order.txt").read_text().splitlines()]
+    assert [name for name, _ in lines] == ["a1", "a2", "b"]
+    assert lines[0][1] == lines[1][1] != lines[2][1]
+    assert len(Path("launches.jsonl").read_text().splitlines()) == 2
+    result.stdout.fnmatch_lines(["*specdec servers*", "a [[]ngram k=4[]]: ready in * s; log *", "b [[]no SD[]]: ready in*"])
+    for _, pid in lines:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_a_server_that_fails_to_start_fails_the_test_with_its_log(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.specdec(model="broken")
+        def test_one(specdec):
+            specdec.server()
+
+        @pytest.mark.specdec(model="broken")
+        def test_two(specdec):
+            specdec.server()
+        """
+    )
+    result = pytester.runpytest("--specdec-cpu")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*exited with code 3 during start-up*", "*fake complaint about the speculative config*",
+                                 "*failed earlier in this session*", "broken [[]no SD[]]: FAILED: *"])
+    assert len(Path("launches.jsonl").read_text().splitlines()) == 1
+
+
+def test_specdec_fixture_without_marker_says_so(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile("def test_x(specdec): pass")
+    result = pytester.runpytest("--specdec-cpu")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the specdec fixture needs @pytest.mark.specdec*"])
+
+
+def test_collection_imports_neither_vllm_nor_torch(pytester):
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_collection_finish(session):
+            print("HEAVY:", sorted(m for m in ("vllm", "torch", "transformers") if m in sys.modules))
+        """
+    )
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="specdec:smollm2-135m",
+                             speculative_config={{"method": "draft_model", "num_speculative_tokens": 3,
+                                                  "model": "specdec:smollm2-135m@layers=8"}})
+        def test_draft(specdec): pass
+        """
+    )
+    for flags in ([], ["--specdec-cpu"], ["--specdec-gpu"]):
+        result = pytester.runpytest_subprocess("--collect-only", "-s", *flags)
+        result.stdout.fnmatch_lines(["HEAVY: []", "*1 test collected*"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_run_stops_its_servers(pytester, signum):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import time
+
+        def test_long(vllm_server):
+            vllm_server(model="m")
+            time.sleep(120)
+        """
+    )
+    pidfile = pytester.path / "pids"
+    env = {**os.environ, "FAKE_SERVER_PIDFILE": str(pidfile)}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider"],
+                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.5)  # let the server become ready and the test reach its sleep
+        (server_pid,) = map(int, pidfile.read_text().split())
+        run.send_signal(signum)
+        output = run.communicate(timeout=60)[0].decode()
+    finally:
+        run.kill()
+    assert run.returncode != 0, output
+    deadline = time.monotonic() + 5
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server_pid), output
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_xdist_workers_claim_distinct_ports(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.parametrize("model", ["a", "b", "c", "d"])
+        def test_server(vllm_server, model):
+            server = vllm_server(model=model)
+            with open(f"port-{model}", "w") as f:
+                f.write(str(server.port))
+        """
+    )
+    pytester.runpytest("--specdec-cpu", "-n", "2", "-p", "xdist").assert_outcomes(passed=4)
+    ports = {Path(f"port-{m}").read_text() for m in "abcd"}
+    assert len(ports) == 4

@@ -1,0 +1,71 @@
+import json
+import sys
+
+import pytest
+
+from pytest_specdec.server import LaunchRequest, build_command
+from pytest_specdec.spec import parse_specdec_marker
+
+
+def launch(device, **marker):
+    spec = parse_specdec_marker((), {"model": "openai/gpt-oss-120b", **marker})
+    return LaunchRequest(
+        spec=spec,
+        device=device,
+        host="127.0.0.1",
+        port=41234,
+        model_path="/models/gpt-oss-120b" if device == "cpu" else spec.model,
+        speculative_config=spec.speculative_config,
+        kv_cache_bytes=1 << 30 if device == "cpu" else None,
+        python="/venv/bin/python",
+    )
+
+
+EAGLE3 = {"method": "eagle3", "model": "nvidia/gpt-oss-120b-Eagle3-throughput", "num_speculative_tokens": 1}
+
+
+def test_gpu_command_is_vllm_serve_with_json_speculative_config():
+    command = build_command(
+        launch("gpu", speculative_config=EAGLE3, server_args=["--kv-cache-dtype", "fp8"], tensor_parallel_size=2)
+    )
+    assert command[:3] == ["vllm", "serve", "openai/gpt-oss-120b"]
+    assert command[command.index("--served-model-name") + 1] == "openai/gpt-oss-120b"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[command.index("--port") + 1] == "41234"
+    assert command[command.index("--tensor-parallel-size") + 1] == "2"
+    assert json.loads(command[command.index("--speculative-config") + 1]) == EAGLE3
+    assert command[-2:] == ["--kv-cache-dtype", "fp8"]
+    assert "--kv-cache-memory-bytes" not in command
+
+
+def test_gpu_command_uses_the_vllm_script_beside_python(tmp_path):
+    (tmp_path / "vllm").write_text("")
+    request = launch("gpu")
+    request = LaunchRequest(**{**request.__dict__, "python": str(tmp_path / "python")})
+    assert build_command(request)[0] == str(tmp_path / "vllm")
+
+
+def test_cpu_command_runs_the_api_server_module_with_a_kv_cache_size():
+    command = build_command(launch("cpu", speculative_config={"method": "ngram", "num_speculative_tokens": 4}))
+    assert command[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/gpt-oss-120b"]
+    assert command[command.index("--kv-cache-memory-bytes") + 1] == str(1 << 30)
+    assert "--tensor-parallel-size" not in command
+    assert json.loads(command[command.index("--speculative-config") + 1]) == {"method": "ngram", "num_speculative_tokens": 4}
+
+
+def test_reference_command_has_no_speculative_config():
+    assert "--speculative-config" not in build_command(launch("cpu"))
+
+
+def test_resolved_draft_path_goes_into_the_json():
+    request = launch("cpu", speculative_config={"method": "draft_model", "model": "specdec:smollm2-135m@layers=8",
+                                                "num_speculative_tokens": 3})
+    request = LaunchRequest(**{**request.__dict__, "speculative_config": {**request.speculative_config,
+                                                                          "model": "/cache/layers8"}})
+    config = json.loads(build_command(request)[build_command(request).index("--speculative-config") + 1])
+    assert config["model"] == "/cache/layers8"
+
+
+def test_unknown_device_is_an_error():
+    with pytest.raises(ValueError, match="device must be one of"):
+        build_command(launch("tpu"))

