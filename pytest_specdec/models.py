@@ -161,6 +161,9 @@ def _ensure_smollm2(cache: Path) -> Path:
                 f"converting {PREFIX}{SMOLLM2} needs torch, transformers, gguf and accelerate "
                 f"({exc}): {_CPU_EXTRA_HINT}"
             ) from None
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # keep test and CI logs readable
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache))
         try:
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

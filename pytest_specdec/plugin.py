@@ -7,6 +7,7 @@ Collection never imports vllm or torch.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -186,9 +187,14 @@ def _event_sink(config):
     if reporter is None or config.get_verbosity() < 0:
         return None
 
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
     def write(message: str) -> None:
-        reporter.ensure_newline()
-        reporter.write_line(f"[specdec] {message}")
+        # Servers start inside fixtures, where output is captured; a start-up
+        # takes minutes, so say so on the terminal, not in the captured log.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(f"[specdec] {message}")
 
     return write
 

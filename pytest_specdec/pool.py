@@ -152,6 +152,10 @@ class ServerPool:
         self.on_event(f"ready in {time.monotonic() - began:.1f} s: {spec.label()}")
         return server
 
+    def stop_running(self) -> None:
+        """Stop the running server (if any); the next `get` starts afresh."""
+        self._stop_current()
+
     def _stop_current(self) -> None:
         if self.current is not None:
             server, self.current = self.current, None

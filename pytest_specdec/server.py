@@ -267,11 +267,14 @@ class VllmServer:
             if self.process is not None:
                 # Children that survived their parent or changed process group.
                 self._signal_group(signal.SIGKILL)
-                for pid in tagged_pids(self.tag):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                deadline = time.monotonic() + 10
+                while (stragglers := tagged_pids(self.tag)) and time.monotonic() < deadline:
+                    for pid in stragglers:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    time.sleep(0.05)  # SIGKILL is asynchronous: wait until they are gone
         finally:
             if self._log_file is not None:
                 self._log_file.close()

@@ -119,6 +119,9 @@ class ServerSpec:
             draft = self.speculative_config.get("model")
             if draft:
                 sd += f" draft={draft}"
+            for key, value in sorted(self.speculative_config.items()):
+                if key not in ("method", "num_speculative_tokens", "model"):
+                    sd += f" {key}={json.dumps(value) if not isinstance(value, str) else value}"
         extra = f" tp={self.tensor_parallel_size}" if self.tensor_parallel_size != 1 else ""
         args = f" {' '.join(self.server_args)}" if self.server_args else ""
         return f"{self.model} [{sd}{extra}]{args}"

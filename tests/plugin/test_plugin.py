@@ -341,3 +341,14 @@ def test_xdist_workers_claim_distinct_ports(pytester):
     pytester.runpytest("--specdec-cpu", "-n", "2", "-p", "xdist").assert_outcomes(passed=4)
     ports = {Path(f"port-{m}").read_text() for m in "abcd"}
     assert len(ports) == 4
+
+
+def test_server_starts_are_announced_on_the_terminal_but_not_under_quiet(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile("def test_a(vllm_server):\n    vllm_server(model='m')\n")
+    result = pytester.runpytest("--specdec-cpu")
+    result.stdout.fnmatch_lines(["[[]specdec[]] starting vLLM (cpu) for m [[]no SD[]] on http://127.0.0.1:*; log: *",
+                                 "[[]specdec[]] ready in * s: m [[]no SD[]]"])
+    quiet = pytester.runpytest("--specdec-cpu", "-q")
+    quiet.assert_outcomes(passed=1)
+    assert "[specdec]" not in quiet.stdout.str()

@@ -96,3 +96,11 @@ def test_extra_methods_extend_the_known_set():
 
 def test_spec_is_usable_as_dict_key():
     assert {ServerSpec("m"): 1}[ServerSpec("m", origin="elsewhere")] == 1
+
+
+def test_label_tells_configs_with_the_same_method_and_k_apart():
+    a = parse(model="m", speculative_config={**NGRAM, "prompt_lookup_min": 5})
+    assert a.label() == "m [ngram k=4 prompt_lookup_min=5]"
+    draft = parse(model="m", speculative_config={"method": "draft_model", "num_speculative_tokens": 3,
+                                                 "model": "specdec:smollm2-135m@layers=8"})
+    assert draft.label() == "m [draft_model k=3 draft=specdec:smollm2-135m@layers=8]"

@@ -1,0 +1,108 @@
+"""Real vLLM CPU servers with the bundled model (run with --specdec-cpu).
+
+Tests are grouped by server configuration by the plugin, so this module
+starts the reference server once and the n-gram server once.
+"""
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_specdec.server import ServerStartError, tagged_pids
+
+BUNDLED = "specdec:smollm2-135m"
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+# Repetitive code: the continuation repeats the prompt, so n-gram drafts get accepted.
+REPETITIVE_CODE = (
+    "def add(a, b):\n    return a + b\n\n"
+    "def add(a, b):\n    return a + b\n\n"
+    "def add(a, b):\n    return a + b\n\n"
+    "def add("
+)
+
+
+def complete(server, prompt, max_tokens=32):
+    response = httpx.post(
+        f"{server.url}/v1/completions",
+        json={"model": server.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+        timeout=120,
+    )
+    response.raise_for_status()
+    return response.json()["choices"][0]
+
+
+def test_reference_server_answers_with_the_bundled_model(vllm_server):
+    server = vllm_server(model=BUNDLED)
+    choice = complete(server, "The capital of France is", max_tokens=8)
+    assert "Paris" in choice["text"]
+    assert not server.spec_decode_counters().present  # no speculation, no SD counters
+    assert server.log_path.is_file() and "--kv-cache-memory-bytes" in server.log_path.read_text()
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+def test_ngram_counters_move_on_a_repetitive_prompt(specdec):
+    server = specdec.server()
+    before = server.spec_decode_counters()
+    complete(server, REPETITIVE_CODE, max_tokens=48)
+    delta = server.spec_decode_counters() - before
+    assert delta.present
+    assert delta.num_drafts > 0 and delta.num_draft_tokens >= delta.num_drafts
+    assert delta.num_accepted_tokens > 0
+    assert sum(delta.accepted_per_position.values()) == delta.num_accepted_tokens
+    assert 0 < delta.acceptance_rate <= 1 and 1 < delta.acceptance_length <= 1 + NGRAM["num_speculative_tokens"]
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+def test_a_second_test_with_the_same_config_reuses_the_server(specdec, specdec_pool):
+    server = specdec.server()
+    assert specdec_pool.starts[specdec.spec.key] == 1
+    assert complete(server, REPETITIVE_CODE, max_tokens=8)["text"]
+
+
+def test_stopping_a_real_server_leaves_no_process(vllm_server, specdec_pool):
+    server = vllm_server(model=BUNDLED, speculative_config=NGRAM)
+    pids = tagged_pids(server.tag)
+    assert server.pid in pids and len(pids) >= 2  # the API server and vLLM's engine core
+    specdec_pool.stop_running()
+    assert tagged_pids(server.tag) == []
+    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
+
+
+def _zombie(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_broken_speculative_config_fails_with_vllms_complaint(vllm_server):
+    broken = {**NGRAM, "prompt_lookup_min": 5, "prompt_lookup_max": 2}
+    began = time.monotonic()
+    with pytest.raises(ServerStartError) as info:
+        vllm_server(model=BUNDLED, speculative_config=broken)
+    message = str(info.value)
+    assert "exited with code" in message and "during start-up" in message
+    assert "prompt_lookup_min=5 must be <= prompt_lookup_max=2" in message  # vLLM's own words
+    assert time.monotonic() - began < 120
+
+
+def test_a_whole_pytest_run_stops_its_real_server(pytester, specdec_pool):
+    """A separate pytest process starts a real server, passes, and leaves nothing."""
+    specdec_pool.stop_running()  # one server at a time on this machine
+    pytester.makepyfile(
+        f"""
+        import os, pytest
+
+        @pytest.mark.specdec(model={BUNDLED!r})
+        def test_serve(specdec):
+            server = specdec.server()
+            with open("tag.txt", "w") as f:
+                f.write(server.tag)
+        """
+    )
+    result = pytester.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", timeout=600)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*specdec servers*", "specdec:smollm2-135m [[]no SD[]]: ready in * s; log *"])
+    assert tagged_pids((pytester.path / "tag.txt").read_text()) == []

@@ -1,0 +1,29 @@
+"""The README's commands are the ones CI runs and the scripts they name exist."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_commands():
+    return re.findall(r"```bash\n(\./scripts/setup && [^\n]+)\n```", (ROOT / "README.md").read_text())
+
+
+def test_readme_has_exactly_the_main_job_and_test_commands():
+    main_job, tests = readme_commands()
+    assert main_job.endswith("examples/cpu/serve_demo.py")
+    assert "-m pytest" in tests
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    tests = readme_commands()[1]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci
+
+
+def test_every_path_the_commands_name_exists():
+    for command in readme_commands():
+        for token in command.split():
+            if "/" in token and not token.startswith(".venv"):
+                assert (ROOT / token).exists(), token
