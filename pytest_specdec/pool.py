@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 
 from .models import resolve_model
 from .ports import claim_port
+from .settings import DEFAULT_KV_CACHE_BYTES
 from .server import LaunchRequest, ServerStartError, VllmServer
 from .spec import ServerSpec
 
@@ -55,7 +56,7 @@ class ServerPool:
         *,
         launcher: Launcher | None = None,
         host: str = "127.0.0.1",
-        kv_cache_bytes: int | None = None,
+        kv_cache_bytes: int | None = DEFAULT_KV_CACHE_BYTES,
         startup_timeout: float = 900.0,
         stop_timeout: float = 30.0,
         env: Mapping[str, str] | None = None,

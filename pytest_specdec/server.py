@@ -9,10 +9,10 @@ propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +33,9 @@ DEVICES = ("gpu", "cpu")
 # stragglers that left the process group (and lets tests prove none remain).
 SERVER_TAG_ENV = "PYTEST_SPECDEC_SERVER_ID"
 LOG_TAIL_LINES = 40
+MAX_CAUSE_LINES = 5
+_EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception):\s")
+_WARNING = re.compile(r"\bWARNING\b")
 _CPU_ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -46,7 +49,7 @@ class ServerStartError(RuntimeError):
         if log_path is not None:
             text += f"\nserver log: {log_path}"
         if log_tail:
-            text += f"\n--- last {LOG_TAIL_LINES} log lines ---\n{log_tail}"
+            text += f"\n{log_tail}"
         super().__init__(text)
 
 
@@ -235,12 +238,24 @@ class VllmServer:
                 time.sleep(0.5)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of the log, preceded by earlier exception lines.
+
+        vLLM's engine core often fails first and the API server's traceback
+        ("See root cause above") then fills the tail, so the lines that name
+        an exception before the tail are quoted too.
+        """
         try:
-            with open(self.log_path, "rb") as handle:
-                tail = collections.deque(handle, maxlen=lines)
+            text = self.log_path.read_bytes().decode("utf-8", "replace")
         except OSError:
             return ""
-        return b"".join(tail).decode("utf-8", "replace").rstrip("\n")
+        all_lines = text.rstrip("\n").splitlines()
+        head, tail = all_lines[:-lines], all_lines[-lines:]
+        causes = [line for line in head if _EXCEPTION_LINE.search(line) and not _WARNING.search(line)]
+        quoted = f"--- last {len(tail)} log lines ---\n" + "\n".join(tail)
+        if causes:
+            earlier = "\n".join(causes[:MAX_CAUSE_LINES])
+            quoted = f"--- exception lines earlier in the log ---\n{earlier}\n{quoted}"
+        return quoted
 
     def metrics_text(self) -> str:
         response = httpx.get(f"{self.url}/metrics", timeout=10.0)

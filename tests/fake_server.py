@@ -6,7 +6,8 @@ It never stands in for a measurement: tests of what vLLM serves use vLLM.
 
     python fake_server.py --port P --served-model-name NAME [--mode MODE]
 
-Modes: ok, exit (log a complaint and exit 3), hang (never healthy),
+Modes: ok, exit (log a complaint and exit 3), exit-late (root cause far above
+the last 40 lines), hang (never healthy),
 ignore-term (ignore SIGTERM), slow (healthy after 1.5 s), child (also fork a
 child that keeps running, like vLLM's engine core), wrong-model.
 """
@@ -34,6 +35,13 @@ def main() -> int:
     if args.mode == "exit":
         print("ValueError: fake complaint about the speculative config", flush=True)
         return 3
+    if args.mode == "exit-late":
+        print("WARNING 11-22 [x.py:1] OSError: [Errno 24] is only a warning", flush=True)
+        print("ERROR 11-22 [worker.py:9] ValueError: the real root cause", flush=True)
+        for line in range(60):
+            print(f"  File traceback noise line {line}", flush=True)
+        print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
+        return 1
     if args.mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.mode == "child" and os.fork() == 0:

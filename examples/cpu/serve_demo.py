@@ -81,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         pool.close()
 
-    print(f"\n{'server':<48} {'prompt':<8} {'tokens':>6} {'tok/s':>7} {'accepted':>8}")
+    width = max(len(row[0]) for row in rows)
+    print(f"\n{'server':<{width}} {'prompt':<8} {'tokens':>6} {'tok/s':>7} {'accepted':>8}")
     for label, name, tokens, rate, acceptance in rows:
-        print(f"{label:<48} {name:<8} {tokens:>6} {rate:>7.1f} {acceptance:>8}")
+        print(f"{label:<{width}} {name:<8} {tokens:>6} {rate:>7.1f} {acceptance:>8}")
     print(f"\nserver logs: {args.log_dir}")
     return 0
 

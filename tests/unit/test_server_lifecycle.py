@@ -161,3 +161,13 @@ def test_a_bad_launch_command_is_refused(tmp_path):
     with pytest.raises(ServerStartError, match="must be a list of strings"):
         pool.get(ServerSpec("m"))
     pool.close()
+
+
+def test_a_root_cause_above_the_tail_is_quoted(tmp_path):
+    server, start = start_fake(tmp_path, mode="exit-late")
+    with pytest.raises(ServerStartError) as info:
+        start()
+    message = str(info.value)
+    assert "--- exception lines earlier in the log ---\nERROR 11-22 [worker.py:9] ValueError: the real root cause" in message
+    assert "is only a warning" not in message
+    assert message.rstrip().endswith("RuntimeError: Engine core initialization failed. See root cause above.")
