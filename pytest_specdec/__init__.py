@@ -5,12 +5,15 @@ Importing this package never imports vllm or torch.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .metrics import SpecDecodeCounters
+from .metrics import RunMetrics, SpecDecodeCounters
 from .models import ModelNameError, ModelUnavailableError
+from .patterns import AccessPattern, PatternError, concurrency_sweep
 from .pool import ServerPool
-from .runner import SpecDecTest
+from .result import OutputComparison, SpecDecResult
+from .runner import Measurements, RunError, SpecDecTest
 from .server import LaunchRequest, ServerStartError, VllmServer
 from .spec import MarkerError, ServerSpec
+from .workloads import Prompt, Workload, WorkloadError
 
 try:
     __version__ = version("pytest-specdec")
@@ -18,7 +21,18 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "AccessPattern",
     "LaunchRequest",
+    "Measurements",
+    "OutputComparison",
+    "PatternError",
+    "Prompt",
+    "RunError",
+    "RunMetrics",
+    "SpecDecResult",
+    "Workload",
+    "WorkloadError",
+    "concurrency_sweep",
     "MarkerError",
     "ModelNameError",
     "ModelUnavailableError",

@@ -42,3 +42,37 @@ def pytest_specdec_server_command(launch):
             return nightly.default_command()
 
     """
+
+
+@hookspec
+def pytest_specdec_workloads(config):
+    """Return workloads to add to the catalog: a ``{name: Workload}`` dict or a list.
+
+    Called once at collection; names then work in ``@pytest.mark.workload``
+    like the built-in ones, overrides included.
+
+    Example: a team's own prompts, built by a function::
+
+        from pytest_specdec import Prompt, Workload
+
+        def build_support_chats(tokenizer, num_prompts, seed):
+            texts = load_our_tickets()[:num_prompts]
+            return [Prompt(t, len(tokenizer(t).input_ids), 256) for t in texts]
+
+        def pytest_specdec_workloads(config):
+            return [Workload("support_chat", kind="custom_builder", builder=build_support_chats)]
+    """
+
+
+@hookspec
+def pytest_specdec_access_patterns(config):
+    """Return access patterns to add to the catalog: a ``{name: AccessPattern}`` dict or a list.
+
+    Example: the team's own peak traffic::
+
+        from pytest_specdec import AccessPattern
+
+        def pytest_specdec_access_patterns(config):
+            return [AccessPattern("peak_hour", request_rate=12, burstiness=0.5,
+                                  max_concurrency=64, num_prompts=512)]
+    """

@@ -75,18 +75,26 @@ class SpecDecodeCounters:
     accepted_per_position: dict[int, float] = field(default_factory=dict)
     present: bool = True  # False when the server exposes no SD counters at all
 
-    def __sub__(self, before: "SpecDecodeCounters") -> "SpecDecodeCounters":
-        positions = set(self.accepted_per_position) | set(before.accepted_per_position)
+    def _combine(self, other: "SpecDecodeCounters", sign: float, present: bool) -> "SpecDecodeCounters":
+        positions = set(self.accepted_per_position) | set(other.accepted_per_position)
         return SpecDecodeCounters(
-            num_drafts=self.num_drafts - before.num_drafts,
-            num_draft_tokens=self.num_draft_tokens - before.num_draft_tokens,
-            num_accepted_tokens=self.num_accepted_tokens - before.num_accepted_tokens,
+            num_drafts=self.num_drafts + sign * other.num_drafts,
+            num_draft_tokens=self.num_draft_tokens + sign * other.num_draft_tokens,
+            num_accepted_tokens=self.num_accepted_tokens + sign * other.num_accepted_tokens,
             accepted_per_position={
-                p: self.accepted_per_position.get(p, 0.0) - before.accepted_per_position.get(p, 0.0)
+                p: self.accepted_per_position.get(p, 0.0) + sign * other.accepted_per_position.get(p, 0.0)
                 for p in sorted(positions)
             },
-            present=self.present and before.present,
+            present=present,
         )
+
+    def __sub__(self, before: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        """What happened between two scrapes."""
+        return self._combine(before, -1.0, self.present and before.present)
+
+    def __add__(self, other: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        """Two runs' deltas together (present if either saw counters)."""
+        return self._combine(other, 1.0, self.present or other.present)
 
     @property
     def acceptance_rate(self) -> float:
@@ -129,3 +137,108 @@ def spec_decode_counters(samples: list[Sample], model_name: str) -> SpecDecodeCo
             per_position[position] = per_position.get(position, 0.0) + sample.value
             seen = True
     return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), present=seen, **totals)
+
+
+# --- per-request samples -> run summaries, as `vllm bench serve` computes them ---
+
+PERCENTILES = (50, 95, 99)
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+THROUGHPUT_METRICS = ("request_throughput", "output_throughput", "total_token_throughput")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary of one latency metric over a run, in milliseconds."""
+
+    mean: float
+    median: float
+    p95: float
+    p99: float
+    count: int
+
+    @classmethod
+    def of(cls, seconds) -> "Distribution":
+        if len(seconds) == 0:
+            return cls(math.nan, math.nan, math.nan, math.nan, 0)
+        import numpy as np
+
+        values = np.asarray(seconds, dtype=float) * 1000.0
+        return cls(
+            mean=float(values.mean()),
+            median=float(np.median(values)),
+            p95=float(np.percentile(values, 95)),
+            p99=float(np.percentile(values, 99)),
+            count=int(values.size),
+        )
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """One load run's summary; names follow `vllm bench serve`'s result keys."""
+
+    completed: int
+    failed: int
+    duration_s: float
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2el: Distribution
+
+    def as_dict(self) -> dict[str, float]:
+        """Flat ``{"output_throughput": ..., "median_tpot_ms": ..., "p99_ttft_ms": ...}``."""
+        flat: dict[str, float] = {
+            "completed": self.completed,
+            "failed": self.failed,
+            "duration_s": self.duration_s,
+            "total_input_tokens": self.total_input_tokens,
+            "total_output_tokens": self.total_output_tokens,
+        }
+        for name in THROUGHPUT_METRICS:
+            flat[name] = getattr(self, name)
+        for name in LATENCY_METRICS:
+            dist = getattr(self, name)
+            flat[f"mean_{name}_ms"] = dist.mean
+            flat[f"median_{name}_ms"] = dist.median
+            flat[f"p95_{name}_ms"] = dist.p95
+            flat[f"p99_{name}_ms"] = dist.p99
+        return flat
+
+
+def summarize(records, duration_s: float) -> RunMetrics:
+    """Summarise request records (`client.RequestRecord`) of one run.
+
+    As in `vllm bench serve`: throughputs divide by the whole run's duration;
+    TPOT = (latency - TTFT) / (output_tokens - 1) for requests with more than
+    one output token; ITL pools every inter-chunk gap of every request.
+    """
+    done = [r for r in records if r.success]
+    tpots = [(r.latency - r.ttft) / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
+    output_tokens = sum(r.output_tokens for r in done)
+    input_tokens = sum(r.prompt_len for r in done)
+    per_second = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: math.nan)
+    return RunMetrics(
+        completed=len(done),
+        failed=len(records) - len(done),
+        duration_s=duration_s,
+        total_input_tokens=input_tokens,
+        total_output_tokens=output_tokens,
+        request_throughput=per_second(len(done)),
+        output_throughput=per_second(output_tokens),
+        total_token_throughput=per_second(input_tokens + output_tokens),
+        ttft=Distribution.of([r.ttft for r in done]),
+        tpot=Distribution.of(tpots),
+        itl=Distribution.of([gap for r in done for gap in r.itl]),
+        e2el=Distribution.of([r.latency for r in done]),
+    )
+
+
+def higher_is_better(metric: str) -> bool:
+    """Throughputs (and speedup, acceptance) go up when things improve; latencies (``*_ms``) go down."""
+    if metric.endswith("_ms") or metric in ("duration_s", "failed"):
+        return False
+    return True

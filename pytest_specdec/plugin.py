@@ -8,6 +8,7 @@ Collection never imports vllm or torch.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from pathlib import Path
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from . import hookspecs
+from .patterns import CATALOG as PATTERN_CATALOG
+from .patterns import AccessPattern, PatternError, resolve_pattern
 from .pool import ServerPool, order_for_reuse
-from .runner import SpecDecTest
+from .runner import Measurements, SpecDecTest
 from .server import LaunchRequest, VllmServer
 from .settings import (
     DEFAULT_KV_CACHE_BYTES,
@@ -24,9 +27,14 @@ from .settings import (
     Settings,
     parse_byte_size,
     parse_ini,
+    parse_positive_int,
     parse_seconds,
 )
 from .spec import MARKER_FIELDS, MarkerError, ServerSpec, parse_specdec_marker
+from .workloads import CATALOG as WORKLOAD_CATALOG
+from .workloads import Workload, WorkloadError, data_path_env_var, resolve_workload
+
+DATA_WORKLOADS = tuple(name for name, w in WORKLOAD_CATALOG.items() if w.kind not in ("random", "code_edit"))
 
 SKIP_NO_DEVICE = (
     "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) "
@@ -36,7 +44,9 @@ SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run w
 
 settings_key = pytest.StashKey[Settings]()
 pool_key = pytest.StashKey[ServerPool]()
-_spec_key = pytest.StashKey["ServerSpec | MarkerError"]()
+measurements_key = pytest.StashKey[Measurements]()
+_plan_key = pytest.StashKey["_Plan"]()
+_planned_key = pytest.StashKey[list]()
 _sigterm_key = pytest.StashKey[object]()
 
 
@@ -79,6 +89,20 @@ def pytest_addoption(parser):
         metavar="DIR",
         help="where server logs go (default: specdec-servers/ under pytest's basetemp).",
     )
+    group.addoption(
+        "--specdec-repeats",
+        type=parse_positive_int,
+        default=None,
+        metavar="N",
+        help="measure each reference and SD run N times and keep every repeat (default 1; ini specdec_repeats).",
+    )
+    parser.addini("specdec_repeats", "measured runs per configuration", default="")
+    for name in DATA_WORKLOADS:
+        parser.addini(
+            f"specdec_{name}_path",
+            f"data file of the {name} workload (env {data_path_env_var(name)} wins; a marker's path= wins over both)",
+            default="",
+        )
     parser.addini("specdec_startup_timeout", "seconds a vLLM server may take to become ready", default="")
     parser.addini("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", default="")
     parser.addini(
@@ -102,6 +126,10 @@ def _resolve_settings(config) -> Settings:
         if kv is None:
             raw = config.getini("specdec_cpu_kv_cache_bytes")
             kv = parse_ini("specdec_cpu_kv_cache_bytes", raw, parse_byte_size) if raw else DEFAULT_KV_CACHE_BYTES
+        repeats = config.getoption("specdec_repeats")
+        if repeats is None:
+            raw = config.getini("specdec_repeats")
+            repeats = parse_ini("specdec_repeats", raw, parse_positive_int) if raw else 1
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     log_dir = config.getoption("specdec_log_dir")
@@ -111,7 +139,23 @@ def _resolve_settings(config) -> Settings:
         kv_cache_bytes=kv,
         log_dir=Path(log_dir).resolve() if log_dir else None,
         extra_methods=tuple(config.getini("specdec_extra_methods")),
+        repeats=repeats,
+        data_paths=tuple(_data_paths(config).items()),
     )
+
+
+def _data_paths(config) -> dict[str, str]:
+    """Data-file workload paths: the environment wins over the ini (relative to the ini's folder)."""
+    paths = {}
+    for name in DATA_WORKLOADS:
+        from_env = os.environ.get(data_path_env_var(name))
+        from_ini = config.getini(f"specdec_{name}_path")
+        if from_env:
+            paths[name] = str(Path(from_env).resolve())
+        elif from_ini:
+            base = config.inipath.parent if config.inipath else config.rootpath
+            paths[name] = str((base / from_ini).resolve())
+    return paths
 
 
 def pytest_configure(config):
@@ -120,6 +164,16 @@ def pytest_configure(config):
         "specdec(model, speculative_config=None, server_args=(), tensor_parallel_size=1, requires_gpu=False): "
         "run the test against vLLM servers for this target and speculative config "
         "(needs --specdec-gpu or --specdec-cpu).",
+    )
+    config.addinivalue_line(
+        "markers",
+        "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: "
+        + ", ".join(WORKLOAD_CATALOG),
+    )
+    config.addinivalue_line(
+        "markers",
+        "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
+        + ", ".join(PATTERN_CATALOG),
     )
     settings = _resolve_settings(config)
     config.stash[settings_key] = settings
@@ -149,36 +203,88 @@ def pytest_specdec_server_command(launch: LaunchRequest):
     return launch.default_command()
 
 
+class _Plan:
+    """What collection decided for one test: its server spec and traffic, or the error."""
+
+    def __init__(self, spec=None, workload=None, pattern=None, error=None):
+        self.spec: ServerSpec | None = spec
+        self.workload: Workload | None = workload
+        self.pattern: AccessPattern | None = pattern
+        self.error: str | None = error
+
+
+def _registered(results, kind) -> dict:
+    merged = {}
+    for result in results:
+        items = result.values() if isinstance(result, dict) else result
+        for item in items:
+            if not isinstance(item, kind):
+                raise pytest.UsageError(f"a specdec registration hook returned {item!r}, not a {kind.__name__}")
+            merged[item.name] = item
+    return merged
+
+
+def _plan_for(item, settings, workloads, patterns) -> _Plan | None:
+    marker = item.get_closest_marker("specdec")
+    workload_marker = item.get_closest_marker("workload")
+    pattern_marker = item.get_closest_marker("access_pattern")
+    if marker is None:
+        if workload_marker or pattern_marker:
+            return _Plan(error="@pytest.mark.workload and @pytest.mark.access_pattern need @pytest.mark.specdec")
+        return None
+    try:
+        spec = parse_specdec_marker(
+            marker.args, marker.kwargs, extra_methods=settings.extra_methods, origin=item.nodeid
+        )
+    except MarkerError as exc:
+        return _Plan(error=f"invalid @pytest.mark.specdec: {exc}")
+    plan = _Plan(spec)
+    try:
+        if workload_marker is not None:
+            plan.workload = resolve_workload(
+                *_one_arg("workload", workload_marker), registered=workloads, paths=dict(settings.data_paths)
+            )
+        if pattern_marker is not None:
+            plan.pattern = resolve_pattern(*_one_arg("access_pattern", pattern_marker), registered=patterns)
+    except (WorkloadError, PatternError) as exc:
+        which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
+        return _Plan(error=f"invalid @pytest.mark.{which}: {exc}")
+    return plan
+
+
+def _one_arg(name, marker):
+    if len(marker.args) != 1:
+        kind = "Workload" if name == "workload" else "AccessPattern"
+        raise (WorkloadError if name == "workload" else PatternError)(
+            f"@pytest.mark.{name} takes one catalog name or {kind}(...) and keyword overrides, got {marker.args!r}"
+        )
+    return marker.args[0], dict(marker.kwargs)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    extra_methods = config.stash[settings_key].extra_methods
+    settings = config.stash[settings_key]
+    workloads = _registered(config.hook.pytest_specdec_workloads(config=config), Workload)
+    patterns = _registered(config.hook.pytest_specdec_access_patterns(config=config), AccessPattern)
     keys = []
     for item in items:
-        marker = item.get_closest_marker("specdec")
-        if marker is None:
-            keys.append(None)
-            continue
-        try:
-            spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=extra_methods, origin=item.nodeid)
-        except MarkerError as exc:
-            item.stash[_spec_key] = exc
-            keys.append(None)
-            continue
-        item.stash[_spec_key] = spec
-        keys.append(spec.key)
+        plan = _plan_for(item, settings, workloads, patterns)
+        if plan is not None:
+            item.stash[_plan_key] = plan
+        keys.append(plan.spec.key if plan is not None and plan.spec is not None and not plan.error else None)
     items[:] = [items[index] for index in order_for_reuse(keys)]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    spec = item.stash.get(_spec_key, None)
-    if spec is None:
+    plan = item.stash.get(_plan_key, None)
+    if plan is None:
         return
-    if isinstance(spec, MarkerError):
-        pytest.fail(f"invalid @pytest.mark.specdec: {spec}", pytrace=False)
+    if plan.error:
+        pytest.fail(plan.error, pytrace=False)
     device = item.config.stash[settings_key].device
     if device is None:
         pytest.skip(SKIP_NO_DEVICE)
-    if spec.requires_gpu and device != "gpu":
+    if plan.spec.requires_gpu and device != "gpu":
         pytest.skip(SKIP_NEEDS_GPU)
 
 
@@ -241,13 +347,40 @@ def vllm_server(request, specdec_pool):
     return start
 
 
+@pytest.fixture(scope="session")
+def specdec_measurements(request, specdec_pool, tmp_path_factory) -> Measurements:
+    """The session's measuring state: prompts, tokenizers, shared reference runs."""
+    config = request.config
+    measurements = config.stash.get(measurements_key, None)
+    if measurements is None:
+        measurements = Measurements(
+            specdec_pool,
+            tmp_path_factory.getbasetemp() / "specdec",
+            repeats=config.stash[settings_key].repeats,
+            on_event=specdec_pool.on_event,
+        )
+        config.stash[measurements_key] = measurements
+        device = config.stash[settings_key].device
+        for plan in config.stash.get(_planned_key, []):
+            runnable = device == "gpu" or not plan.spec.requires_gpu
+            if runnable and plan.workload and plan.pattern and plan.spec.speculative_config:
+                measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
+    return measurements
+
+
+def pytest_collection_finish(session):
+    session.config.stash[_planned_key] = [
+        plan for item in session.items if (plan := item.stash.get(_plan_key, None)) and not plan.error
+    ]
+
+
 @pytest.fixture
-def specdec(request, specdec_pool) -> SpecDecTest:
-    """The test's speculative configuration (from ``@pytest.mark.specdec``) and its servers."""
-    spec = request.node.stash.get(_spec_key, None)
-    if spec is None:
+def specdec(request, specdec_measurements) -> SpecDecTest:
+    """The test's speculative configuration and traffic (from its markers), and ``run()``."""
+    plan = request.node.stash.get(_plan_key, None)
+    if plan is None:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
-    return SpecDecTest(spec, specdec_pool)
+    return SpecDecTest(plan.spec, specdec_measurements, plan.workload, plan.pattern)
 
 
 def pytest_terminal_summary(terminalreporter, config):

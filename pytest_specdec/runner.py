@@ -1,33 +1,292 @@
-"""What the ``specdec`` fixture hands a test: its server configuration and servers.
+"""Measuring SD against no-SD on the same traffic.
 
-A plain object over a `ServerPool`, usable from a script as well as a test.
+`Measurements` is the session's measuring state over a `ServerPool`: the
+target tokenizers, the prompts built for each workload, and the reference
+runs, measured once per (target, server args, workload, pattern, seed) and
+shared by every SD configuration tested against them.  `SpecDecTest` is
+what the ``specdec`` fixture hands a test.  Both are plain objects, usable
+from a script.
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Callable
+
+from .client import generate_load
+from .metrics import summarize
+from .patterns import AccessPattern
 from .pool import ServerPool
+from .result import Run, SpecDecResult, compare_outputs
 from .server import VllmServer
 from .spec import ServerSpec
+from .workloads import Workload
+
+WARMUP_REQUESTS = 2
+WARMUP_TOKENS = 16
+
+
+class RunError(RuntimeError):
+    """A measurement that cannot be trusted (failed requests, missing markers)."""
+
+
+class Measurements:
+    def __init__(
+        self,
+        pool: ServerPool,
+        work_dir: Path,
+        *,
+        repeats: int = 1,
+        on_event: Callable[[str], None] | None = None,
+    ):
+        self.pool = pool
+        self.work_dir = Path(work_dir)
+        self.repeats = repeats
+        self.on_event = on_event or (lambda message: None)
+        self.reference_measurements: collections.Counter[str] = collections.Counter()
+        self._references: dict[str, list[Run]] = {}
+        self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
+        self._tokenizers: dict[str, object] = {}
+        self._prompts: dict[str, list] = {}
+        self._warmed: set[int] = set()
+
+    def tokenizer(self, model: str):
+        """The target's tokenizer (transformers is imported only here, at run time)."""
+        if model not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            self._tokenizers[model] = AutoTokenizer.from_pretrained(self.pool.model_resolver(model))
+        return self._tokenizers[model]
+
+    def prompts(self, model: str, workload: Workload, pattern: AccessPattern, seed: int) -> list:
+        key = json.dumps([model, workload.describe(), pattern.num_prompts, seed], sort_keys=True, default=str)
+        if key not in self._prompts:
+            self._prompts[key] = workload.build(self.tokenizer(model), pattern.num_prompts, seed)
+        return self._prompts[key]
+
+    def prompts_file(self, prompts: list) -> Path:
+        """The prompts as a `vllm bench serve` custom dataset, for reproducing by hand."""
+        lines = [json.dumps({"prompt": p.text, "output_tokens": p.output_len}) for p in prompts]
+        text = "\n".join(lines) + "\n"
+        path = self.work_dir / "prompts" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+        return path
+
+    def _warm_up(self, server: VllmServer, prompts: list) -> None:
+        # The first requests on a fresh server pay for lazy initialisation; a
+        # measured run must not (the "discard the first run" pitfall).
+        if id(server) in self._warmed:
+            return
+        warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
+        generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)))
+        self._warmed.add(id(server))
+
+    def measure(
+        self,
+        spec: ServerSpec,
+        workload: Workload,
+        pattern: AccessPattern,
+        prompts: list,
+        *,
+        seed: int = 0,
+        logprobs: int | None = None,
+        what: str = "",
+    ) -> list[Run]:
+        """`repeats` runs of `prompts` under `pattern` on the server for `spec`."""
+        server = self.pool.get(spec)
+        self._warm_up(server, prompts)
+        runs = []
+        for repeat in range(self.repeats):
+            before = server.spec_decode_counters() if spec.speculative_config else None
+            load = generate_load(
+                server.url,
+                server.model,
+                prompts,
+                pattern,
+                seed=seed,
+                ignore_eos=workload.ignore_eos,
+                logprobs=logprobs,
+            )
+            counters = server.spec_decode_counters() - before if before is not None else None
+            failed = [r for r in load.records if not r.success]
+            if failed:
+                raise RunError(
+                    f"{len(failed)} of {len(load.records)} requests failed on {spec.label()}; "
+                    f"first error: {failed[0].error}\nserver log: {server.log_path}"
+                )
+            metrics = summarize(load.records, load.duration_s)
+            runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at))
+            self.on_event(
+                f"{what or spec.label()} on {workload.name}/{pattern.name}"
+                f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}: "
+                f"{metrics.completed} requests in {metrics.duration_s:.1f} s, "
+                f"{metrics.output_throughput:.1f} output tok/s, median TPOT {metrics.tpot.median:.1f} ms"
+            )
+        return runs
+
+    @staticmethod
+    def _reference_key(spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int, logprobs) -> str:
+        return json.dumps(
+            [spec.reference().key, workload.describe(), pattern.describe(), seed, logprobs],
+            sort_keys=True,
+            default=str,
+        )
+
+    def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
+        """Announce a reference run a later test will need.
+
+        When the reference server is up for one test, every announced
+        reference run of the same target is measured right then, so the
+        reference server starts once however the SD tests are ordered.
+        """
+        queue = self._planned.setdefault(spec.reference().key, [])
+        key = self._reference_key(spec, workload, pattern, seed, None)
+        if all(self._reference_key(*job, None) != key for job in queue):
+            queue.append((spec, workload, pattern, seed))
+
+    def measure_planned_references(self, spec: ServerSpec) -> None:
+        """Measure every announced reference run of `spec`'s target that is still missing.
+
+        Called before an SD server of that target is first needed, so the
+        reference server (often already up) serves all its runs in one go.
+        """
+        for job in self._planned.pop(spec.reference().key, []):
+            key = self._reference_key(*job, None)
+            if key not in self._references:
+                job_spec, workload, pattern, seed = job
+                prompts = self.prompts(job_spec.model, workload, pattern, seed)
+                self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
+
+    def reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, prompts: list, *,
+                  seed: int = 0, logprobs: int | None = None) -> list[Run]:
+        """The no-SD runs for `spec`'s target; measured once per session per traffic."""
+        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        if key not in self._references:
+            self.measure_planned_references(spec)
+        if key not in self._references:
+            self._measure_reference(key, spec, workload, pattern, prompts, seed, logprobs)
+        return self._references[key]
+
+    def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
+        reference = spec.reference()
+        self.reference_measurements[reference.key] += 1
+        self._references[key] = self.measure(
+            reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
+        )
+
+    def run(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, *, seed: int = 0,
+            logprobs: int | None = None) -> SpecDecResult:
+        if spec.speculative_config is None:
+            raise RunError(f"{spec.label()} has no speculative_config: nothing to compare with the reference")
+        prompts = self.prompts(spec.model, workload, pattern, seed)
+        reference_runs = self.reference(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs)
+        speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
+        tokenizer = self.tokenizer(spec.model)
+        outputs = compare_outputs(reference_runs[0].records, speculative_runs[0].records, decode=tokenizer.decode)
+        server = self.pool.get(spec)
+        return SpecDecResult(
+            spec=spec,
+            workload=workload.describe(),
+            pattern=pattern.describe(),
+            reference_runs=reference_runs,
+            speculative_runs=speculative_runs,
+            outputs=outputs,
+            reproduce=reproduce_commands(
+                reference_runs[0], speculative_runs[0], server, pattern, self.prompts_file(prompts),
+                self.pool.model_resolver(spec.model), seed, workload.ignore_eos,
+            ),
+            seed=seed,
+            server_log=str(server.log_path),
+        )
+
+
+def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pattern: AccessPattern,
+                       prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool) -> dict[str, str]:
+    """Shell commands that rerun this measurement by hand.
+
+    The servers' commands are exactly what was run.  The load is `vllm bench
+    serve` on the same prompts (written as its custom dataset, unshuffled) with
+    the pattern's flags; on the CPU build, whose ``vllm`` script fails, the
+    same flags go to ``python -m pytest_specdec.vllm_bench``.
+    """
+    bench = ["vllm", "bench", "serve"] if server.command[1:2] == ["serve"] else [
+        reference.server_command[0], "-m", "pytest_specdec.vllm_bench"]
+    bench += [
+        "--backend", "vllm",
+        "--base-url", server.url,
+        "--endpoint", "/v1/completions",
+        "--model", server.model,
+        "--tokenizer", tokenizer,
+        "--dataset-name", "custom",
+        "--dataset-path", str(prompts_file),
+        "--custom-output-len", "-1",
+        "--skip-chat-template",
+        "--disable-shuffle",
+        *pattern.bench_flags(),
+        "--seed", str(seed),
+        "--temperature", "0",
+    ]
+    if ignore_eos:
+        bench.append("--ignore-eos")
+    return {
+        "reference_server": shlex.join(reference.server_command),
+        "speculative_server": shlex.join(speculative.server_command),
+        "bench": shlex.join(bench),
+    }
 
 
 class SpecDecTest:
-    """One test's speculative configuration and the no-SD reference beside it."""
+    """One test's speculative configuration, traffic, and the servers behind them."""
 
-    def __init__(self, spec: ServerSpec, pool: ServerPool):
+    def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
+                 pattern: AccessPattern | None = None):
         self.spec = spec
-        self.pool = pool
+        self.measurements = measurements
+        self.workload = workload
+        self.pattern = pattern
+
+    @property
+    def pool(self) -> ServerPool:
+        return self.measurements.pool
 
     @property
     def reference_spec(self) -> ServerSpec:
         return self.spec.reference()
 
     def server(self) -> VllmServer:
-        """The server with the test's speculative config, started if needed."""
+        """The server with the test's speculative config, started if needed.
+
+        Reference runs other tests announced for this target are measured
+        first, while no SD server has displaced the reference server.
+        """
+        self.measurements.measure_planned_references(self.spec)
         return self.pool.get(self.spec)
 
     def reference_server(self) -> VllmServer:
         """The same target and flags without speculation."""
         return self.pool.get(self.reference_spec)
+
+    def run(self, *, seed: int = 0, logprobs: int | None = None) -> SpecDecResult:
+        """Measure the no-SD reference (shared, once per session) and SD on the same traffic."""
+        if self.workload is None or self.pattern is None:
+            missing = [m for m, v in (("workload", self.workload), ("access_pattern", self.pattern)) if v is None]
+            raise RunError(f"specdec.run() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
+        began = time.monotonic()
+        result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs)
+        self.measurements.on_event(
+            f"{self.spec.label()}: speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%} "
+            f"({time.monotonic() - began:.0f} s)"
+        )
+        return result
 
     def __repr__(self) -> str:
         return f"<SpecDecTest {self.spec.label()}>"

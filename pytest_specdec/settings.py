@@ -42,6 +42,17 @@ def parse_seconds(value: str) -> float:
     return seconds
 
 
+def parse_positive_int(value: str) -> int:
+    """An integer >= 1: ``"3"``."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
+    return number
+
+
 def parse_byte_size(value: str) -> int:
     """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
     match = _SIZE_RE.match(str(value))
@@ -71,3 +82,5 @@ class Settings:
     kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
+    repeats: int = 1  # measured runs per configuration, all kept
+    data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)

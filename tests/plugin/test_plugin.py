@@ -352,3 +352,154 @@ def test_server_starts_are_announced_on_the_terminal_but_not_under_quiet(pyteste
     quiet = pytester.runpytest("--specdec-cpu", "-q")
     quiet.assert_outcomes(passed=1)
     assert "[specdec]" not in quiet.stdout.str()
+
+
+def test_workload_and_pattern_markers_are_validated_at_collection(pytester):
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_q")
+        def test_unknown_workload(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_s", input_len=0)
+        def test_bad_override(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_s", prompt_len=5)
+        def test_unknown_override(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("sharegpt")
+        def test_no_data_path(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.access_pattern("burstiness_extreme")
+        def test_unknown_pattern(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.access_pattern("burstiness_mid", max_concurrency=0)
+        def test_bad_pattern_override(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_s", "random_m")
+        def test_two_workloads(specdec): pass
+
+        @pytest.mark.workload("random_s")
+        def test_workload_without_specdec(): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_s", input_len=64, output_len=16)
+        @pytest.mark.access_pattern("throughput_low", num_prompts=2)
+        def test_fine(specdec): pass
+        """
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(errors=8, skipped=1)
+    out = result.stdout.str()
+    assert "invalid @pytest.mark.workload: unknown workload 'random_q'" in out
+    for name in ("random_s", "random_x", "code_edit", "sharegpt", "spec_bench", "burstgpt", "custom"):
+        assert name in out.split("unknown workload 'random_q'")[1].splitlines()[0]
+    assert "input_len" in out and "prompt_len" in out
+    assert "PYTEST_SPECDEC_SHAREGPT_PATH" in out and "specdec_sharegpt_path" in out
+    assert "invalid @pytest.mark.access_pattern:" in out and "burstiness_extreme" in out
+    assert "max_concurrency" in out
+    assert "takes one catalog name" in out
+    assert "@pytest.mark.workload and @pytest.mark.access_pattern need @pytest.mark.specdec" in out
+
+
+def test_data_paths_come_from_env_then_ini(pytester, monkeypatch):
+    data = pytester.path / "data"
+    data.mkdir()
+    (data / "mine.jsonl").write_text('{"prompt": "hi"}\n')
+    pytester.makeini("[pytest]\nspecdec_custom_path = data/mine.jsonl\nspecdec_spec_bench_path = data/nope.jsonl\n")
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("custom")
+        @pytest.mark.access_pattern("throughput_low")
+        def test_custom(specdec):
+            assert specdec.workload.path == {str(data / "mine.jsonl")!r}
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("spec_bench")
+        @pytest.mark.access_pattern("throughput_low")
+        def test_spec_bench(specdec):
+            assert specdec.workload.path == "/elsewhere/sb.jsonl"
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("spec_bench", path="/marker/wins.jsonl")
+        @pytest.mark.access_pattern("throughput_low")
+        def test_marker_path(specdec):
+            assert specdec.workload.path == "/marker/wins.jsonl"
+        """
+    )
+    pytester.makeconftest(FAKE_CONFTEST)
+    monkeypatch.setenv("PYTEST_SPECDEC_SPEC_BENCH_PATH", "/elsewhere/sb.jsonl")
+    pytester.runpytest("--specdec-cpu").assert_outcomes(passed=3)
+
+
+def test_workloads_and_patterns_register_through_hooks(pytester):
+    pytester.makeconftest(
+        FAKE_CONFTEST
+        + """
+from pytest_specdec import AccessPattern, Prompt, Workload
+
+def build(tokenizer, num_prompts, seed):
+    return [Prompt("hello", 1, 4)] * num_prompts
+
+def pytest_specdec_workloads(config):
+    return [Workload("greetings", kind="custom_builder", builder=build)]
+
+def pytest_specdec_access_patterns(config):
+    return {"trickle": AccessPattern("trickle", request_rate=1.0, max_concurrency=2, num_prompts=3)}
+"""
+    )
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("greetings", output_len=2)
+        @pytest.mark.access_pattern("trickle", num_prompts=5)
+        def test_registered(specdec):
+            assert specdec.workload.name == "greetings"
+            assert specdec.workload.build(None, 2, 0)[0].output_len == 2
+            assert (specdec.pattern.request_rate, specdec.pattern.num_prompts) == (1.0, 5)
+        """
+    )
+    pytester.runpytest("--specdec-cpu").assert_outcomes(passed=1)
+
+
+def test_run_without_traffic_markers_says_which_are_missing(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.workload("random_s")
+        def test_run(specdec):
+            specdec.run()
+        """
+    )
+    result = pytester.runpytest("--specdec-cpu")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*specdec.run() needs @pytest.mark.access_pattern(...)*"])
+
+
+@pytest.mark.parametrize("args, ini, message", [
+    (["--specdec-repeats=0"], "", "*--specdec-repeats: must be at least 1*"),
+    ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected a whole number*"),
+])
+def test_bad_repeats_are_usage_errors(pytester, args, ini, message):
+    if ini:
+        pytester.makeini(ini)
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])

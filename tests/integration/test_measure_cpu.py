@@ -1,0 +1,102 @@
+"""specdec.run() on real vLLM CPU servers with the bundled model (run with --specdec-cpu).
+
+Scaled-down traffic: a real measurement, small enough for CI.  The plugin
+groups tests by server configuration and measures each reference once, so
+this module starts the reference, n-gram, suffix and draft servers once each.
+"""
+
+import math
+import statistics
+
+import pytest
+
+from pytest_specdec.patterns import AccessPattern
+from pytest_specdec.result import SpecDecResult
+
+BUNDLED = "specdec:smollm2-135m"
+# The same n-gram config as test_cpu_servers.py, so the session shares one server.
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
+POOR_DRAFT = {"method": "draft_model", "model": f"{BUNDLED}@layers=8", "num_speculative_tokens": 3}
+
+CODE_EDIT = dict(input_len=192, output_len=64)
+
+
+def check_measured(result: SpecDecResult, num_prompts: int) -> None:
+    for run in result.reference_runs + result.speculative_runs:
+        assert run.metrics.completed == num_prompts and run.metrics.failed == 0
+        assert run.metrics.output_throughput > 0
+        assert all(r.output_tokens == CODE_EDIT["output_len"] for r in run.records)  # ignore_eos: exact lengths
+    speedup = result.speedup()
+    assert math.isfinite(speedup) and speedup > 0
+    assert result.reference_runs[0].counters is None
+    counters = result.counters
+    assert counters.present and counters.num_drafts > 0 and counters.num_accepted_tokens > 0
+    assert 0 < result.acceptance_rate <= 1
+    assert len(result.outputs.requests) == num_prompts
+    assert "--speculative-config" in result.reproduce["speculative_server"]
+    assert "--speculative-config" not in result.reproduce["reference_server"]
+    assert "--dataset-path" in result.reproduce["bench"]
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_ngram_on_code_edit_concurrency_1(specdec):
+    result = specdec.run()
+    check_measured(result, 4)
+    print(result)
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
+def test_ngram_on_code_edit_concurrency_4(specdec):
+    result = specdec.run()
+    check_measured(result, 8)
+    print(result)
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_suffix_on_code_edit_concurrency_1(specdec):
+    result = specdec.run()
+    check_measured(result, 4)
+    print(result)
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
+def test_suffix_on_code_edit_concurrency_4(specdec):
+    result = specdec.run()
+    check_measured(result, 8)
+    print(result)
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=POOR_DRAFT)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_truncated_draft_accepts_little(specdec):
+    result = specdec.run()
+    check_measured(result, 4)
+    print(result)
+    # An 8-of-30-layer draft is a poor draft: it was measured here at ~2% (k=3).
+    assert result.acceptance_rate < 0.25
+    assert len(result.per_position_acceptance) == 3
+
+
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+@pytest.mark.workload("code_edit", **CODE_EDIT)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_reference_runs_are_shared_across_configs(specdec, specdec_measurements, specdec_pool):
+    """Runs after the tests above (same n-gram config group): nothing is measured twice."""
+    result = specdec.run()
+    reference_key = specdec.reference_spec.key
+    # code_edit at concurrency 1 and 4: two traffics, each measured once, all on one reference server start.
+    assert specdec_measurements.reference_measurements[reference_key] == 2
+    assert specdec_pool.starts[specdec.spec.key] == 1
+    assert result.reference_runs is specdec_measurements.reference(
+        specdec.spec, specdec.workload, specdec.pattern, [], seed=0
+    )

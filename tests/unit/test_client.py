@@ -1,0 +1,359 @@
+"""run_load against a tiny streaming HTTP/1.1 server on loopback.
+
+The server speaks just enough of vLLM's streamed /v1/completions (chunked
+transfer encoding, SSE events, a final usage event) to time the client
+exactly: each test scripts the events and the delays between them.
+"""
+
+import asyncio
+import json
+import math
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from pytest_specdec.client import _SSEDecoder, generate_load, run_load
+from pytest_specdec.patterns import AccessPattern
+
+
+@dataclass(frozen=True)
+class P:
+    text: str
+    prompt_len: int
+    output_len: int
+
+
+@dataclass
+class Event:
+    delay: float  # seconds before the first piece is written
+    pieces: list  # bytes, each written as its own HTTP chunk
+    piece_gap: float = 0.02
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    events: list = field(default_factory=list)
+
+
+def sse(obj) -> bytes:
+    # Raw UTF-8 like vLLM's pydantic JSON, so characters can be split across writes.
+    data = obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()
+    return b"data: " + data + b"\n\n"
+
+
+def token_event(ids, text=None, logprobs=False):
+    choice = {"index": 0, "text": text if text is not None else "".join(f"<{i}>" for i in ids), "token_ids": ids}
+    if logprobs:
+        choice["logprobs"] = {
+            "tokens": [f"<{i}>" for i in ids],
+            "token_logprobs": [-0.1 * i for i in ids],
+            "top_logprobs": [{f"<{i}>": -0.1 * i, "alt": -5.0} for i in ids],
+        }
+    return {"id": "cmpl-1", "object": "text_completion", "choices": [choice]}
+
+
+def usage_event(prompt_tokens, completion_tokens):
+    return {"id": "cmpl-1", "choices": [], "usage": {
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def stream(chunks, *, first=0.0, gap=0.0, usage=(11, None), logprobs=False):
+    """Events for token chunks: `first` s before the first, `gap` s between the rest."""
+    events = [Event(first if i == 0 else gap, [sse(token_event(ids, logprobs=logprobs))])
+              for i, ids in enumerate(chunks)]
+    if usage is not None:
+        prompt_tokens, completion = usage
+        total = completion if completion is not None else sum(len(c) for c in chunks)
+        events.append(Event(0.0, [sse(usage_event(prompt_tokens, total))]))
+    events.append(Event(0.0, [sse(b"[DONE]")]))
+    return Reply(events=events)
+
+
+class StreamServer:
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._connection, "127.0.0.1", 0), self.loop
+        ).result(5)
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.reset()
+
+    def reset(self):
+        self.respond = lambda payload: stream([[1], [2]])
+        self.requests = []  # (perf_counter at arrival, path, payload)
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def _connection(self, reader, writer):
+        try:
+            while True:  # keep-alive: several requests per connection
+                head = await reader.readuntil(b"\r\n\r\n")
+                arrived = time.perf_counter()
+                request_line, *header_lines = head.decode().split("\r\n")
+                headers = dict(h.split(": ", 1) for h in header_lines if ": " in h)
+                body = await reader.readexactly(int(headers.get("Content-Length", headers.get("content-length", 0))))
+                payload = json.loads(body)
+                self.requests.append((arrived, request_line.split()[1], payload))
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    await self._reply(writer, self.respond(payload))
+                finally:
+                    self.in_flight -= 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def _reply(self, writer, reply):
+        if reply.status != 200:
+            writer.write(
+                f"HTTP/1.1 {reply.status} Internal Server Error\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(reply.body)}\r\n\r\n".encode() + reply.body
+            )
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await writer.drain()
+        for event in reply.events:
+            if event.delay:
+                await asyncio.sleep(event.delay)
+            for i, piece in enumerate(event.pieces):
+                if i:
+                    await asyncio.sleep(event.piece_gap)
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    def close(self):
+        async def shutdown():
+            self.server.close()
+            # Connections still streaming (e.g. after a client timeout) end here,
+            # not as "Task was destroyed but it is pending" at interpreter exit.
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def _server():
+    server = StreamServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def server(_server):
+    _server.reset()
+    return _server
+
+
+def one(n=1, **kw):
+    return AccessPattern("t", num_prompts=n, **kw)
+
+
+def test_timing_tokens_usage_and_payload(server):
+    server.respond = lambda p: stream([[1], [2, 3], [4], [5, 6, 7]], first=0.15, gap=0.05, usage=(11, None))
+    run = generate_load(server.url, "m", [P("hello", 5, 7)], one())
+    (rec,) = run.records
+    assert rec.success and rec.error is None
+    assert rec.token_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert rec.output_tokens == 7 and rec.prompt_len == 11  # usage wins over the Prompt's
+    assert rec.text == "<1><2><3><4><5><6><7>"
+    assert rec.top_logprobs is None
+    # One ITL per event with choices, however many tokens it carries.
+    assert len(rec.itl) == 3
+    assert 0.15 <= rec.ttft < 0.15 + 0.12
+    assert all(0.03 < gap < 0.05 + 0.12 for gap in rec.itl)
+    assert rec.latency == pytest.approx(rec.ttft + sum(rec.itl), abs=1e-9)
+    assert run.duration_s >= rec.latency and rec.start_time >= run.start_perf
+    assert abs(run.started_at - time.time()) < 30
+    ((_, path, payload),) = server.requests
+    assert path == "/v1/completions"
+    assert payload == {
+        "model": "m", "prompt": "hello", "max_tokens": 7, "temperature": 0.0, "stream": True,
+        "stream_options": {"include_usage": True}, "ignore_eos": True, "return_token_ids": True,
+    }
+
+
+def test_logprobs_requested_and_parsed_per_token(server):
+    server.respond = lambda p: stream([[1], [2, 3]], logprobs=True)
+    run = generate_load(server.url, "m", [P("x", 1, 3)], one(), logprobs=2, ignore_eos=False, temperature=0.5)
+    (rec,) = run.records
+    assert rec.top_logprobs == [{"<1>": -0.1, "alt": -5.0}, {"<2>": -0.2, "alt": -5.0},
+                                {"<3>": pytest.approx(-0.3), "alt": -5.0}]
+    payload = server.requests[0][2]
+    assert (payload["logprobs"], payload["ignore_eos"], payload["temperature"]) == (2, False, 0.5)
+
+
+def test_without_usage_counts_token_ids_and_keeps_prompt_len(server):
+    server.respond = lambda p: stream([[9, 8], [7]], usage=None)
+    (rec,) = generate_load(server.url + "/v1/", "m", [P("x", 5, 3)], one()).records
+    assert rec.success and rec.output_tokens == 3 and rec.prompt_len == 5
+    assert server.requests[0][1] == "/v1/completions"
+
+
+def test_sse_split_across_writes_comments_and_crlf(server):
+    snowman = token_event([42], text="é☃")
+    raw = sse(snowman)
+    cut = raw.index("☃".encode()) + 1  # in the middle of a multi-byte character
+    server.respond = lambda p: Reply(events=[
+        Event(0.0, [b": ping\n\n", b"da", b"ta: " + raw[6:cut], raw[cut:]], piece_gap=0.03),
+        Event(0.0, [b"data: " + json.dumps(token_event([43, 44])).encode() + b"\r\n\r\n"]),
+        Event(0.0, [b"event: message\nid: 3\n" + sse(usage_event(4, 3))[:-1], b"\n", sse(b"[DONE]")]),
+    ])
+    (rec,) = generate_load(server.url, "m", [P("x", 1, 3)], one()).records
+    assert rec.success, rec.error
+    assert rec.text == "é☃<43><44>" and rec.token_ids == [42, 43, 44] and rec.output_tokens == 3
+    assert rec.ttft >= 0.09  # the first event counts only once complete
+    assert len(rec.itl) == 1
+
+
+def test_complete_event_is_dispatched_before_its_newline(server):
+    # As vLLM bench's handler does: a parseable event without "\n\n" yet counts now.
+    server.respond = lambda p: Reply(events=[
+        Event(0.0, [b"data: " + json.dumps(token_event([1])).encode(), b"\n\n"], piece_gap=0.3),
+        Event(0.0, [sse(token_event([2])), sse(b"[DONE]")]),
+    ])
+    (rec,) = generate_load(server.url, "m", [P("x", 1, 2)], one()).records
+    assert rec.success and rec.token_ids == [1, 2]
+    assert rec.ttft < 0.2 and rec.itl[0] >= 0.25
+
+
+def test_decoder_byte_by_byte_equals_whole():
+    stream_bytes = (b": keepalive\n\n" + sse(token_event([1], text="ü")) + b"data: {\"a\": 1}\r\n\r\n"
+                    + sse(b"[DONE]"))
+    whole = _SSEDecoder()
+    expected = whole.feed(stream_bytes) + whole.close()
+    assert [m for m in expected if m != "[DONE]"][1] == '{"a": 1}' and expected[-1] == "[DONE]"
+    split = _SSEDecoder()
+    got = []
+    for i in range(len(stream_bytes)):
+        got += split.feed(stream_bytes[i:i + 1])
+    assert got + split.close() == expected
+
+
+def test_concurrency_cap_is_honoured(server):
+    server.respond = lambda p: stream([[1], [2]], first=0.05, gap=0.05)
+    done = []
+    run = generate_load(server.url, "m", [P("x", 1, 2)], one(12, max_concurrency=3),
+                        on_progress=lambda d, t: done.append((d, t)))
+    assert all(r.success for r in run.records)
+    assert server.max_in_flight == 3
+    assert run.duration_s >= 4 * 0.1 - 0.01  # four waves of three
+    assert done == [(i, 12) for i in range(1, 13)]
+    assert [r.index for r in run.records] == list(range(12))
+
+
+def test_no_cap_sends_everything_at_once(server):
+    server.respond = lambda p: stream([[1]], first=0.3)
+    run = generate_load(server.url, "m", [P("x", 1, 1)], one(10))
+    assert all(r.success for r in run.records)
+    assert server.max_in_flight == 10 and run.duration_s < 0.3 * 3
+
+
+def test_arrival_offsets_are_honoured(server):
+    server.respond = lambda p: stream([[1]])
+    pattern = AccessPattern("a", request_rate=20, burstiness=1.0, num_prompts=8)
+    offsets = pattern.arrival_offsets(seed=3)
+    run = generate_load(server.url, "m", [P(f"p{i}", 1, 1) for i in range(8)], pattern, seed=3)
+    sent = [r.start_time - run.start_perf for r in run.records]
+    for offset, at in zip(offsets, sent):
+        assert offset - 0.002 <= at <= offset + 0.05
+    arrivals = sorted(t for t, _, _ in server.requests)
+    for i in range(1, 8):
+        assert arrivals[i] - arrivals[0] == pytest.approx(offsets[i] - offsets[0], abs=0.05)
+    assert run.duration_s >= offsets[-1]
+
+
+def test_prompts_cycle_when_fewer_than_num_prompts(server):
+    server.respond = lambda p: stream([[1]])
+    generate_load(server.url, "m", [P("a", 1, 1), P("b", 1, 2)], one(5, max_concurrency=1))
+    assert [(p["prompt"], p["max_tokens"]) for _, _, p in server.requests] == [
+        ("a", 1), ("b", 2), ("a", 1), ("b", 2), ("a", 1)]
+
+
+def test_http_500_becomes_failed_records(server):
+    server.respond = lambda p: Reply(status=500, body=b'{"error": {"message": "boom: KV cache full"}}')
+    progress = []
+    run = generate_load(server.url, "m", [P("x", 1, 1)], one(3), on_progress=lambda d, t: progress.append(d))
+    assert progress == [1, 2, 3]
+    for rec in run.records:
+        assert not rec.success
+        assert "HTTP 500" in rec.error and "boom: KV cache full" in rec.error
+
+
+def test_connection_refused_becomes_failed_records():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    run = generate_load(f"http://127.0.0.1:{port}", "m", [P("x", 1, 1)], one(2))
+    assert [r.success for r in run.records] == [False, False]
+    assert all("ConnectError" in r.error for r in run.records)
+
+
+def test_stream_without_choices_fails(server):
+    server.respond = lambda p: Reply(events=[Event(0, [sse(usage_event(3, 0)), sse(b"[DONE]")])])
+    (rec,) = generate_load(server.url, "m", [P("x", 1, 1)], one()).records
+    assert not rec.success and "choices" in rec.error
+
+
+def test_error_event_mid_stream_fails(server):
+    server.respond = lambda p: Reply(events=[Event(0, [
+        sse(token_event([1])), sse({"error": {"message": "engine died", "code": 500}}), sse(b"[DONE]")])])
+    (rec,) = generate_load(server.url, "m", [P("x", 1, 4)], one()).records
+    assert not rec.success and "engine died" in rec.error and rec.token_ids == [1]
+
+
+def test_malformed_event_fails_only_that_request(server):
+    server.respond = lambda p: (Reply(events=[Event(0, [b"data: {not json\n\n"])]) if p["prompt"] == "bad"
+                                else stream([[1]]))
+    run = generate_load(server.url, "m", [P("ok", 1, 1), P("bad", 1, 1)], one(2))
+    assert [r.success for r in run.records] == [True, False]
+    assert "JSONDecodeError" in run.records[1].error
+
+
+def test_request_timeout(server):
+    server.respond = lambda p: stream([[1]], first=1.0)
+    (rec,) = generate_load(server.url, "m", [P("x", 1, 1)], one(), request_timeout=0.2).records
+    assert not rec.success and "timed out after 0.2 s" in rec.error
+
+
+def test_generate_load_from_inside_an_event_loop(server):
+    async def main():
+        return generate_load(server.url, "m", [P("x", 1, 2)], one())
+
+    (rec,) = asyncio.run(main()).records
+    assert rec.success and rec.token_ids == [1, 2]
+
+
+def test_run_load_is_awaitable_and_progress_errors_propagate(server):
+    def broken(done, total):
+        raise RuntimeError("progress bar broke")
+
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        asyncio.run(run_load(server.url, "m", [P("x", 1, 2)], one(2), on_progress=broken))
+    run = asyncio.run(run_load(server.url, "m", [P("x", 1, 2)], one(2)))
+    assert [r.success for r in run.records] == [True, True] and not math.isnan(run.duration_s)
+
+
+def test_no_prompts_is_an_argument_error(server):
+    with pytest.raises(ValueError, match="at least one prompt"):
+        generate_load(server.url, "m", [], one())
