@@ -69,3 +69,16 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, caps
     # Same prompts, same output lengths: token totals must match exactly.
     assert ours[0]["total_output_tokens"] == theirs[0]["total_output_tokens"]
     assert ours[0]["total_input_tokens"] == theirs[0]["total_input_tokens"]
+
+
+@pytest.mark.specdec(model=BUNDLED)
+def test_top_logprobs_are_recorded_when_asked(specdec, specdec_measurements):
+    server = specdec.reference_server()
+    workload = resolve_workload("random_s", {"input_len": 32, "output_len": 8})
+    pattern = resolve_pattern("throughput_low", {"num_prompts": 2})
+    prompts = specdec_measurements.prompts(BUNDLED, workload, pattern, seed=0)
+    load = generate_load(server.url, server.model, prompts, pattern, logprobs=2)
+    for record in load.records:
+        assert record.success and len(record.token_ids) == 8
+        assert len(record.top_logprobs) == 8
+        assert all(len(top) == 2 and all(lp <= 0 for lp in top.values()) for top in record.top_logprobs)

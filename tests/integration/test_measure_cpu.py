@@ -39,39 +39,27 @@ def check_measured(result: SpecDecResult, num_prompts: int) -> None:
     assert "--dataset-path" in result.reproduce["bench"]
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+CONCURRENCY_1 = pytest.mark.access_pattern("throughput_low", num_prompts=4)
+CONCURRENCY_4 = pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
+
+
 @pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_ngram_on_code_edit_concurrency_1(specdec):
+@pytest.mark.parametrize(
+    "num_prompts",
+    [
+        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM), CONCURRENCY_1],
+                     id="ngram-c1"),
+        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM), CONCURRENCY_4],
+                     id="ngram-c4"),
+        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX), CONCURRENCY_1],
+                     id="suffix-c1"),
+        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX), CONCURRENCY_4],
+                     id="suffix-c4"),
+    ],
+)
+def test_sd_against_the_reference_on_code_edit(specdec, num_prompts):
     result = specdec.run()
-    check_measured(result, 4)
-    print(result)
-
-
-@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
-@pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
-def test_ngram_on_code_edit_concurrency_4(specdec):
-    result = specdec.run()
-    check_measured(result, 8)
-    print(result)
-
-
-@pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX)
-@pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_suffix_on_code_edit_concurrency_1(specdec):
-    result = specdec.run()
-    check_measured(result, 4)
-    print(result)
-
-
-@pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX)
-@pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
-def test_suffix_on_code_edit_concurrency_4(specdec):
-    result = specdec.run()
-    check_measured(result, 8)
+    check_measured(result, num_prompts)
     print(result)
 
 

@@ -1,7 +1,7 @@
 """A whole suite in its own pytest run: 3 SD configs x 1 workload x 1 pattern.
 
 Four servers start (the reference and one per SD config) and the reference
-is measured once, whatever order pytest found the tests in.
+is measured once (two repeats, both kept), shared by all three tests.
 """
 
 import json
@@ -20,6 +20,8 @@ CONFIGS = {{
 def record(name, specdec, specdec_pool, specdec_measurements):
     result = specdec.run()
     assert result.counters.num_drafts > 0
+    assert [run.repeat for run in result.reference_runs] == [0, 1]  # --specdec-repeats=2 keeps both
+    assert [run.repeat for run in result.speculative_runs] == [0, 1]
     with open("suite.jsonl", "a") as f:
         f.write(json.dumps({{
             "test": name,
@@ -52,7 +54,9 @@ def test_draft(specdec, specdec_pool, specdec_measurements):
 def test_three_configs_start_four_servers_and_measure_the_reference_once(pytester, specdec_pool):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", "-v", timeout=1200)
+    result = pytester.runpytest_subprocess(
+        "--specdec-cpu", "--specdec-repeats=2", "-p", "no:cacheprovider", "-v", timeout=1200
+    )
     result.assert_outcomes(passed=3)
     rows = [json.loads(line) for line in (pytester.path / "suite.jsonl").read_text().splitlines()]
     assert [row["test"] for row in rows] == ["ngram", "suffix", "draft"]
