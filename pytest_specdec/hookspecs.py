@@ -76,3 +76,21 @@ def pytest_specdec_access_patterns(config):
             return [AccessPattern("peak_hour", request_rate=12, burstiness=0.5,
                                   max_concurrency=64, num_prompts=512)]
     """
+
+
+@hookspec(firstresult=True)
+def pytest_specdec_fingerprint(config, fingerprint):
+    """Return the environment fingerprint stored with baselines (extend `fingerprint` and return it).
+
+    Absolute numbers (tok/s, ms) are compared only between baselines and runs
+    whose fingerprints match, so add what makes your numbers comparable.
+
+    Example: the inference image and the node type::
+
+        import os
+
+        def pytest_specdec_fingerprint(config, fingerprint):
+            fingerprint["image"] = os.environ.get("INFERENCE_IMAGE", "unknown")
+            fingerprint["node_type"] = os.environ.get("NODE_TYPE", "unknown")
+            return fingerprint
+    """

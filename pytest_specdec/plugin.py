@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 
 from . import hookspecs
+from .collection import Plan, plan_for, registered
+from .baselines import list_baselines, remove_baselines
+from .gate import BaselineSession, RegressionGate
 from .patterns import CATALOG as PATTERN_CATALOG
-from .patterns import AccessPattern, PatternError, resolve_pattern
+from .patterns import AccessPattern
 from .pool import ServerPool, order_for_reuse
 from .runner import Measurements, SpecDecTest
 from .server import LaunchRequest, VllmServer
+from .stats import resolve_tolerance
 from .settings import (
     DEFAULT_KV_CACHE_BYTES,
     DEFAULT_STARTUP_TIMEOUT,
@@ -30,9 +34,9 @@ from .settings import (
     parse_positive_int,
     parse_seconds,
 )
-from .spec import MARKER_FIELDS, MarkerError, ServerSpec, parse_specdec_marker
+from .spec import MARKER_FIELDS, parse_specdec_marker
 from .workloads import CATALOG as WORKLOAD_CATALOG
-from .workloads import Workload, WorkloadError, data_path_env_var, resolve_workload
+from .workloads import Workload, data_path_env_var
 
 DATA_WORKLOADS = tuple(name for name, w in WORKLOAD_CATALOG.items() if w.kind not in ("random", "code_edit"))
 
@@ -45,7 +49,8 @@ SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run w
 settings_key = pytest.StashKey[Settings]()
 pool_key = pytest.StashKey[ServerPool]()
 measurements_key = pytest.StashKey[Measurements]()
-_plan_key = pytest.StashKey["_Plan"]()
+baselines_key = pytest.StashKey[BaselineSession]()
+_plan_key = pytest.StashKey[Plan]()
 _planned_key = pytest.StashKey[list]()
 _sigterm_key = pytest.StashKey[object]()
 
@@ -95,6 +100,26 @@ def pytest_addoption(parser):
         default=None,
         metavar="N",
         help="measure each reference and SD run N times and keep every repeat (default 1; ini specdec_repeats).",
+    )
+    group.addoption(
+        "--specdec-update-baselines",
+        action="store_true",
+        default=False,
+        help="record missing baselines and refresh out-of-tolerance ones (written at session end) instead of "
+        "failing; delete stale ones when the whole suite ran.",
+    )
+    group.addoption(
+        "--specdec-baseline-dir",
+        default=None,
+        metavar="DIR",
+        help="where baselines live (default baselines/ under the rootdir; ini specdec_baseline_dir).",
+    )
+    parser.addini("specdec_baseline_dir", "where baselines live, relative to the rootdir", default="baselines")
+    parser.addini(
+        "specdec_tolerances",
+        "regression tolerances: one 'metric = fraction' per line, or one fraction for every metric",
+        type="linelist",
+        default=[],
     )
     parser.addini("specdec_repeats", "measured runs per configuration", default="")
     for name in DATA_WORKLOADS:
@@ -175,8 +200,17 @@ def pytest_configure(config):
         "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
         + ", ".join(PATTERN_CATALOG),
     )
+    config.addinivalue_line(
+        "markers",
+        "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
+        "assert_no_regression (over the ini's and the defaults)",
+    )
     settings = _resolve_settings(config)
     config.stash[settings_key] = settings
+    config.stash[_ini_tolerances_key] = _ini_tolerances(config)
+    tracker = _SuiteTracker()
+    config.stash[_tracker_key] = tracker
+    config.pluginmanager.register(tracker, "specdec-suite-tracker")
     if settings.device is not None and threading.current_thread() is threading.main_thread():
         # CI runners stop jobs with SIGTERM; turn it into an interrupt so the
         # session unwinds and the servers are stopped instead of orphaned.
@@ -203,71 +237,16 @@ def pytest_specdec_server_command(launch: LaunchRequest):
     return launch.default_command()
 
 
-class _Plan:
-    """What collection decided for one test: its server spec and traffic, or the error."""
-
-    def __init__(self, spec=None, workload=None, pattern=None, error=None):
-        self.spec: ServerSpec | None = spec
-        self.workload: Workload | None = workload
-        self.pattern: AccessPattern | None = pattern
-        self.error: str | None = error
-
-
-def _registered(results, kind) -> dict:
-    merged = {}
-    for result in results:
-        items = result.values() if isinstance(result, dict) else result
-        for item in items:
-            if not isinstance(item, kind):
-                raise pytest.UsageError(f"a specdec registration hook returned {item!r}, not a {kind.__name__}")
-            merged[item.name] = item
-    return merged
-
-
-def _plan_for(item, settings, workloads, patterns) -> _Plan | None:
-    marker = item.get_closest_marker("specdec")
-    workload_marker = item.get_closest_marker("workload")
-    pattern_marker = item.get_closest_marker("access_pattern")
-    if marker is None:
-        if workload_marker or pattern_marker:
-            return _Plan(error="@pytest.mark.workload and @pytest.mark.access_pattern need @pytest.mark.specdec")
-        return None
-    try:
-        spec = parse_specdec_marker(
-            marker.args, marker.kwargs, extra_methods=settings.extra_methods, origin=item.nodeid
-        )
-    except MarkerError as exc:
-        return _Plan(error=f"invalid @pytest.mark.specdec: {exc}")
-    plan = _Plan(spec)
-    try:
-        if workload_marker is not None:
-            plan.workload = resolve_workload(
-                *_one_arg("workload", workload_marker), registered=workloads, paths=dict(settings.data_paths)
-            )
-        if pattern_marker is not None:
-            plan.pattern = resolve_pattern(*_one_arg("access_pattern", pattern_marker), registered=patterns)
-    except (WorkloadError, PatternError) as exc:
-        which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
-        return _Plan(error=f"invalid @pytest.mark.{which}: {exc}")
-    return plan
-
-
-def _one_arg(name, marker):
-    if len(marker.args) != 1:
-        kind = "Workload" if name == "workload" else "AccessPattern"
-        raise (WorkloadError if name == "workload" else PatternError)(
-            f"@pytest.mark.{name} takes one catalog name or {kind}(...) and keyword overrides, got {marker.args!r}"
-        )
-    return marker.args[0], dict(marker.kwargs)
-
-
 def pytest_collection_modifyitems(session, config, items):
     settings = config.stash[settings_key]
-    workloads = _registered(config.hook.pytest_specdec_workloads(config=config), Workload)
-    patterns = _registered(config.hook.pytest_specdec_access_patterns(config=config), AccessPattern)
+    try:
+        workloads = registered(config.hook.pytest_specdec_workloads(config=config), Workload)
+        patterns = registered(config.hook.pytest_specdec_access_patterns(config=config), AccessPattern)
+    except TypeError as exc:
+        raise pytest.UsageError(str(exc)) from None
     keys = []
     for item in items:
-        plan = _plan_for(item, settings, workloads, patterns)
+        plan = plan_for(item.get_closest_marker, settings, workloads, patterns)
         if plan is not None:
             item.stash[_plan_key] = plan
         keys.append(plan.spec.key if plan is not None and plan.spec is not None and not plan.error else None)
@@ -375,15 +354,178 @@ def pytest_collection_finish(session):
 
 
 @pytest.fixture
-def specdec(request, specdec_measurements) -> SpecDecTest:
+def specdec(request, specdec_measurements, specdec_baselines) -> SpecDecTest:
     """The test's speculative configuration and traffic (from its markers), and ``run()``."""
     plan = request.node.stash.get(_plan_key, None)
     if plan is None:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
-    return SpecDecTest(plan.spec, specdec_measurements, plan.workload, plan.pattern)
+    gate = RegressionGate(specdec_baselines, request.node.nodeid, plan.tolerances)
+    test = SpecDecTest(plan.spec, specdec_measurements, plan.workload, plan.pattern, gate=gate)
+    yield test
+    for result in test.results[-1:]:
+        for key, value in junit_properties(result).items():
+            request.node.user_properties.append((key, value))
+        benchmark_entry(request, result)
+
+
+def junit_properties(result) -> dict:
+    """Key figures as JUnit XML properties (and pytest-benchmark extra info)."""
+    props = {"specdec_config": result.spec.label(),
+             "specdec_workload": result.workload.get("name"),
+             "specdec_pattern": result.pattern.get("name")}
+    for key, value in result.derived().items():
+        props[f"specdec_{key}"] = round(value, 4) if value == value else "nan"
+    for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
+        props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
+        props[f"specdec_sd_{key}"] = round(result.speculative_metric(key), 3)
+    return props
+
+
+class _BenchmarkFixtureView:
+    """The attributes pytest-benchmark reads from its fixture when it stores a result."""
+
+    def __init__(self, request, extra_info):
+        self.name = request.node.name
+        self.fullname = request.node.nodeid
+        self.group = "specdec"
+        callspec = getattr(request.node, "callspec", None)
+        self.param = callspec.id if callspec else None
+        self.params = {k: str(v) for k, v in callspec.params.items()} if callspec else None
+        self.extra_info = extra_info
+        self.cprofile_stats = None
+        self.has_error = False
+
+
+def benchmark_entry(request, result) -> None:
+    """Add the SD run to pytest-benchmark's session so --benchmark-json carries it.
+
+    Dashboards that chart pytest-benchmark JSON across commits then get the
+    SD figures as extra_info, with each SD repeat's duration as the timing.
+    """
+    session = getattr(request.config, "_benchmarksession", None)
+    if session is None or getattr(session, "disabled", False):
+        return
+    from pytest_benchmark.stats import Metadata
+
+    metadata = Metadata(_BenchmarkFixtureView(request, junit_properties(result)), iterations=1, options={})
+    for run in result.speculative_runs:
+        metadata.stats.update(run.metrics.duration_s)
+    session.benchmarks.append(metadata)
+
+
+@pytest.fixture(scope="session")
+def specdec_baselines(request) -> BaselineSession:
+    """The session's stored baselines: what tests used and what to write at the end."""
+    config = request.config
+    session = config.stash.get(baselines_key, None)
+    if session is None:
+        from .fingerprint import collect_fingerprint
+
+        settings = config.stash[settings_key]
+        session = BaselineSession(
+            base_dir=_baseline_dir(config),
+            update=config.getoption("specdec_update_baselines"),
+            fingerprint=config.hook.pytest_specdec_fingerprint(
+                config=config, fingerprint=collect_fingerprint(settings.device or "cpu")
+            ),
+            ini_tolerances=config.stash[_ini_tolerances_key],
+        )
+        config.stash[baselines_key] = session
+    return session
+
+
+def _baseline_dir(config) -> Path:
+    option = config.getoption("specdec_baseline_dir")
+    if option:
+        return Path(option).resolve()
+    return (config.rootpath / config.getini("specdec_baseline_dir")).resolve()
+
+
+def _ini_tolerances(config):
+    """``specdec_tolerances``: one fraction for every metric, or ``metric = fraction`` lines."""
+    lines = config.getini("specdec_tolerances")
+    try:
+        if len(lines) == 1 and "=" not in lines[0]:
+            try:
+                values = float(lines[0])
+            except ValueError:
+                raise ValueError(f"expected a fraction or 'metric = fraction' lines, got {lines[0]!r}") from None
+        else:
+            values = {}
+            for line in lines:
+                metric, sep, value = line.partition("=")
+                if not sep:
+                    raise ValueError(f"expected 'metric = fraction', got {line!r}")
+                values[metric.strip()] = float(value)
+        for metric in values if isinstance(values, dict) else ["output_throughput"]:
+            resolve_tolerance(metric, ini=values)
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini setting specdec_tolerances: {exc}") from None
+    return values
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_specdec_fingerprint(config, fingerprint):
+    return fingerprint
+
+
+_stale_key = pytest.StashKey[list]()
+_ini_tolerances_key = pytest.StashKey[object]()
+
+
+class _SuiteTracker:
+    """Which tests this session has: every collected test reports at least its
+    setup, here or (under xdist) on the controller; stale baselines are the
+    ones no such test owns."""
+
+    def __init__(self):
+        self.seen: set[str] = set()
+        self.deselected = 0
+
+    def pytest_deselected(self, items):
+        self.deselected += len(items)
+
+    def pytest_runtest_logreport(self, report):
+        self.seen.add(report.nodeid)
+
+
+_tracker_key = pytest.StashKey[_SuiteTracker]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    baselines = config.stash.get(baselines_key, None)
+    if baselines is not None:
+        baselines.flush()
+    tracker = config.stash.get(_tracker_key, None)
+    if tracker is None or hasattr(config, "workerinput"):
+        return  # the controller decides about stale baselines
+    ran_everything = (
+        config.args_source != pytest.Config.ArgsSource.ARGS
+        and not tracker.deselected
+        and not session.shouldstop
+        and not session.shouldfail
+        and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    )
+    if not ran_everything:
+        return
+    base_dir = _baseline_dir(config)
+    roots = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    stale = [
+        path
+        for test_id, path in list_baselines(base_dir).items()
+        # Only baselines of tests under what this session ran: another
+        # suite's baselines in the same directory are not stale.
+        if test_id not in tracker.seen
+        and any(_is_within(config.rootpath / test_id.split("::")[0], root) for root in roots)
+    ]
+    if stale and config.getoption("specdec_update_baselines"):
+        remove_baselines(stale)
+    config.stash[_stale_key] = stale
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    _baseline_summary(terminalreporter, config)
     pool = config.stash.get(pool_key, None)
     if pool is None or not pool.history:
         return
@@ -396,3 +538,26 @@ def pytest_terminal_summary(terminalreporter, config):
         else:
             outcome = f"ready in {record.startup_seconds:.1f} s"
         terminalreporter.write_line(f"{record.spec.label()}: {outcome}; log {record.log_path}")
+
+
+def _baseline_summary(terminalreporter, config):
+    baselines = config.stash.get(baselines_key, None)
+    stale = config.stash.get(_stale_key, [])
+    written = baselines.written if baselines is not None else []
+    if not written and not stale:
+        return
+    terminalreporter.section("specdec baselines")
+    for path in written:
+        terminalreporter.write_line(f"written: {path}")
+    updating = config.getoption("specdec_update_baselines")
+    for path in stale:
+        verb = "deleted stale baseline" if updating else "stale baseline (no test uses it; --specdec-update-baselines deletes it)"
+        terminalreporter.write_line(f"{verb}: {path}")
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True

@@ -15,6 +15,7 @@ from .metrics import RunMetrics, SpecDecodeCounters, higher_is_better
 from .spec import ServerSpec
 
 CONTEXT_TOKENS = 5  # tokens of context shown on each side of a divergence
+DERIVED_SPEEDUPS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_e2el_ms")
 
 
 @dataclass
@@ -109,6 +110,8 @@ class SpecDecResult:
     reproduce: dict[str, str]  # "reference_server", "speculative_server", "bench" -> shell commands
     seed: int = 0
     server_log: str = ""
+    # Set by the plugin (or a script) to compare with stored baselines.
+    gate: Any = field(default=None, repr=False, compare=False)
 
     @property
     def counters(self) -> SpecDecodeCounters:
@@ -151,6 +154,55 @@ class SpecDecResult:
     @property
     def match_rate(self) -> float:
         return self.outputs.match_rate
+
+    # --- checks: ordinary AssertionErrors with a table, see assertions.py ---
+
+    def assert_speedup(self, min: float, metric: str = "output_throughput") -> "SpecDecResult":
+        """SD must be at least `min` times better on `metric` (latencies inverted)."""
+        from .assertions import check_speedup
+
+        check_speedup(self, min, metric)
+        return self
+
+    def assert_acceptance(self, min_rate: float | None = None, min_length: float | None = None,
+                          min_per_position: list[float] | None = None) -> "SpecDecResult":
+        """Acceptance rate and length (fractions, not percent), and per-position rates."""
+        from .assertions import check_acceptance
+
+        check_acceptance(self, min_rate, min_length, min_per_position)
+        return self
+
+    def assert_outputs_equivalent(self, min_match: float = 1.0, ignore_numerical_ties: bool = True,
+                                  tie_threshold: float | None = None) -> "SpecDecResult":
+        """At least `min_match` of requests produce the reference's token ids.
+
+        With reference logprobs (``specdec.run(logprobs=2)``), a divergence
+        where the reference's top two candidates were within `tie_threshold`
+        nats is a numerical near-tie, counted as a match unless
+        ``ignore_numerical_ties=False``.
+        """
+        from .assertions import TIE_THRESHOLD, check_outputs_equivalent
+
+        check_outputs_equivalent(self, min_match, ignore_numerical_ties,
+                                 TIE_THRESHOLD if tie_threshold is None else tie_threshold)
+        return self
+
+    def assert_no_regression(self, metrics: list[str] | None = None,
+                             tolerance: float | dict[str, float] | None = None) -> "SpecDecResult":
+        """Compare with this test's stored baseline (recorded with --specdec-update-baselines)."""
+        if self.gate is None:
+            raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture, "
+                               "or set result.gate to a pytest_specdec.gate.RegressionGate")
+        self.gate.check(self, metrics=metrics, tolerance=tolerance)
+        return self
+
+    def derived(self) -> dict[str, float]:
+        """The ratios that compare across environments: speedups and acceptance."""
+        values = {f"speedup_{metric}": self.speedup(metric) for metric in DERIVED_SPEEDUPS}
+        values["acceptance_rate"] = self.acceptance_rate
+        values["acceptance_length"] = self.acceptance_length
+        values["match_rate"] = self.match_rate
+        return values
 
     def summary(self) -> dict[str, Any]:
         """Key figures, JSON-able (used for reports and JUnit properties)."""

@@ -248,11 +248,13 @@ class SpecDecTest:
     """One test's speculative configuration, traffic, and the servers behind them."""
 
     def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
-                 pattern: AccessPattern | None = None):
+                 pattern: AccessPattern | None = None, gate=None):
         self.spec = spec
         self.measurements = measurements
         self.workload = workload
         self.pattern = pattern
+        self.gate = gate  # compares results with stored baselines (assert_no_regression)
+        self.results: list[SpecDecResult] = []
 
     @property
     def pool(self) -> ServerPool:
@@ -282,6 +284,8 @@ class SpecDecTest:
             raise RunError(f"specdec.run() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
         began = time.monotonic()
         result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs)
+        result.gate = self.gate
+        self.results.append(result)
         self.measurements.on_event(
             f"{self.spec.label()}: speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%} "
             f"({time.monotonic() - began:.0f} s)"

@@ -2,17 +2,21 @@
 
 Three interleaved repeats of each (ours, theirs, ours, ...) on the CPU build's
 reference server; single runs here vary by about 3%, so the medians of output
-throughput and of median TPOT are compared, within 5%.
+throughput and of median TPOT are compared, within 5%.  `vllm bench serve`
+runs as the reproduce commands run it, ``python -m pytest_specdec.vllm_bench``,
+in its own process: vLLM's import stays out of the test process.
 """
 
+import json
 import statistics
+import subprocess
+import sys
 
 import pytest
 
 from pytest_specdec.client import generate_load
 from pytest_specdec.metrics import summarize
 from pytest_specdec.patterns import resolve_pattern
-from pytest_specdec.vllm_bench import main as vllm_bench_serve
 from pytest_specdec.workloads import resolve_workload
 
 BUNDLED = "specdec:smollm2-135m"
@@ -21,7 +25,7 @@ TOLERANCE = 0.05
 
 
 @pytest.mark.specdec(model=BUNDLED)
-def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, capsys):
+def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, tmp_path):
     server = specdec.reference_server()
     workload = resolve_workload("random_s", {"input_len": 128, "output_len": 64})
     pattern = resolve_pattern("throughput_high", {"max_concurrency": 4, "num_prompts": 12})
@@ -42,19 +46,27 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, caps
         "--ignore-eos",
         "--temperature", "0",
         "--disable-tqdm",
+        "--save-result",
+        "--result-dir", str(tmp_path),
     ]
-    # One untimed pass of each warms the server and both clients.
+
+    def vllm_bench_serve(repeat):
+        name = f"bench-{repeat}.json"
+        done = subprocess.run([sys.executable, "-m", "pytest_specdec.vllm_bench", *bench_args, "--result-filename", name],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return json.loads((tmp_path / name).read_text())
+
+    # One untimed pass warms the server (vllm bench sends its own test request first).
     generate_load(server.url, server.model, prompts, pattern)
     ours, theirs = [], []
-    for _ in range(REPEATS):
+    for repeat in range(REPEATS):
         load = generate_load(server.url, server.model, prompts, pattern)
         assert all(r.success for r in load.records)
         ours.append({**summarize(load.records, load.duration_s).as_dict(), "duration": load.duration_s})
-        result = vllm_bench_serve(bench_args)
+        result = vllm_bench_serve(repeat)
         assert result["completed"] == len(prompts)
         theirs.append(result)
-    capsys.readouterr()  # vllm bench prints its own report; keep ours readable
-
     for name, runs in (("ours", ours), ("vllm bench", theirs)):
         print(name, [{k: round(run[k], 2) for k in ("output_throughput", "median_tpot_ms", "mean_ttft_ms", "duration")
                       if k in run} for run in runs])

@@ -31,19 +31,19 @@ def record(name, specdec, specdec_pool, specdec_measurements):
             "reference_measurements": dict(specdec_measurements.reference_measurements),
         }}) + "\\n")
 
-@pytest.mark.specdec(model="{BUNDLED}", speculative_config=CONFIGS["ngram_k2"])
+@pytest.mark.specdec(model="{BUNDLED}", server_args=["--enforce-eager"], speculative_config=CONFIGS["ngram_k2"])
 @pytest.mark.workload("code_edit", input_len=96, output_len=16)
 @pytest.mark.access_pattern("throughput_low", num_prompts=2)
 def test_ngram(specdec, specdec_pool, specdec_measurements):
     record("ngram", specdec, specdec_pool, specdec_measurements)
 
-@pytest.mark.specdec(model="{BUNDLED}", speculative_config=CONFIGS["suffix"])
+@pytest.mark.specdec(model="{BUNDLED}", server_args=["--enforce-eager"], speculative_config=CONFIGS["suffix"])
 @pytest.mark.workload("code_edit", input_len=96, output_len=16)
 @pytest.mark.access_pattern("throughput_low", num_prompts=2)
 def test_suffix(specdec, specdec_pool, specdec_measurements):
     record("suffix", specdec, specdec_pool, specdec_measurements)
 
-@pytest.mark.specdec(model="{BUNDLED}", speculative_config=CONFIGS["draft"])
+@pytest.mark.specdec(model="{BUNDLED}", server_args=["--enforce-eager"], speculative_config=CONFIGS["draft"])
 @pytest.mark.workload("code_edit", input_len=96, output_len=16)
 @pytest.mark.access_pattern("throughput_low", num_prompts=2)
 def test_draft(specdec, specdec_pool, specdec_measurements):

@@ -407,7 +407,7 @@ def test_workload_and_pattern_markers_are_validated_at_collection(pytester):
     assert "invalid @pytest.mark.access_pattern:" in out and "burstiness_extreme" in out
     assert "max_concurrency" in out
     assert "takes one catalog name" in out
-    assert "@pytest.mark.workload and @pytest.mark.access_pattern need @pytest.mark.specdec" in out
+    assert "@pytest.mark.workload, access_pattern and specdec_tolerance need @pytest.mark.specdec" in out
 
 
 def test_data_paths_come_from_env_then_ini(pytester, monkeypatch):
@@ -503,3 +503,62 @@ def test_bad_repeats_are_usage_errors(pytester, args, ini, message):
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_tolerance_marker_is_validated(pytester):
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.specdec_tolerance(10)
+        def test_percent(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.specdec_tolerance(0.1, median_tpot_ms=0.2)
+        def test_both(specdec): pass
+
+        @pytest.mark.specdec(model="m", speculative_config={NGRAM})
+        @pytest.mark.specdec_tolerance(median_tpot_ms=0.2, acceptance_rate=0.03)
+        def test_fine(specdec): pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=2, skipped=1)
+    result.stdout.fnmatch_lines(["*invalid @pytest.mark.specdec_tolerance:*0.10 for 10%*",
+                                 "*invalid @pytest.mark.specdec_tolerance: takes one tolerance for all metrics*"],
+                                consecutive=False)
+
+
+@pytest.mark.parametrize("ini, message", [
+    ("specdec_tolerances = lots", "*ini setting specdec_tolerances: expected a fraction or 'metric = fraction'*"),
+    ("specdec_tolerances =\n    median_tpot_ms = 15", "*ini setting specdec_tolerances:*median_tpot_ms*"),
+    ("specdec_tolerances =\n    median_tpot_ms = 0.1\n    p99_ttft_ms 0.3", "*expected 'metric = fraction', got 'p99_ttft_ms 0.3'*"),
+])
+def test_bad_ini_tolerances_are_usage_errors(pytester, ini, message):
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_failing_test_under_x_still_stops_the_server(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        def test_fails(vllm_server):
+            server = vllm_server(model="m")
+            with open("pid.txt", "w") as f:
+                f.write(str(server.pid))
+            assert False, "an ordinary failure of this test"
+
+        def test_never_runs():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("--specdec-cpu", "-x", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: an ordinary failure of this test*"])
+    pid = int((pytester.path / "pid.txt").read_text())
+    assert not _alive(pid)

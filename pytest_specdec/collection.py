@@ -1,0 +1,90 @@
+"""What collection decides for one test, from its markers: plain logic, no pytest.
+
+A `Plan` holds the test's server spec, workload, access pattern and baseline
+tolerances, or the error that fails the test at setup with the marker and
+field named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .patterns import AccessPattern, PatternError, resolve_pattern
+from .spec import MarkerError, ServerSpec, parse_specdec_marker
+from .stats import resolve_tolerance
+from .workloads import Workload, WorkloadError, resolve_workload
+
+
+@dataclass
+class Plan:
+    spec: ServerSpec | None = None
+    workload: Workload | None = None
+    pattern: AccessPattern | None = None
+    tolerances: Any = None  # from @pytest.mark.specdec_tolerance: a float or {metric: float}
+    error: str | None = None
+
+
+def registered(results, kind) -> dict:
+    """Merge what registration hooks returned (dicts or lists) into {name: item}."""
+    merged = {}
+    for result in results:
+        items = result.values() if isinstance(result, dict) else result
+        for item in items:
+            if not isinstance(item, kind):
+                raise TypeError(f"a specdec registration hook returned {item!r}, not a {kind.__name__}")
+            merged[item.name] = item
+    return merged
+
+
+def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patterns: dict) -> Plan | None:
+    """Read a test's specdec markers (`get_marker(name)` -> marker or None)."""
+    marker = get_marker("specdec")
+    workload_marker = get_marker("workload")
+    pattern_marker = get_marker("access_pattern")
+    tolerance_marker = get_marker("specdec_tolerance")
+    if marker is None:
+        if workload_marker or pattern_marker or tolerance_marker:
+            return Plan(error="@pytest.mark.workload, access_pattern and specdec_tolerance need @pytest.mark.specdec")
+        return None
+    try:
+        spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods)
+    except MarkerError as exc:
+        return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
+    plan = Plan(spec)
+    try:
+        if workload_marker is not None:
+            plan.workload = resolve_workload(
+                *_one_arg("workload", workload_marker), registered=workloads, paths=dict(settings.data_paths)
+            )
+        if pattern_marker is not None:
+            plan.pattern = resolve_pattern(*_one_arg("access_pattern", pattern_marker), registered=patterns)
+    except (WorkloadError, PatternError) as exc:
+        which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
+        return Plan(error=f"invalid @pytest.mark.{which}: {exc}")
+    if tolerance_marker is not None:
+        try:
+            plan.tolerances = parse_tolerance_marker(tolerance_marker.args, tolerance_marker.kwargs)
+        except ValueError as exc:
+            return Plan(error=f"invalid @pytest.mark.specdec_tolerance: {exc}")
+    return plan
+
+
+def parse_tolerance_marker(args, kwargs) -> Any:
+    """``specdec_tolerance(0.1)`` for every metric, or ``specdec_tolerance(median_tpot_ms=0.15, ...)``."""
+    if len(args) > 1 or (args and kwargs):
+        raise ValueError("takes one tolerance for all metrics, or metric=tolerance keywords, not both")
+    value = args[0] if args else dict(kwargs)
+    resolve_tolerance("output_throughput" if args else next(iter(value), "output_throughput"), marker=value)
+    for metric in (value if isinstance(value, dict) else {}):
+        resolve_tolerance(metric, marker=value)
+    return value
+
+
+def _one_arg(name, marker):
+    if len(marker.args) != 1:
+        kind = "Workload" if name == "workload" else "AccessPattern"
+        raise (WorkloadError if name == "workload" else PatternError)(
+            f"@pytest.mark.{name} takes one catalog name or {kind}(...) and keyword overrides, got {marker.args!r}"
+        )
+    return marker.args[0], dict(marker.kwargs)
