@@ -405,6 +405,8 @@ def benchmark_entry(request, result) -> None:
     session = getattr(request.config, "_benchmarksession", None)
     if session is None or getattr(session, "disabled", False):
         return
+    if not (session.json or session.save or session.autosave):
+        return  # nobody asked for benchmark files: keep pytest-benchmark's table out of the report
     from pytest_benchmark.stats import Metadata
 
     metadata = Metadata(_BenchmarkFixtureView(request, junit_properties(result)), iterations=1, options={})

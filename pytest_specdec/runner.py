@@ -202,7 +202,7 @@ class Measurements:
             outputs=outputs,
             reproduce=reproduce_commands(
                 reference_runs[0], speculative_runs[0], server, pattern, self.prompts_file(prompts),
-                self.pool.model_resolver(spec.model), seed, workload.ignore_eos,
+                self.pool.model_resolver(spec.model), seed, workload.ignore_eos, logprobs,
             ),
             seed=seed,
             server_log=str(server.log_path),
@@ -210,7 +210,8 @@ class Measurements:
 
 
 def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pattern: AccessPattern,
-                       prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool) -> dict[str, str]:
+                       prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool,
+                       logprobs: int | None = None) -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
     The servers' commands are exactly what was run.  The load is `vllm bench
@@ -237,6 +238,8 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
     ]
     if ignore_eos:
         bench.append("--ignore-eos")
+    if logprobs is not None:
+        bench += ["--logprobs", str(logprobs)]
     return {
         "reference_server": shlex.join(reference.server_command),
         "speculative_server": shlex.join(speculative.server_command),
