@@ -7,7 +7,7 @@ field named.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .patterns import AccessPattern, PatternError, resolve_pattern
