@@ -67,9 +67,14 @@ from .metrics import higher_is_better as _higher_is_better
 # about 3% for throughput and TPOT, so 10% is ~3 sd: clear of noise, tight
 # enough to catch a lost SD win.  TTFT and E2E include queueing and prefill
 # scheduling, which wobble more: 15%.  Tail percentiles (p95/p99) come from the
-# few slowest requests of a run and jump around: 25%.  Speedup and acceptance
-# are ratios measured within one run (reference and SD see the same machine
-# state), so noise largely cancels and they can be held tighter: 8% and 5%.
+# few slowest requests of a run and jump around: 25%.  Acceptance depends on
+# the outputs, not the clock, and holds to 5%.  Speedups are not the low-noise
+# ratio they seem: the reference and SD run on two server instances started
+# at different times, and a baseline was recorded on two other instances, so
+# each side carries its own instance's drift (~4% on CI machines): a speedup
+# moves by up to ~10% between sessions with nothing changed (seen in CI: an
+# unchanged draft gave 0.473x, then 0.431x; benchmarks/restart_noise.py
+# measures it).  15% is ~2.5 sd of that.
 DEFAULT_TOLERANCES: dict[str, float] = {
     "output_throughput": 0.10,
     "total_token_throughput": 0.10,
@@ -87,7 +92,7 @@ DEFAULT_TOLERANCES: dict[str, float] = {
 }
 # Families matched by prefix, checked in order (speedup first, so a speedup of
 # a p99 latency is still held to the ratio tolerance).
-_PREFIX_TOLERANCES = (("speedup_", 0.08), ("p95_", 0.25), ("p99_", 0.25))
+_PREFIX_TOLERANCES = (("speedup_", 0.15), ("p95_", 0.25), ("p99_", 0.25))
 FALLBACK_TOLERANCE = 0.10
 
 
@@ -251,3 +256,27 @@ def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[fl
     return Verdict(change=change, ci_low=ci_low, ci_high=ci_high, regression=beyond_tolerance and ci_high < 0,
                    method=f"bootstrap {confidence * 100:g}% CI of the ratio of medians ({int(resamples)} resamples)",
                    **common)
+
+
+def parse_tolerance_lines(lines: list[str]):
+    """The ``specdec_tolerances`` ini: one fraction for every metric, or ``metric = fraction`` lines."""
+    if not lines:
+        return {}
+    if len(lines) == 1 and "=" not in lines[0]:
+        try:
+            values = float(lines[0])
+        except ValueError:
+            raise ValueError(f"expected a fraction or 'metric = fraction' lines, got {lines[0]!r}") from None
+    else:
+        values = {}
+        for line in lines:
+            metric, sep, value = line.partition("=")
+            if not sep:
+                raise ValueError(f"expected 'metric = fraction', got {line!r}")
+            try:
+                values[metric.strip()] = float(value)
+            except ValueError:
+                raise ValueError(f"{metric.strip()}: expected a fraction, got {value.strip()!r}") from None
+    for metric in values if isinstance(values, dict) else ["output_throughput"]:
+        resolve_tolerance(metric, ini=values)
+    return values
