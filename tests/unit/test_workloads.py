@@ -7,6 +7,7 @@ import pytest
 
 from pytest_specdec.workloads import (
     CATALOG,
+    MissingDataPath,
     Prompt,
     Workload,
     WorkloadError,
@@ -213,7 +214,7 @@ def test_path_comes_from_override_then_paths_mapping():
 
 
 def test_missing_path_says_how_to_give_one():
-    with pytest.raises(WorkloadError) as info:
+    with pytest.raises(MissingDataPath) as info:
         resolve_workload("spec_bench", {}, paths={"sharegpt": "other.json"})
     message = str(info.value)
     assert "'spec_bench'" in message and "path=..." in message
