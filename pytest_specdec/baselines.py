@@ -194,6 +194,12 @@ class Baseline:
             path=where,
         )
 
+    def per_repeat(self, side: str, metric: str) -> list[float | None]:
+        """One entry per repeat, in order, None where the repeat lacks `metric` (for paired comparison)."""
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        return [repeat.get(side, {}).get(metric) for repeat in self.repeats]
+
     def samples(self, side: str, metric: str) -> list[float]:
         """One value per repeat that has `metric` on `side`; nulls (and NaN) are skipped."""
         if side not in SIDES:

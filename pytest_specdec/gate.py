@@ -18,6 +18,7 @@ from typing import Any
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
 from .fingerprint import same_environment
+from .result import repeat_seed
 from .stats import compare_samples, resolve_tolerance
 
 # What assert_no_regression() compares when not told: the ratios SD exists
@@ -54,6 +55,11 @@ def repeats_of(result) -> list[dict[str, dict[str, float]]]:
         derived["match_rate"] = result.match_rate
         entries.append({"reference": ref, "speculative": sd, "derived": derived})
     return entries
+
+
+def repeat_seeds(result) -> list[int]:
+    """The prompt/arrival seed of each SD repeat (see result.repeat_seed)."""
+    return [repeat_seed(result.seed, run.repeat) for run in result.speculative_runs]
 
 
 def _side(metric: str) -> str:
@@ -106,6 +112,7 @@ class RegressionGate:
                 "workload": result.workload,
                 "pattern": result.pattern,
                 "seed": result.seed,
+                "repeat_seeds": repeat_seeds(result),
             },
             repeats=repeats_of(result),
             tolerances=tolerances,
@@ -142,15 +149,17 @@ class RegressionGate:
 
         same_env = same_environment(baseline.fingerprint, self.session.fingerprint)
         current = repeats_of(result)
+        # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
+        paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
         rows, verdicts, skipped = [], [], []
         for metric in metrics:
             if not is_ratio(metric) and not same_env:
                 skipped.append(metric)
                 continue
             side = _side(metric)
-            before = baseline.samples(side, metric)
+            before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
             now = [entry[side].get(metric, math.nan) for entry in current]
-            verdict = compare_samples(metric, before, now, tolerance=tolerances[metric])
+            verdict = compare_samples(metric, before, now, tolerance=tolerances[metric], paired=paired)
             verdicts.append(verdict)
             ci = None
             if verdict.ci_low is not None:

@@ -12,6 +12,7 @@ import math
 import os
 import secrets
 import statistics
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,8 @@ def speedup_heatmap(rows: Iterable[Row], path: str | os.PathLike) -> Path | None
                         color="white" if dark else "black")
         ax.set_xticks(range(len(patterns)), patterns, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(workloads)), workloads, fontsize=8)
-        ax.set_title(config, fontsize=10)
+        # Labels of real configs run long (draft paths, flags): wrap, never overlap a neighbour.
+        ax.set_title(textwrap.fill(config, 36), fontsize=9)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label="speedup (SD / reference)")
     fig.suptitle("Output-throughput speedup")
     return _save(fig, path)
@@ -109,7 +111,7 @@ def concurrency_sweep_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path
             ax.grid(True, alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=8)
-            ax.set_title(f"{config} / {workload}  (geomean speedup {gm_text})", fontsize=9)
+            ax.set_title(textwrap.fill(f"{config} / {workload}  (geomean speedup {gm_text})", 60), fontsize=9)
     return _save(fig, path)
 
 

@@ -31,6 +31,18 @@ class Run:
     started_at: float  # wall clock
 
 
+# Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
+# methods that remember earlier requests (suffix decoding's global tree,
+# prefix caching) would otherwise see each repeat's exact prompts and outputs
+# again and speed up run after run.  The reference's repeat r uses the same
+# seed, and so does a baseline's, which lets the gate compare repeats in pairs.
+REPEAT_SEED_STRIDE = 7919
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    return seed + repeat * REPEAT_SEED_STRIDE
+
+
 @dataclass(frozen=True)
 class RequestComparison:
     index: int

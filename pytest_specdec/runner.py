@@ -23,18 +23,14 @@ from .metrics import summarize
 from .patterns import AccessPattern
 from .pool import ServerPool
 from .progress import QuietProgress
-from .result import Run, SpecDecResult, compare_outputs
+from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .server import VllmServer
 from .spec import ServerSpec
 from .workloads import Workload
 
 WARMUP_REQUESTS = 2
 WARMUP_TOKENS = 16
-# Repeat r > 0 of a run sends prompts (and arrivals) seeded seed + r * stride,
-# and the warm-up its own: methods that remember earlier requests (suffix
-# decoding's global tree, prefix caching) would otherwise see each repeat's
-# exact prompts and outputs again and speed up run after run.
-REPEAT_SEED_STRIDE = 7919
+# The warm-up sends prompts of its own (see result.repeat_seed for why).
 WARMUP_SEED_OFFSET = 104729
 
 
@@ -91,9 +87,6 @@ class Measurements:
             tmp.replace(path)
         return path
 
-    def repeat_seed(self, seed: int, repeat: int) -> int:
-        return seed + repeat * REPEAT_SEED_STRIDE
-
     def _warm_up(self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern,
                  seed: int) -> None:
         # The first requests on a fresh server pay for lazy initialisation; a
@@ -127,7 +120,7 @@ class Measurements:
         runs = []
         for repeat in range(self.repeats):
             if repeat:
-                prompts = self.prompts(spec.model, workload, pattern, self.repeat_seed(seed, repeat))
+                prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
             before = server.spec_decode_counters() if spec.speculative_config else None
             label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
                      f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}")
@@ -138,7 +131,7 @@ class Measurements:
                     server.model,
                     prompts,
                     pattern,
-                    seed=self.repeat_seed(seed, repeat),
+                    seed=repeat_seed(seed, repeat),
                     ignore_eos=workload.ignore_eos,
                     logprobs=logprobs,
                     on_progress=live.update,

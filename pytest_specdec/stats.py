@@ -49,6 +49,17 @@ outwards ("lower"/"higher") rather than interpolated: wider, never narrower.
 
 NaN, None and infinite samples are dropped (a failed or empty run); a side
 with nothing left gives a verdict that is not a regression and says why.
+
+Paired repeats
+--------------
+Repeat i of a run sends prompts and arrivals seeded for i (so no repeat
+replays another's prompts to a method that remembers them), and the baseline's
+repeat i sent the very same ones.  When the seeds match, the gate compares
+pairs: ``change`` is the median of the per-repeat ratios and the bootstrap
+resamples pairs.  Different prompt sets can differ by tens of percent, which
+would swamp an unpaired interval; pairing removes that spread, so a drop
+every pair shows is caught with 3 repeats (``ci_high < 0`` then holds when
+every pair got worse).
 """
 
 from __future__ import annotations
@@ -225,14 +236,57 @@ class Verdict:
         return f"{head} ({self.change:+.1%}, tolerance {self.tolerance * 100:g}%{interval}) {status}"
 
 
+def _paired(baseline: Sequence[float | None], current: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The repeat pairs where both sides have a finite value."""
+    def array(samples):
+        return np.array([math.nan if s is None else float(s) for s in samples], dtype=float)
+
+    base, cur = array(baseline), array(current)
+    keep = np.isfinite(base) & np.isfinite(cur)
+    return base[keep], cur[keep]
+
+
+def _compare_paired(base: np.ndarray, cur: np.ndarray, higher: bool, tolerance: float, confidence: float,
+                    resamples: int, seed: int, common: dict) -> Verdict:
+    num, den = (cur, base) if higher else (base, cur)
+    changes = _relative(num, den)
+    change = float(np.median(changes))
+    beyond_tolerance = change < -tolerance
+    if changes.size < 2:
+        return Verdict(change=change, ci_low=None, ci_high=None, regression=beyond_tolerance,
+                       method="tolerance band only (fewer than 2 paired repeats)", **common)
+    rng = np.random.default_rng(seed)
+    medians = np.median(changes[rng.integers(0, changes.size, size=(resamples, changes.size))], axis=1)
+    ci_low, ci_high = _bounds(medians, confidence)
+    return Verdict(change=change, ci_low=ci_low, ci_high=ci_high, regression=beyond_tolerance and ci_high < 0,
+                   method=f"paired bootstrap {confidence * 100:g}% CI of the median per-repeat ratio "
+                          f"({resamples} resamples)", **common)
+
+
 def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[float], *,
                     tolerance: float | None = None, higher_is_better: bool | None = None,
-                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> Verdict:
-    """Compare current repeats of `metric` with baseline repeats (rule in the module docstring)."""
+                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
+                    paired: bool = False) -> Verdict:
+    """Compare current repeats of `metric` with baseline repeats (rule in the module docstring).
+
+    ``paired=True``: repeat i of both sides ran the same prompts and arrivals
+    (the same repeat seed), so each pair's ratio is judged, and the spread
+    between different prompt sets does not hide a drop every pair shows.
+    Both sequences then keep one entry per repeat (None for a missing value).
+    """
     _check_settings(confidence, resamples)
     tolerance = default_tolerance(metric) if tolerance is None else _validate(tolerance, metric,
                                                                               "compare_samples(tolerance=...)")
     higher = _higher_is_better(metric) if higher_is_better is None else bool(higher_is_better)
+    if paired:
+        if len(baseline) != len(current):
+            raise ValueError(f"paired comparison of {metric!r} needs as many current repeats as baseline "
+                             f"repeats, got {len(current)} and {len(baseline)}")
+        base, cur = _paired(baseline, current)
+        if base.size:
+            common = dict(metric=metric, higher_is_better=higher, baseline=float(np.median(base)),
+                          current=float(np.median(cur)), tolerance=tolerance, confidence=confidence)
+            return _compare_paired(base, cur, higher, tolerance, confidence, int(resamples), seed, common)
     base, cur = _clean(baseline), _clean(current)
     base_median = float(np.median(base)) if base.size else math.nan
     cur_median = float(np.median(cur)) if cur.size else math.nan

@@ -185,3 +185,39 @@ def test_describe_a_regression_with_interval():
 def test_describe_without_interval():
     line = compare_samples("acceptance_rate", [0.7], [0.69]).describe()
     assert line == "acceptance_rate: 0.7 -> 0.69 (-1.4%, tolerance 5%, no CI: fewer than 2 repeats on a side) ok"
+
+
+# --- paired repeats ---------------------------------------------------------------
+
+# Three prompt sets whose speedups differ a lot (as code_edit's do on the CPU
+# build: 1.21x, 1.92x, 1.45x), then the same sets 20% slower each.
+PROMPT_SETS = [1.21, 1.92, 1.45]
+DROPPED = [v * 0.8 for v in PROMPT_SETS]
+
+
+def test_pairs_catch_a_drop_that_the_spread_between_prompt_sets_hides():
+    unpaired = compare_samples("speedup_output_throughput", PROMPT_SETS, DROPPED)
+    paired = compare_samples("speedup_output_throughput", PROMPT_SETS, DROPPED, paired=True)
+    assert not unpaired.regression  # 1.54 (set 2, dropped) beats 1.21 (set 1): the interval spans 0
+    assert paired.regression and paired.change == pytest.approx(-0.2)
+    assert paired.ci_high < 0 and "paired bootstrap" in paired.method
+
+
+def test_pairs_with_noise_inside_the_tolerance_pass():
+    noisy = [v * f for v, f in zip(PROMPT_SETS, (0.97, 1.02, 0.95))]
+    verdict = compare_samples("speedup_output_throughput", PROMPT_SETS, noisy, paired=True)
+    assert not verdict.regression and verdict.change == pytest.approx(-0.03)
+
+
+def test_one_pair_that_held_keeps_the_gate_green():
+    mixed = [PROMPT_SETS[0] * 0.7, PROMPT_SETS[1] * 1.01, PROMPT_SETS[2] * 0.7]
+    verdict = compare_samples("speedup_output_throughput", PROMPT_SETS, mixed, paired=True)
+    assert verdict.change == pytest.approx(-0.3) and not verdict.regression  # not every pair got worse
+
+
+def test_pairs_skip_missing_values_and_need_equal_counts():
+    verdict = compare_samples("median_tpot_ms", [30.0, None, 32.0], [36.0, 31.0, 38.4], paired=True)
+    # Latency: baseline / current - 1 per pair: 30/36 - 1 = -16.7%, 32/38.4 - 1 = -16.7%.
+    assert verdict.change == pytest.approx(-1 / 6) and verdict.regression
+    with pytest.raises(ValueError, match="as many current repeats as baseline repeats"):
+        compare_samples("median_tpot_ms", [30.0, 31.0], [30.0], paired=True)
