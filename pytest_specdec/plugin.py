@@ -8,7 +8,11 @@ Collection never imports vllm or torch.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
+import shutil
 import signal
+import tempfile
 import threading
 from pathlib import Path
 
@@ -48,6 +52,7 @@ _planned_key = pytest.StashKey[list]()
 _sigterm_key = pytest.StashKey[object]()
 _test_key = pytest.StashKey[SpecDecTest]()
 _report_key = pytest.StashKey[str]()
+_groups_dir_key = pytest.StashKey[str]()
 
 
 def pytest_addhooks(pluginmanager):
@@ -91,8 +96,14 @@ def pytest_configure(config):
         "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
         "assert_no_regression (over the ini's and the defaults)",
     )
+    # pytest-xdist registers it too; without xdist the plugin's groups are inert.
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist loadgroup: run tests of a group on one worker")
     settings = _resolve_settings(config)
     config.stash[settings_key] = settings
+    if settings.device is not None and getattr(config.option, "dist", "no") == "load":
+        # Plain -n spreads tests one by one, so a target's servers would start
+        # on several workers: schedule by target instead (xdist_scheduling.py).
+        config.stash[_groups_dir_key] = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
     config.stash[_ini_tolerances_key] = _ini_tolerances(config)
     tracker = _SuiteTracker()
     config.stash[_tracker_key] = tracker
@@ -106,11 +117,28 @@ def pytest_configure(config):
             signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    if _groups_dir_key in node.config.stash:
+        node.workerinput["specdec_groups_dir"] = node.config.stash[_groups_dir_key]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if _groups_dir_key not in config.stash:
+        return None
+    from .xdist_scheduling import TargetScheduling
+
+    return TargetScheduling(config, log, groups_dir=config.stash[_groups_dir_key])
+
+
 def _interrupt_on_sigterm(signum, frame):
     raise KeyboardInterrupt(f"received signal {signum}")
 
 
 def pytest_unconfigure(config):
+    if _groups_dir_key in config.stash:
+        shutil.rmtree(config.stash[_groups_dir_key], ignore_errors=True)
     pool = config.stash.get(pool_key, None)
     if pool is not None:
         pool.close()
@@ -123,6 +151,23 @@ def pytest_specdec_server_command(launch: LaunchRequest):
     return launch.default_command()
 
 
+def xdist_group_of(spec) -> str:
+    """One xdist group per target (model, server args, TP): its reference server
+    and every SD server measured against it run on one worker, each started once."""
+    return "specdec-" + hashlib.sha256(spec.reference().key.encode()).hexdigest()[:12]
+
+
+_GROUP_SUFFIX = re.compile(r"@specdec-[0-9a-f]{12}$")
+
+
+def canonical_id(nodeid: str) -> str:
+    """The test id without the group suffix pytest-xdist's loadgroup adds, so
+    baselines and reports name a test the same with and without -n."""
+    return _GROUP_SUFFIX.sub("", nodeid)
+
+
+# Before xdist's own hook reads the groups (it suffixes node ids with them on workers).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     settings = config.stash[settings_key]
     try:
@@ -135,8 +180,17 @@ def pytest_collection_modifyitems(session, config, items):
         plan = plan_for(item.get_closest_marker, settings, workloads, patterns)
         if plan is not None:
             item.stash[_plan_key] = plan
+            if plan.spec is not None and not plan.error:
+                item.add_marker(pytest.mark.xdist_group(xdist_group_of(plan.spec)))
         keys.append(plan.spec.key if plan is not None and plan.spec is not None and not plan.error else None)
     items[:] = [items[index] for index in order_for_reuse(keys)]
+    groups_dir = getattr(config, "workerinput", {}).get("specdec_groups_dir")
+    if groups_dir:
+        from .xdist_scheduling import write_groups
+
+        write_groups(groups_dir, config.workerinput["workerid"], {
+            item.nodeid: xdist_group_of(item.stash[_plan_key].spec) for item in items
+            if _plan_key in item.stash and item.stash[_plan_key].spec is not None and not item.stash[_plan_key].error})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -263,7 +317,7 @@ def specdec(request, specdec_measurements, specdec_baselines) -> SpecDecTest:
     plan = request.node.stash.get(_plan_key, None)
     if plan is None:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
-    gate = RegressionGate(specdec_baselines, request.node.nodeid, plan.tolerances)
+    gate = RegressionGate(specdec_baselines, canonical_id(request.node.nodeid), plan.tolerances)
     test = SpecDecTest(plan.spec, specdec_measurements, plan.workload, plan.pattern, gate=gate)
     request.node.stash[_test_key] = test
     yield test
@@ -336,7 +390,7 @@ class _SuiteTracker:
         self.deselected += len(items)
 
     def pytest_runtest_logreport(self, report):
-        self.seen.add(report.nodeid)
+        self.seen.add(canonical_id(report.nodeid))
         # Rows ride on the report, so under xdist they reach the controller.
         self.rows.extend(getattr(report, "specdec_rows", None) or ())
 
@@ -364,7 +418,7 @@ def _rows_for(item, plan, outcome: str) -> list[dict]:
     cost_ratio = cost_ratio_for(plan.spec, pool.model_resolver if pool else None)
     regression = test.gate.outcome if test is not None and test.gate is not None else None
     results = test.results if test is not None else []
-    return [row_for(item.nodeid, plan.spec, result.workload if result else workload,
+    return [row_for(canonical_id(item.nodeid), plan.spec, result.workload if result else workload,
                     result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
                     cost_ratio=cost_ratio, gpu_usd_per_hour=settings.gpu_usd_per_hour)
             for result in results or [None]]

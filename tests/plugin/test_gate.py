@@ -242,22 +242,35 @@ def test_stale_baselines_are_reported_then_deleted_when_updating(inner):
 
 
 def test_xdist_workers_update_different_baselines(inner):
+    # Two targets: the plugin groups each target's tests onto one worker
+    # (xdist loadgroup), so the two workers write different baselines at once.
     inner.makepyfile(
-        test_many=MARKS
-        + """
+        test_many="""
+import os
 import pytest
 
-@pytest.mark.parametrize("n", range(6))
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
+
+@pytest.mark.workload("code_edit")
+@pytest.mark.access_pattern("throughput_low")
+@pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.specdec(model=f"m{n % 2}", speculative_config=NGRAM))
+                               for n in range(6)])
 def test_gated(make_result, n):
     make_result(sd=(40.0 + n,)).assert_no_regression()
+    with open(f"worker-{n}", "w") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "none"))
 """
     )
     run_inner(inner, "-n", "2", "--specdec-update-baselines").assert_outcomes(passed=6)
     files = baseline_files(inner)
     assert len(files) == 6
     ids = {json.loads(f.read_text())["test_id"] for f in files}
-    assert ids == {f"test_many.py::test_gated[{n}]" for n in range(6)}
+    assert ids == {f"test_many.py::test_gated[{n}]" for n in range(6)}  # no xdist group suffix
+    workers = {n: (inner.path / f"worker-{n}").read_text() for n in range(6)}
+    assert {workers[0], workers[2], workers[4]} != {workers[1], workers[3], workers[5]}
+    assert len({workers[0], workers[2], workers[4]}) == 1 and len({workers[1], workers[3], workers[5]}) == 1
     run_inner(inner, "-n", "2").assert_outcomes(passed=6)
+    run_inner(inner).assert_outcomes(passed=6)  # the same baselines serve a run without xdist
 
 
 def test_results_reach_junit_xml_and_benchmark_json(inner):

@@ -12,7 +12,7 @@ def readme_commands():
 
 def test_readme_has_exactly_the_main_job_and_test_commands():
     main_job, tests = readme_commands()
-    assert main_job.endswith("examples/cpu/serve_demo.py")
+    assert "-m pytest examples/cpu --specdec-cpu" in main_job and "--specdec-report" in main_job
     assert "-m pytest" in tests
 
 

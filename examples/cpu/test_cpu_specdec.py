@@ -1,0 +1,101 @@
+"""Speculative decoding on vLLM's CPU build with the bundled SmolLM2-135M: a suite to copy.
+
+Run it (from the repository root, after ./scripts/setup):
+
+    .venv/bin/python -m pytest examples/cpu --specdec-cpu --specdec-repeats 3 --specdec-report specdec-report
+
+Four servers start, one at a time: the reference (no SD), n-gram, suffix
+decoding and a draft model; each serves every test that names it, and the
+reference is measured once per workload for all of them.  Workloads are
+scaled down (a few hundred tokens per run) so the suite takes minutes on two
+cores.  `--enforce-eager` skips vLLM's graph compilation: a server is ready
+in ~30 s instead of ~80 s, and both sides of every comparison pay the same.
+
+What it shows, as the published studies found on GPUs
+(../shared/references/vllm-sd-methods-guide.txt, sd-performance-or-illusion-study.txt):
+- on code edits, whose outputs repeat the prompt, model-free drafting
+  (n-gram, suffix) pays;
+- a poor draft model makes SD slower than no SD at all;
+- random-token prompts can flatter SD: a small model loops on them, and the
+  loop is easy to predict.
+
+Baselines for these tests are stored in baselines/ at the repository root;
+`assert_no_regression` compares ratios only (speedup, acceptance), which hold
+across machines, so baselines recorded on one 2-core box gate another.
+"""
+
+import pytest
+
+MODEL = "specdec:smollm2-135m"
+EAGER = ["--enforce-eager"]
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
+# The first 8 of SmolLM2's 30 layers: a fifth of the target's cost per token,
+# but it predicts the target's next token only ~2-5% of the time.
+POOR_DRAFT = {"method": "draft_model", "model": f"{MODEL}@layers=8", "num_speculative_tokens": 3}
+RATIOS = ["speedup_output_throughput", "acceptance_rate"]
+
+code_edit = pytest.mark.workload("code_edit", input_len=192, output_len=64)
+random_s = pytest.mark.workload("random_s", input_len=192, output_len=64)
+one_at_a_time = pytest.mark.access_pattern("throughput_low", num_prompts=4)
+
+
+@pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
+@code_edit
+@one_at_a_time
+def test_ngram_pays_on_code_edits(specdec):
+    result = specdec.run()
+    # Code edits repeat most of the prompt, so the n-gram lookup finds the
+    # continuation: measured here ~49% of draft tokens accepted, ~3 tokens
+    # per step, 1.44x.  The theory column shows ~3x for a free draft: on a
+    # CPU the target's verification of k+1 positions costs more than one
+    # decode step, which the formula does not model.
+    result.assert_acceptance(min_rate=0.25, min_length=1.8)
+    result.assert_speedup(min=1.10)
+    result.assert_no_regression(metrics=RATIOS)
+
+
+@pytest.mark.specdec(model=MODEL, speculative_config=SUFFIX, server_args=EAGER)
+@code_edit
+@one_at_a_time
+# Suffix decoding's acceptance is not bit-for-bit repeatable on this build:
+# the same prompts gave 54% and 57% accepted (1.70x and 1.92x) in two
+# sessions, beyond the 5% acceptance default.  This test's band says so.
+@pytest.mark.specdec_tolerance(acceptance_rate=0.10, speedup_output_throughput=0.20)
+def test_suffix_pays_on_code_edits(specdec):
+    result = specdec.run()
+    # Suffix decoding matches against a tree of the prompt and of earlier
+    # outputs (measured here: ~55% accepted, 2.2-2.3 tokens per step, 1.7-1.9x).
+    result.assert_acceptance(min_rate=0.3, min_length=1.5)
+    result.assert_speedup(min=1.15)
+    result.assert_no_regression(metrics=RATIOS)
+
+
+@pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
+@random_s
+@one_at_a_time
+def test_ngram_on_random_tokens(specdec):
+    result = specdec.run()
+    # A trap worth knowing: random prompt tokens do not make n-gram useless
+    # when a small model, decoding greedily without EOS, falls into a loop
+    # that repeats itself -- the lookup then predicts the loop (measured here:
+    # ~91% accepted, 2.2x).  A random-token workload measures the model's
+    # degeneration as much as SD; use real text to judge a draft.
+    result.assert_acceptance(min_rate=0.5)
+    result.assert_no_regression(metrics=RATIOS)
+
+
+@pytest.mark.specdec(model=MODEL, speculative_config=POOR_DRAFT, server_args=EAGER)
+@random_s
+@one_at_a_time
+def test_a_poor_draft_makes_sd_slower(specdec):
+    result = specdec.run()
+    # The published lesson: SD can lose.  Every step runs the draft k times
+    # and the target over k+1 positions, and almost every draft token is
+    # rejected, so each step still yields ~1 token at a higher cost (measured
+    # here: 0.3% accepted, 0.44-0.46x; the theory column agrees, 0.45x).  This
+    # test fails if that ever stops being true.
+    assert result.acceptance_rate < 0.15
+    assert result.speedup() < 0.9, f"a draft that is rarely right cannot pay: speedup {result.speedup():.2f}x"
+    # Acceptance this close to zero moves by 100% with one token: gate the speedup only.
+    result.assert_no_regression(metrics=["speedup_output_throughput"])

@@ -1,0 +1,54 @@
+"""The README's main job on real CPU servers: examples/cpu against its stored baselines.
+
+Runs the same pytest command the main job runs (with CI=true, as in a CI log)
+and checks what a user is promised: every example passes against the
+baselines stored in baselines/, the report directory holds a valid
+results.json, CSV, Markdown summary and plots, n-gram and suffix beat the
+reference on code_edit, and the progress is one line per measured run.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_specdec.report import load_report
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool, tmp_path):
+    specdec_pool.stop_running()  # one server at a time on this machine
+    report = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
+    env["CI"] = "true"
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "examples/cpu", "--specdec-cpu", "--specdec-repeats", "3",
+         "--specdec-report", str(report), "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
+    )
+    out = completed.stdout
+    print(out[-6000:])
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "4 passed" in out
+
+    rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}
+    assert len(rows) == 4
+    for name in ("test_ngram_pays_on_code_edits", "test_suffix_pays_on_code_edits"):
+        assert rows[name]["workload"] == "code_edit" and rows[name]["speedup"] > 1.0, rows[name]
+        assert rows[name]["regression"] == "passed" and rows[name]["repeats"] == 3
+    assert rows["test_a_poor_draft_makes_sd_slower"]["speedup"] < 1.0
+    summary = (report / "summary.md").read_text()
+    assert "| test_ngram_pays_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
+    assert (report / "results.csv").read_text().count("\n") == 5
+    for plot in ("speedup_heatmap.png", "acceptance_per_position.png"):
+        data = (report / plot).read_bytes()
+        assert data.startswith(PNG) and len(data) > 5000, plot
+
+    # In a CI log: one line per measured run (3 repeats x 6 runs), no live line.
+    runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
+    assert len(runs) == 18, "\n".join(runs)
+    assert "requests, " not in out and "elapsed" not in out
+    assert "= specdec results =" in out
