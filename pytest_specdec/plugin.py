@@ -28,7 +28,7 @@ from .patterns import AccessPattern
 from .pool import ServerPool, order_for_reuse
 from .progress import LiveProgress, QuietProgress, running_on_ci
 from .report import ReportError, append_step_summary, cost_ratio_for, markdown_summary, row_for, terminal_table
-from .report import write_report
+from .report import write_report, write_shard_files
 from .runner import Measurements, SpecDecTest
 from .server import LaunchRequest, VllmServer
 from .stats import parse_tolerance_lines
@@ -184,6 +184,9 @@ def pytest_collection_modifyitems(session, config, items):
                 item.add_marker(pytest.mark.xdist_group(xdist_group_of(plan.spec)))
         keys.append(plan.spec.key if plan is not None and plan.spec is not None and not plan.error else None)
     items[:] = [items[index] for index in order_for_reuse(keys)]
+    shard = config.getoption("specdec_shard")
+    if shard is not None:
+        _keep_shard(config, items, keys, *shard)
     groups_dir = getattr(config, "workerinput", {}).get("specdec_groups_dir")
     if groups_dir:
         from .xdist_scheduling import write_groups
@@ -191,6 +194,20 @@ def pytest_collection_modifyitems(session, config, items):
         write_groups(groups_dir, config.workerinput["workerid"], {
             item.nodeid: xdist_group_of(item.stash[_plan_key].spec) for item in items
             if _plan_key in item.stash and item.stash[_plan_key].spec is not None and not item.stash[_plan_key].error})
+
+
+def _keep_shard(config, items, keys, index: int, count: int) -> None:
+    from .sharding import reference_group, select
+
+    # Grouped by target, as under xdist: a target's reference server and its
+    # SD servers start in one shard only.
+    by_id = {item.nodeid: key for item, key in zip(items, keys)}
+    kept = set(select(list(by_id.items()), index, count, group_of=reference_group))
+    deselected = [item for item in items if item.nodeid not in kept]
+    if deselected:
+        config.stash[_tracker_key].shard_deselected += len(deselected)
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.nodeid in kept]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -384,6 +401,7 @@ class _SuiteTracker:
     def __init__(self):
         self.seen: set[str] = set()
         self.deselected = 0
+        self.shard_deselected = 0  # left to other shards by --specdec-shard
         self.rows: list[dict] = []
 
     def pytest_deselected(self, items):
@@ -424,20 +442,33 @@ def _rows_for(item, plan, outcome: str) -> list[dict]:
             for result in results or [None]]
 
 
-def _write_report(config, rows: list[dict]) -> None:
+def _write_report(config, tracker, complete: bool) -> None:
+    rows = tracker.rows
     report_dir = config.stash[settings_key].report_dir
     config.hook.pytest_specdec_results(config=config, rows=rows, report_dir=report_dir)
     if report_dir is None:
         return
-    baselines = config.stash.get(baselines_key, None)
+    recorded = {row["test"] for row in rows if row["regression"] == "recorded"}
+    baseline_files = [path for test_id, path in list_baselines(_baseline_dir(config)).items() if test_id in recorded]
     try:
-        written = write_report(report_dir, rows, baselines.fingerprint if baselines else None)
+        written = write_report(report_dir, rows, _fingerprint(config))
+        written += write_shard_files(report_dir, tracker.seen, complete, baseline_files)
         summary = append_step_summary(markdown_summary(rows))
     except (ReportError, OSError) as exc:
         config.stash[_report_key] = f"ERROR: could not write the report: {exc}"
         return
     config.stash[_report_key] = f"written {len(written)} files to {report_dir}" + (
         f"; summary appended to {summary}" if summary else "")
+
+
+def _fingerprint(config) -> dict:
+    baselines = config.stash.get(baselines_key, None)
+    if baselines is not None:
+        return baselines.fingerprint
+    from .fingerprint import collect_fingerprint  # the xdist controller measured nothing itself
+
+    device = config.stash[settings_key].device or "cpu"
+    return config.hook.pytest_specdec_fingerprint(config=config, fingerprint=collect_fingerprint(device))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -448,14 +479,15 @@ def pytest_sessionfinish(session, exitstatus):
     tracker = config.stash.get(_tracker_key, None)
     if tracker is None or hasattr(config, "workerinput"):
         return  # the controller reports and decides about stale baselines
+    finished = (not session.shouldstop and not session.shouldfail
+                and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED))
     if config.stash[settings_key].device is not None:
-        _write_report(config, tracker.rows)
+        # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
+        _write_report(config, tracker, finished and tracker.deselected == tracker.shard_deselected)
     ran_everything = (
         config.args_source != pytest.Config.ArgsSource.ARGS
         and not tracker.deselected
-        and not session.shouldstop
-        and not session.shouldfail
-        and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        and finished
     )
     if not ran_everything:
         return

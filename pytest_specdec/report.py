@@ -337,3 +337,22 @@ def append_step_summary(markdown: str, environ=os.environ) -> Path | None:
     with open(target, "a", encoding="utf-8") as handle:
         handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
     return Path(target)
+
+
+# What `pytest-specdec merge` reads from each shard's report directory, besides results.json.
+SHARD_TESTS = "tests.json"
+SHARD_BASELINES = "baselines"
+
+
+def write_shard_files(directory: Path, tests: Iterable[str], complete: bool,
+                      baseline_paths: Iterable[Path] = ()) -> list[Path]:
+    """tests.json (the tests this session ran, and whether it ran all it was given) and
+    copies of the baselines it wrote, so a merge can make one baseline update of all shards."""
+    directory = Path(directory)
+    written = [_write_atomic(directory / SHARD_TESTS,
+                             json.dumps({"tests": sorted(set(tests)), "complete": bool(complete)}, indent=1) + "\n")]
+    paths = [Path(p) for p in baseline_paths]
+    if paths:
+        (directory / SHARD_BASELINES).mkdir(exist_ok=True)
+        written += [_write_atomic(directory / SHARD_BASELINES / p.name, p.read_text(encoding="utf-8")) for p in paths]
+    return written

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .sharding import parse_shard
 from .workloads import data_path_env_var
 
 _SIZE_UNITS = {
@@ -138,6 +139,10 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                               help="write results.json, results.csv, summary.md and PNG plots of the session's "
                                    "specdec results to DIR (and append the summary to $GITHUB_STEP_SUMMARY when "
                                    "set).")),
+    ("--specdec-shard", dict(type=parse_shard, default=None, metavar="I/N",
+                             help="run shard I of N (counting from 1): a deterministic share of the tests, split by "
+                                  "target so no server starts in two shards; combine the shards' --specdec-report "
+                                  "directories with 'pytest-specdec merge'.")),
     ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD_PER_HOUR",
                                  help="hourly price of the hardware a server runs on; reports then show cost per 1M "
                                       "output tokens (ini specdec_gpu_usd_per_hour).")),
