@@ -10,10 +10,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .patterns import CATALOG as PATTERN_CATALOG
 from .patterns import AccessPattern, PatternError, resolve_pattern
 from .spec import MarkerError, ServerSpec, parse_specdec_marker
 from .stats import resolve_tolerance
+from .workloads import CATALOG as WORKLOAD_CATALOG
 from .workloads import MissingDataPath, Workload, WorkloadError, resolve_workload
+
+
+# The plugin's markers as `pytest --markers` lists them.
+MARKER_DOCS = (
+    "specdec(model, speculative_config=None, server_args=(), tensor_parallel_size=1, requires_gpu=False, "
+    "endpoints=None): run the test against vLLM servers for this target and speculative config "
+    "(needs --specdec-gpu or --specdec-cpu, or running endpoints).",
+    "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: "
+    + ", ".join(WORKLOAD_CATALOG),
+    "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
+    + ", ".join(PATTERN_CATALOG),
+    "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
+    "assert_no_regression (over the ini's and the defaults)",
+    # pytest-xdist registers it too; without xdist the plugin's groups are inert.
+    "xdist_group(name): pytest-xdist loadgroup: run tests of a group on one worker",
+)
 
 
 @dataclass

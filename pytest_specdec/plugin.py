@@ -8,6 +8,7 @@ Collection never imports vllm or torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -19,22 +20,22 @@ from pathlib import Path
 import pytest
 
 from . import hookspecs
-from .collection import Plan, plan_for, registered
+from .collection import MARKER_DOCS, Plan, plan_for, registered
 from .baselines import list_baselines, remove_baselines
 from .benchmark_export import benchmark_entry, junit_properties
 from .gate import BaselineSession, RegressionGate
-from .patterns import CATALOG as PATTERN_CATALOG
 from .patterns import AccessPattern
+from .gpus import (DeviceError, cuda_visible_devices, discover_gpus, free_memory_query, gpus_needed, skip_reason,
+                   wait_for_memory, worker_share, xdist_worker)
 from .pool import ServerPool, order_for_reuse
 from .progress import LiveProgress, QuietProgress, running_on_ci
-from .report import ReportError, append_step_summary, cost_ratio_for, markdown_summary, row_for, terminal_table
+from .report import ReportError, append_step_summary, markdown_summary, rows_for_test, terminal_table
 from .report import write_report, write_shard_files
 from .runner import Measurements, SpecDecTest
 from .server import LaunchRequest, VllmServer
 from .stats import parse_tolerance_lines
 from .settings import COMMAND_LINE_OPTIONS, INI_KEYS, Settings, resolve_settings
 from .spec import MARKER_FIELDS, parse_specdec_marker
-from .workloads import CATALOG as WORKLOAD_CATALOG
 from .workloads import Workload
 
 SKIP_NO_DEVICE = (
@@ -53,6 +54,7 @@ _sigterm_key = pytest.StashKey[object]()
 _test_key = pytest.StashKey[SpecDecTest]()
 _report_key = pytest.StashKey[str]()
 _groups_dir_key = pytest.StashKey[str]()
+_gpu_key = pytest.StashKey[tuple]()
 
 
 def pytest_addhooks(pluginmanager):
@@ -75,32 +77,11 @@ def _resolve_settings(config) -> Settings:
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "specdec(model, speculative_config=None, server_args=(), tensor_parallel_size=1, requires_gpu=False): "
-        "run the test against vLLM servers for this target and speculative config "
-        "(needs --specdec-gpu or --specdec-cpu).",
-    )
-    config.addinivalue_line(
-        "markers",
-        "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: "
-        + ", ".join(WORKLOAD_CATALOG),
-    )
-    config.addinivalue_line(
-        "markers",
-        "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
-        + ", ".join(PATTERN_CATALOG),
-    )
-    config.addinivalue_line(
-        "markers",
-        "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
-        "assert_no_regression (over the ini's and the defaults)",
-    )
-    # pytest-xdist registers it too; without xdist the plugin's groups are inert.
-    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist loadgroup: run tests of a group on one worker")
+    for line in MARKER_DOCS:
+        config.addinivalue_line("markers", line)
     settings = _resolve_settings(config)
     config.stash[settings_key] = settings
-    if settings.device is not None and getattr(config.option, "dist", "no") == "load":
+    if (settings.device or settings.endpoints) and getattr(config.option, "dist", "no") == "load":
         # Plain -n spreads tests one by one, so a target's servers would start
         # on several workers: schedule by target instead (xdist_scheduling.py).
         config.stash[_groups_dir_key] = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
@@ -178,6 +159,8 @@ def pytest_collection_modifyitems(session, config, items):
     keys = []
     for item in items:
         plan = plan_for(item.get_closest_marker, settings, workloads, patterns)
+        if plan is not None and plan.spec is not None and settings.endpoints and not plan.spec.endpoints:
+            plan.spec = dataclasses.replace(plan.spec, endpoints=settings.endpoints)
         if plan is not None:
             item.stash[_plan_key] = plan
             if plan.spec is not None and not plan.error:
@@ -218,12 +201,46 @@ def pytest_runtest_setup(item):
     if plan.error:
         pytest.fail(plan.error, pytrace=False)
     device = item.config.stash[settings_key].device
-    if device is None:
-        pytest.skip(SKIP_NO_DEVICE)
-    if plan.spec.requires_gpu and device != "gpu":
-        pytest.skip(SKIP_NEEDS_GPU)
+    if not plan.spec.endpoints:  # with running endpoints, nothing is started here: no device needed
+        if device is None:
+            pytest.skip(SKIP_NO_DEVICE)
+        if plan.spec.requires_gpu and device != "gpu":
+            pytest.skip(SKIP_NEEDS_GPU)
+        if device == "gpu":
+            all_devices, share, workers = _gpu_share(item.config)
+            reason = skip_reason(gpus_needed(plan.spec.tensor_parallel_size, plan.spec.speculative_config),
+                                 share, all_devices, workers)
+            if reason:
+                pytest.skip(reason)
     if plan.missing_data:
         pytest.fail(plan.missing_data, pytrace=False)
+
+
+def _gpu_share(config) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """(the session's GPUs, this worker's share of them, how many xdist workers), found once."""
+    if _gpu_key not in config.stash:
+        settings = config.stash[settings_key]
+        problem = None
+        try:
+            devices = settings.devices or tuple(gpu.index for gpu in discover_gpus())
+        except DeviceError as exc:
+            problem = str(exc)
+        if problem:
+            pytest.fail(f"--specdec-gpu: {problem}", pytrace=False)
+        index, count = xdist_worker()
+        config.stash[_gpu_key] = (devices, worker_share(devices, index, count), count)
+    return config.stash[_gpu_key]
+
+
+def _gpu_memory_gate(config):
+    """Before a GPU server starts: its share's memory must be free (the last server's released)."""
+    _, share, _ = _gpu_share(config)
+    needed = config.stash[settings_key].gpu_memory_mib
+    if needed is None:
+        totals = {gpu.index: gpu.memory_total_mib for gpu in discover_gpus()}
+        needed = int(0.9 * min(totals.get(d, 0) for d in share)) if share else 0
+    query = free_memory_query()
+    return lambda spec: wait_for_memory(share, needed, query)
 
 
 def _event_sink(config):
@@ -263,21 +280,28 @@ def specdec_pool(request, tmp_path_factory) -> ServerPool:
     """The session's servers: one at a time, reused by configuration."""
     config = request.config
     settings = config.stash[settings_key]
-    if settings.device is None:
+    if settings.device is None and not _endpoint_tests(config):
         pytest.skip(SKIP_NO_DEVICE)
     pool = config.stash.get(pool_key, None)
     if pool is None:
+        gpu = settings.device == "gpu"
         pool = ServerPool(
-            settings.device,
+            settings.device or "none",
             settings.log_dir or tmp_path_factory.getbasetemp() / "specdec-servers",
             launcher=lambda launch: config.hook.pytest_specdec_server_command(launch=launch),
             kv_cache_bytes=settings.kv_cache_bytes,
             startup_timeout=settings.startup_timeout,
+            env={"CUDA_VISIBLE_DEVICES": cuda_visible_devices(_gpu_share(config)[1])} if gpu else None,
             on_event=_event_sink(config),
+            before_start=_gpu_memory_gate(config) if gpu else None,
         )
         config.stash[pool_key] = pool
     yield pool
     pool.close()
+
+
+def _endpoint_tests(config) -> bool:
+    return any(plan.spec.endpoints for plan in config.stash.get(_planned_key, []))
 
 
 @pytest.fixture
@@ -428,18 +452,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def _rows_for(item, plan, outcome: str) -> list[dict]:
-    test = item.stash.get(_test_key, None)
-    settings = item.config.stash[settings_key]
     pool = item.config.stash.get(pool_key, None)
-    workload = plan.workload.describe() if plan.workload else {}
-    pattern = plan.pattern.describe() if plan.pattern else {}
-    cost_ratio = cost_ratio_for(plan.spec, pool.model_resolver if pool else None)
-    regression = test.gate.outcome if test is not None and test.gate is not None else None
-    results = test.results if test is not None else []
-    return [row_for(canonical_id(item.nodeid), plan.spec, result.workload if result else workload,
-                    result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
-                    cost_ratio=cost_ratio, gpu_usd_per_hour=settings.gpu_usd_per_hour)
-            for result in results or [None]]
+    return rows_for_test(canonical_id(item.nodeid), plan, item.stash.get(_test_key, None), outcome,
+                         resolve=pool.model_resolver if pool else None,
+                         gpu_usd_per_hour=item.config.stash[settings_key].gpu_usd_per_hour)
 
 
 def _write_report(config, tracker, complete: bool) -> None:
@@ -481,7 +497,7 @@ def pytest_sessionfinish(session, exitstatus):
         return  # the controller reports and decides about stale baselines
     finished = (not session.shouldstop and not session.shouldfail
                 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED))
-    if config.stash[settings_key].device is not None:
+    if config.stash[settings_key].device is not None or tracker.rows:
         # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
         _write_report(config, tracker, finished and tracker.deselected == tracker.shard_deselected)
     ran_everything = (

@@ -62,6 +62,7 @@ class ServerPool:
         env: Mapping[str, str] | None = None,
         on_event: EventSink | None = None,
         model_resolver: Callable[[str], str] = resolve_model,
+        before_start: Callable[[ServerSpec], None] | None = None,
     ):
         self.device = device
         self.log_dir = Path(log_dir)
@@ -73,14 +74,20 @@ class ServerPool:
         self.env = dict(env or {})
         self.on_event = on_event or (lambda message: None)
         self.model_resolver = model_resolver
+        # Called after the previous server stopped, before the next starts
+        # (the plugin waits there for GPU memory to be released).
+        self.before_start = before_start
         self.current: VllmServer | None = None
         self.starts: collections.Counter[str] = collections.Counter()
         self.history: list[StartRecord] = []
-        self._failed: dict[str, ServerStartError] = {}
+        self._failed: dict[str, Exception] = {}
+        self._external_servers: dict[str, object] = {}
         _live_pools.add(self)
 
     def get(self, spec: ServerSpec) -> VllmServer:
         """A ready server for `spec`, reusing the running one when it matches."""
+        if spec.endpoint:
+            return self._external(spec)
         if self.current is not None and self.current.spec == spec:
             if self.current.alive:
                 return self.current
@@ -96,6 +103,21 @@ class ServerPool:
             raise
         self.current = server
         return server
+
+    def _external(self, spec: ServerSpec):
+        """A server someone else runs: checked once per session, never started or stopped."""
+        from .endpoint import EndpointError, ExternalServer
+
+        if spec.key in self._failed:
+            raise self._failed[spec.key]
+        if spec.key not in self._external_servers:
+            try:
+                self._external_servers[spec.key] = ExternalServer(spec, spec.role, spec.endpoint).check()
+            except EndpointError as exc:
+                self._failed[spec.key] = exc
+                raise
+            self.on_event(f"using the running {spec.role} endpoint {spec.endpoint} for {spec.label()}")
+        return self._external_servers[spec.key]
 
     def _launch_request(self, spec: ServerSpec, port: int) -> LaunchRequest:
         draft_config = spec.speculative_config
@@ -117,6 +139,14 @@ class ServerPool:
         )
 
     def _start(self, spec: ServerSpec) -> VllmServer:
+        if self.device not in ("gpu", "cpu"):
+            raise ServerStartError(f"{spec.label()} needs a server started, and no device flag was given: "
+                                   "run with --specdec-gpu or --specdec-cpu, or give it running endpoints")
+        if self.before_start is not None:
+            try:
+                self.before_start(spec)
+            except Exception as exc:  # noqa: BLE001 - a refusal to start is this start's failure
+                raise ServerStartError(f"{spec.label()} not started: {exc}") from None
         claim = claim_port(self.host)
         try:
             launch = self._launch_request(spec, claim.port)

@@ -152,6 +152,26 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     return row
 
 
+def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
+                  gpu_usd_per_hour: float | None = None) -> list[dict[str, Any]]:
+    """One row per result a test measured (one without figures if it failed before measuring).
+
+    `plan` is the test's collection plan (spec, workload, pattern) and `test`
+    its `SpecDecTest` (None when the test ended before the fixture was made).
+    """
+    workload = plan.workload.describe() if plan.workload else {}
+    pattern = plan.pattern.describe() if plan.pattern else {}
+    cost_ratio = cost_ratio_for(plan.spec, resolve)
+    regression = test.gate.outcome if test is not None and test.gate is not None else None
+    results = test.results if test is not None else []
+    if not results and outcome == "passed":
+        return []  # a test that used servers without measuring SD has nothing to report
+    return [row_for(test_id, plan.spec, result.workload if result else workload,
+                    result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
+                    cost_ratio=cost_ratio, gpu_usd_per_hour=gpu_usd_per_hour)
+            for result in results or [None]]
+
+
 def _numerical_ties(result) -> int | None:
     """Divergences at a reference near-tie; None when no logprobs were asked for (unknown)."""
     from .assertions import classify_divergences

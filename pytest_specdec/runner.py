@@ -207,6 +207,9 @@ class Measurements:
             logprobs: int | None = None) -> SpecDecResult:
         if spec.speculative_config is None:
             raise RunError(f"{spec.label()} has no speculative_config: nothing to compare with the reference")
+        if spec.endpoints:  # running servers: fail in seconds on a bad URL, before any tokenizer loads
+            self.pool.get(spec.reference())
+            self.pool.get(spec)
         prompts = self.prompts(spec.model, workload, pattern, seed)
         reference_runs = self.reference(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs)
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
@@ -225,7 +228,7 @@ class Measurements:
                 self.pool.model_resolver(spec.model), seed, workload.ignore_eos, logprobs,
             ),
             seed=seed,
-            server_log=str(server.log_path),
+            server_log=str(server.log_path or ""),
         )
 
 
@@ -239,8 +242,9 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
     the pattern's flags; on the CPU build, whose ``vllm`` script fails, the
     same flags go to ``python -m pytest_specdec.vllm_bench``.
     """
-    bench = ["vllm", "bench", "serve"] if server.command[1:2] == ["serve"] else [
-        reference.server_command[0], "-m", "pytest_specdec.vllm_bench"]
+    cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
+    bench = [reference.server_command[0], "-m", "pytest_specdec.vllm_bench"] if cpu_build and \
+        reference.server_command else ["vllm", "bench", "serve"]
     bench += [
         "--backend", "vllm",
         "--base-url", server.url,
@@ -260,9 +264,13 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
         bench.append("--ignore-eos")
     if logprobs is not None:
         bench += ["--logprobs", str(logprobs)]
+    def started(run: Run) -> str:
+        return shlex.join(run.server_command) if run.server_command else \
+            f"(a running endpoint, not started by pytest-specdec: {run.spec.endpoint})"
+
     return {
-        "reference_server": shlex.join(reference.server_command),
-        "speculative_server": shlex.join(speculative.server_command),
+        "reference_server": started(reference),
+        "speculative_server": started(speculative),
         "bench": shlex.join(bench),
     }
 

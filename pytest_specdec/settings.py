@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .endpoint import ROLES, parse_endpoint
+from .gpus import parse_devices
 from .sharding import parse_shard
 from .workloads import data_path_env_var
 
@@ -102,6 +104,9 @@ class Settings:
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
     report_dir: Path | None = None  # --specdec-report: results.json, CSV, Markdown, plots
     gpu_usd_per_hour: float | None = None  # prices cost per 1M output tokens in reports
+    endpoints: tuple[tuple[str, str], ...] = ()  # --specdec-endpoint: running servers for every test
+    devices: tuple[int, ...] = ()  # --specdec-devices; empty: what nvidia-smi lists
+    gpu_memory_mib: int | None = None  # free memory a GPU needs before a server starts (None: 90% of it)
 
 
 # --- the plugin's command line and ini keys (declared here, registered by plugin.py) ---------
@@ -143,6 +148,13 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                              help="run shard I of N (counting from 1): a deterministic share of the tests, split by "
                                   "target so no server starts in two shards; combine the shards' --specdec-report "
                                   "directories with 'pytest-specdec merge'.")),
+    ("--specdec-endpoint", dict(action="append", type=parse_endpoint, default=None, metavar="ROLE=URL",
+                                help="test servers that are already running instead of starting any: give "
+                                     "reference=URL and speculative=URL (OpenAI API; SD counters from /metrics "
+                                     "where it has vLLM's names).")),
+    ("--specdec-devices", dict(type=parse_devices, default=None, metavar="0,1,...",
+                               help="GPUs to use with --specdec-gpu (default: all that nvidia-smi lists); under "
+                                    "pytest-xdist each worker gets an equal, disjoint share.")),
     ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD_PER_HOUR",
                                  help="hourly price of the hardware a server runs on; reports then show cost per 1M "
                                       "output tokens (ini specdec_gpu_usd_per_hour).")),
@@ -156,6 +168,8 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_repeats", "measured runs per configuration", dict(default="")),
     *[(f"specdec_{name}_path", f"data file of the {name} workload (env {data_path_env_var(name)} wins; a "
                                f"marker's path= wins over both)", dict(default="")) for name in _data_workloads()],
+    ("specdec_gpu_memory_mib", "free MiB each GPU of a share needs before a server starts (default: 90% of "
+                               "its memory)", dict(default="")),
     ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
     ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
@@ -183,6 +197,10 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         if report_dir.exists() and not report_dir.is_dir():
             raise ValueError(f"--specdec-report {report_dir}: exists and is not a directory")
     log_dir = getoption("specdec_log_dir")
+    endpoints = dict(getoption("specdec_endpoint") or ())
+    missing = [role for role in ROLES if role not in endpoints]
+    if endpoints and missing:
+        raise ValueError(f"--specdec-endpoint: give both reference=URL and speculative=URL; missing {missing[0]}")
     return Settings(
         device="gpu" if gpu else "cpu" if cpu else None,
         startup_timeout=_option_or_ini(getoption, getini, "specdec_startup_timeout", "specdec_startup_timeout",
@@ -196,6 +214,10 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         report_dir=report_dir,
         gpu_usd_per_hour=_option_or_ini(getoption, getini, "specdec_gpu_price", "specdec_gpu_usd_per_hour",
                                         parse_price, None),
+        endpoints=tuple((role, endpoints[role]) for role in ROLES if role in endpoints),
+        devices=getoption("specdec_devices") or (),
+        gpu_memory_mib=parse_ini("specdec_gpu_memory_mib", getini("specdec_gpu_memory_mib"), parse_positive_int)
+        if getini("specdec_gpu_memory_mib") else None,
     )
 
 

@@ -43,7 +43,7 @@ KNOWN_METHODS = frozenset(
 # Methods that need a separate draft checkpoint in `speculative_config["model"]`.
 METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa", "mlp_speculator"})
 
-MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu")
+MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu", "endpoints")
 
 # Flags the plugin sets itself; a test that passes them in server_args would
 # silently fight the plugin, so they are refused with a pointer to the field.
@@ -76,22 +76,32 @@ class ServerSpec:
     server_args: tuple[str, ...] = ()
     tensor_parallel_size: int = 1
     requires_gpu: bool = False
+    # Running servers to use instead of starting any: (("reference", URL), ("speculative", URL)).
+    endpoints: tuple[tuple[str, str], ...] = ()
     # Not part of the identity: who asked, for messages only.
     origin: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:
         """Canonical identity: two specs with the same key run on one server."""
-        return json.dumps(
-            {
-                "model": self.model,
-                "speculative_config": self.speculative_config,
-                "server_args": list(self.server_args),
-                "tensor_parallel_size": self.tensor_parallel_size,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        identity = {
+            "model": self.model,
+            "speculative_config": self.speculative_config,
+            "server_args": list(self.server_args),
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
+        if self.endpoints:  # only then, so managed servers keep the keys they always had
+            identity["endpoints"] = dict(self.endpoints)
+        return json.dumps(identity, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def role(self) -> str:
+        return "reference" if self.speculative_config is None else "speculative"
+
+    @property
+    def endpoint(self) -> str | None:
+        """The URL of the running server to use for this side, if any."""
+        return dict(self.endpoints).get(self.role)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ServerSpec) and other.key == self.key
@@ -124,7 +134,8 @@ class ServerSpec:
                     sd += f" {key}={json.dumps(value) if not isinstance(value, str) else value}"
         extra = f" tp={self.tensor_parallel_size}" if self.tensor_parallel_size != 1 else ""
         args = f" {' '.join(self.server_args)}" if self.server_args else ""
-        return f"{self.model} [{sd}{extra}]{args}"
+        at = f" @ {self.endpoint}" if self.endpoint else ""
+        return f"{self.model} [{sd}{extra}]{args}{at}"
 
 
 def parse_specdec_marker(
@@ -165,12 +176,21 @@ def parse_specdec_marker(
     requires_gpu = kwargs.get("requires_gpu", False)
     if not isinstance(requires_gpu, bool):
         raise MarkerError("requires_gpu", f"must be True or False, got {requires_gpu!r}")
+    endpoints = ()
+    if kwargs.get("endpoints") is not None:
+        from .endpoint import check_endpoints
+
+        try:
+            endpoints = check_endpoints(kwargs["endpoints"])
+        except ValueError as exc:
+            raise MarkerError("endpoints", str(exc)) from None
     return ServerSpec(
         model=model,
         speculative_config=speculative_config,
         server_args=server_args,
         tensor_parallel_size=tp,
         requires_gpu=requires_gpu,
+        endpoints=endpoints,
         origin=origin,
     )
 

@@ -1,5 +1,6 @@
 """The plugin end to end in pytester runs (servers replaced through the launch hook)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ import json, os, sys
 def pytest_specdec_server_command(launch):
     with open("launches.jsonl", "a") as f:
         f.write(json.dumps({{"model": launch.spec.model, "device": launch.device,
+                             "visible": launch.env.get("CUDA_VISIBLE_DEVICES"),
                              "default": launch.default_command()}}) + "\\n")
     mode = "exit" if launch.spec.model == "broken" else "ok"
     return [sys.executable, {FAKE!r}, "--port", str(launch.port),
@@ -174,7 +176,27 @@ def test_options_and_ini_reach_the_launch(pytester):
     assert launch["default"][launch["default"].index("--kv-cache-memory-bytes") + 1] == str(1 << 30)
 
 
-def test_gpu_flag_builds_vllm_serve_commands(pytester):
+def fake_gpus(pytester, monkeypatch, count, total_mib=81920, free_mib=81000):
+    """An `nvidia-smi` on PATH that lists `count` GPUs (this machine has none)."""
+    bin_dir = pytester.path / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "nvidia-smi"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import sys
+        for i in range({count}):
+            if any("memory.total" in a for a in sys.argv):
+                print(f"{{i}}, NVIDIA H100 80GB HBM3, {total_mib}, {free_mib}")
+            else:
+                print(f"{{i}}, {free_mib}")
+        """))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_gpu_flag_builds_vllm_serve_commands(pytester, monkeypatch):
+    fake_gpus(pytester, monkeypatch, 2)
     pytester.makeconftest(FAKE_CONFTEST)
     pytester.makepyfile(
         f"""
@@ -195,6 +217,48 @@ def test_gpu_flag_builds_vllm_serve_commands(pytester):
     assert default[default.index("--tensor-parallel-size") + 1] == "2"
     assert json.loads(default[default.index("--speculative-config") + 1]) == {"method": "ngram", "num_speculative_tokens": 4}
     assert default[-1] == "--async-scheduling" and "--kv-cache-memory-bytes" not in default
+    assert launch["visible"] == "0,1"
+
+
+GPU_SUITE = f"""
+import os, pytest
+
+def sd(tp, model):
+    return pytest.mark.specdec(model=model, tensor_parallel_size=tp, requires_gpu=True, speculative_config={NGRAM})
+
+@pytest.mark.parametrize("model", [pytest.param(m, marks=sd(2, m)) for m in ("a", "b", "c", "d")])
+def test_tp2(specdec, model):
+    specdec.server()
+
+@sd(4, "big")
+def test_tp4(specdec):
+    specdec.server()
+"""
+
+
+def test_xdist_workers_get_disjoint_gpu_shares_and_too_big_servers_skip(pytester, monkeypatch):
+    fake_gpus(pytester, monkeypatch, 4)
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(test_gpu_shares=GPU_SUITE)
+    result = pytester.runpytest_subprocess("--specdec-gpu", "-n", "2", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines(["*needs 4 GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker "
+                                 "has 2: GPUs 0,1,2,3 split over 2 xdist workers*"])
+    launches = [json.loads(line) for line in (pytester.path / "launches.jsonl").read_text().splitlines()]
+    assert sorted(launch["model"] for launch in launches) == ["a", "b", "c", "d"]
+    assert {launch["visible"] for launch in launches} == {"0,1", "2,3"}  # two TP=2 servers at once, never sharing
+
+    alone = pytester.runpytest_subprocess("--specdec-gpu", "--specdec-devices", "0-3", "-p", "no:cacheprovider")
+    alone.assert_outcomes(passed=5)  # one process with all four GPUs fits TP=4 too
+
+
+def test_no_gpus_fails_the_gpu_tests_with_a_hint(pytester, monkeypatch):
+    monkeypatch.setenv("PATH", str(pytester.path / "empty-bin"))  # no nvidia-smi anywhere
+    pytester.makepyfile(test_no_gpus=GPU_SUITE)
+    result = pytester.runpytest(f"--rootdir={pytester.path}", "--specdec-gpu", "-p", "no:cacheprovider", "-k", "tp4")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*--specdec-gpu: could not list GPUs with nvidia-smi*pass --specdec-devices*"])
+    assert "During handling" not in result.stdout.str()
 
 
 def test_hook_replaces_the_launch_command_and_configs_start_once_in_grouped_order(pytester):

@@ -1,0 +1,148 @@
+"""GPUs for servers: discovery, disjoint shares per xdist worker, skips, memory.
+
+An 8-GPU node under ``pytest -n 8`` gives each worker one GPU and under
+``-n 4`` two, through ``CUDA_VISIBLE_DEVICES``, so no two servers ever share
+a GPU.  Shares are equal and contiguous; a remainder stays unused rather than
+giving one worker more, so which worker can run which test stays predictable.
+Plain logic plus an ``nvidia-smi`` call that tests replace with a function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,memory.free", "--format=csv,noheader,nounits"]
+
+
+class DeviceError(RuntimeError):
+    """No usable GPUs, or not enough free memory in time."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    memory_total_mib: int
+    memory_free_mib: int
+
+
+def parse_devices(value: str) -> tuple[int, ...]:
+    """``"0,1,2,3"`` or ``"0-3"`` -> (0, 1, 2, 3) (an argparse ``type=``)."""
+    devices: list[int] = []
+    for part in str(value).split(","):
+        part = part.strip()
+        try:
+            low, _, high = part.partition("-")
+            numbers = range(int(low), int(high) + 1) if high else [int(low)]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected GPU indices such as 0,1,2,3 or 0-3, got {value!r}") from None
+        if not numbers or min(numbers) < 0:
+            raise argparse.ArgumentTypeError(f"GPU indices are integers >= 0, got {part!r} in {value!r}")
+        devices.extend(numbers)
+    if len(set(devices)) != len(devices):
+        raise argparse.ArgumentTypeError(f"a GPU is listed twice in {value!r}")
+    return tuple(devices)
+
+
+def _nvidia_smi(args: Sequence[str]) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def discover_gpus(run: Callable[[Sequence[str]], str] = _nvidia_smi,
+                  environ: Mapping[str, str] = os.environ) -> list[Gpu]:
+    """The GPUs ``nvidia-smi`` lists, narrowed to ``CUDA_VISIBLE_DEVICES`` when that holds indices."""
+    try:
+        text = run(NVIDIA_SMI_QUERY)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DeviceError(f"could not list GPUs with nvidia-smi ({exc}): pass --specdec-devices 0,1,... "
+                          "or install the NVIDIA driver") from None
+    gpus = []
+    for line in text.strip().splitlines():
+        index, name, total, free = (field.strip() for field in line.split(","))
+        gpus.append(Gpu(int(index), name, int(float(total)), int(float(free))))
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if visible and all(part.strip().isdigit() for part in visible.split(",")):
+        by_index = {gpu.index: gpu for gpu in gpus}
+        gpus = [by_index[int(part)] for part in visible.split(",") if int(part) in by_index]
+    if not gpus:
+        raise DeviceError("no GPUs found (nvidia-smi listed none, or CUDA_VISIBLE_DEVICES hides them all)")
+    return gpus
+
+
+def gpus_needed(tensor_parallel_size: int, speculative_config: Mapping | None) -> int:
+    """GPUs one server needs: the draft runs on the target's GPUs, so the larger of the two TP sizes."""
+    draft_tp = (speculative_config or {}).get("draft_tensor_parallel_size", 1)
+    draft_tp = 1 if draft_tp is None else draft_tp
+    for name, value in (("tensor_parallel_size", tensor_parallel_size), ("draft_tensor_parallel_size", draft_tp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return max(tensor_parallel_size, draft_tp)
+
+
+def xdist_worker(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """(this worker's index, how many workers): (0, 1) outside pytest-xdist."""
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return 0, 1
+    return int(worker[2:]), int(environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def worker_share(devices: Sequence[int], worker_index: int, worker_count: int) -> tuple[int, ...]:
+    """This worker's GPUs: an equal, contiguous slice, disjoint from every other worker's."""
+    if worker_count < 1 or not 0 <= worker_index < worker_count:
+        raise ValueError(f"worker {worker_index} of {worker_count} does not exist")
+    per_worker = len(devices) // worker_count
+    return tuple(devices[worker_index * per_worker:(worker_index + 1) * per_worker])
+
+
+def cuda_visible_devices(devices: Sequence[int]) -> str:
+    return ",".join(str(d) for d in devices)
+
+
+def skip_reason(needed: int, share: Sequence[int], all_devices: Sequence[int], worker_count: int) -> str | None:
+    """Why a test cannot run here (None when its server fits this worker's GPUs)."""
+    if len(share) >= needed:
+        return None
+    listed = cuda_visible_devices(all_devices)
+    if worker_count > 1:
+        return (f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker has "
+                f"{len(share)}: GPUs {listed} split over {worker_count} xdist workers; run with fewer workers (-n) "
+                "or more devices (--specdec-devices)")
+    return f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), {len(share)} available " \
+           f"(GPUs {listed})"
+
+
+def servers_at_once(device_count: int, needed: int, worker_count: int) -> int:
+    """How many servers needing `needed` GPUs the node runs at once with `worker_count` workers."""
+    return worker_count if device_count // worker_count >= needed else 0
+
+
+def free_memory_query(run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Callable[[], dict[int, int]]:
+    def query() -> dict[int, int]:
+        text = run(["nvidia-smi", "--query-gpu=index,memory.free", "--format=csv,noheader,nounits"])
+        return {int(i): int(float(free)) for i, free in (line.split(",") for line in text.strip().splitlines())}
+    return query
+
+
+def wait_for_memory(devices: Sequence[int], needed_mib: int, query: Callable[[], dict[int, int]], *,
+                    timeout: float = 120.0, poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep) -> None:
+    """Return once every GPU in `devices` has `needed_mib` free; a stopped server frees its memory
+    seconds after it exits, so keep asking until `timeout`, then fail with the numbers."""
+    deadline = clock() + timeout
+    while True:
+        free = query()
+        short = {d: free.get(d, 0) for d in devices if free.get(d, 0) < needed_mib}
+        if not short:
+            return
+        if clock() >= deadline:
+            detail = ", ".join(f"GPU {d}: {mib} MiB free" for d, mib in sorted(short.items()))
+            raise DeviceError(f"not enough free GPU memory to start the server after {timeout:g} s "
+                              f"(needs {needed_mib} MiB per GPU; {detail}): free the GPUs, or lower the "
+                              "requirement with the specdec_gpu_memory_mib ini setting")
+        sleep(poll)

@@ -1,0 +1,96 @@
+"""Endpoint mode against CPU servers started outside pytest, as a deployment would run them.
+
+Two vLLM CPU servers (no SD, and n-gram SD) are started here by hand, with
+the command line a user would type; a pytest run then points
+``--specdec-endpoint`` at them and must produce the same kind of result as a
+managed run (speedup, acceptance from /metrics, output comparison, report
+rows) without starting or stopping anything.  The two servers run at once,
+so their timings mean nothing here: only the kind of result is checked.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from pytest_specdec.models import resolve_model
+from pytest_specdec.ports import claim_port
+
+MODEL = "specdec:smollm2-135m"
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+
+SUITE = f"""
+import pytest
+
+@pytest.mark.specdec(model="{MODEL}", speculative_config={NGRAM!r})
+@pytest.mark.workload("code_edit", input_len=128, output_len=24)
+@pytest.mark.access_pattern("throughput_low", num_prompts=2)
+def test_deployed(specdec):
+    result = specdec.run()
+    assert result.speedup() > 0 and result.counters.present and result.counters.num_drafts > 0
+    assert 0 < result.acceptance_rate <= 1 and result.match_rate == result.match_rate
+    assert "not started by pytest-specdec" in result.reproduce["speculative_server"]
+"""
+
+
+@pytest.fixture
+def deployed(tmp_path, specdec_pool):
+    specdec_pool.stop_running()  # nothing of the session's own while these run
+    servers = []
+    try:
+        for name, config in (("reference", None), ("speculative", NGRAM)):
+            claim = claim_port("127.0.0.1")
+            command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(MODEL),
+                       "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(claim.port),
+                       "--kv-cache-memory-bytes", str(1024**3), "--enforce-eager"]
+            if config:
+                command += ["--speculative-config", json.dumps(config)]
+            log = open(tmp_path / f"{name}.log", "wb")
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            servers.append((name, f"http://127.0.0.1:{claim.port}", process, claim))
+        deadline = time.monotonic() + 600
+        for name, url, process, _ in servers:
+            while True:
+                assert process.poll() is None, (tmp_path / f"{name}.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, f"{name} server not ready"
+                try:
+                    if httpx.get(f"{url}/v1/models", timeout=2.0).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(1.0)
+        yield {name: url for name, url, _, _ in servers}
+    finally:
+        for _, _, process, claim in servers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            claim.release()
+
+
+def test_endpoint_mode_measures_servers_it_did_not_start(pytester, deployed):
+    pytester.makepyfile(test_deployed=SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--specdec-report", "report",
+        "--specdec-endpoint", f"reference={deployed['reference']}",
+        "--specdec-endpoint", f"speculative={deployed['speculative']}", timeout=900,
+    )
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "starting vLLM" not in out  # nothing launched
+    result.stdout.fnmatch_lines([f"*using the running reference endpoint {deployed['reference']}*",
+                                 f"*using the running speculative endpoint {deployed['speculative']}*"])
+    (row,) = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
+    assert row["speedup"] > 0 and 0 < row["acceptance_rate"] <= 1 and row["per_position_acceptance"]
+    for _, url in deployed.items():  # still serving: not ours to stop
+        assert httpx.get(f"{url}/v1/models", timeout=5.0).status_code == 200

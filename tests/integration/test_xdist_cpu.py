@@ -1,0 +1,44 @@
+"""pytest-xdist with two workers on real CPU servers: each configuration starts once.
+
+Two SD configurations of one target (and its reference) under ``-n 2``: the
+plugin schedules a target's tests onto one worker, so the reference and each
+SD server start exactly once in the whole run, and the results reach one
+report on the controller.
+"""
+
+import json
+
+MODEL = "specdec:smollm2-135m"
+
+SUITE = f"""
+import json, os, pytest
+
+CONFIGS = {{
+    "ngram": {{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 2}},
+    "suffix": {{"method": "suffix", "num_speculative_tokens": 3}},
+}}
+
+@pytest.mark.workload("code_edit", input_len=96, output_len=16)
+@pytest.mark.access_pattern("throughput_low", num_prompts=2)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.specdec(
+    model="{MODEL}", server_args=["--enforce-eager"], speculative_config=c)) for n, c in CONFIGS.items()])
+def test_config(specdec, specdec_pool, name):
+    specdec.run()
+    with open(f"starts-{{name}}.json", "w") as f:
+        json.dump({{"worker": os.environ.get("PYTEST_XDIST_WORKER"),
+                   "starts": [r.spec.label() for r in specdec_pool.history]}}, f)
+"""
+
+
+def test_two_workers_start_each_configuration_once(pytester, specdec_pool):
+    specdec_pool.stop_running()  # one server at a time on this machine
+    pytester.makepyfile(test_xdist_suite=SUITE)
+    result = pytester.runpytest_subprocess("--specdec-cpu", "-n", "2", "-p", "no:cacheprovider",
+                                           "--specdec-report", "report", timeout=900)
+    result.assert_outcomes(passed=2)
+    records = [json.loads((pytester.path / f"starts-{name}.json").read_text()) for name in ("ngram", "suffix")]
+    assert records[0]["worker"] == records[1]["worker"]  # one target: one worker
+    starts = max((r["starts"] for r in records), key=len)  # the later test saw every start of its worker
+    assert len(starts) == 3 and len(set(starts)) == 3, starts  # reference, ngram, suffix: once each
+    rows = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
+    assert sorted(row["method"] for row in rows) == ["ngram", "suffix"]

@@ -1,0 +1,100 @@
+"""GPU shares, skips and the memory wait, with simulated device lists (no GPU here, ever)."""
+
+import argparse
+import itertools
+
+import pytest
+
+from pytest_specdec.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, parse_devices, servers_at_once,
+                                 skip_reason, wait_for_memory, worker_share, xdist_worker)
+
+SMI = "0, NVIDIA H100, 81920, 81000\n1, NVIDIA H100, 81920, 1000\n2, NVIDIA H100, 81920, 80000\n"
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 8])
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8, 9])
+def test_shares_are_disjoint_equal_and_within_the_devices(gpus, workers):
+    devices = tuple(range(gpus))
+    shares = [worker_share(devices, w, workers) for w in range(workers)]
+    used = list(itertools.chain.from_iterable(shares))
+    assert len(used) == len(set(used)) and set(used) <= set(devices)
+    assert len({len(share) for share in shares}) == 1  # equal: predictable which worker fits what
+
+
+@pytest.mark.parametrize("gpus, tp, workers, at_once", [
+    (8, 1, 8, 8), (8, 2, 4, 4), (8, 2, 8, 0), (8, 4, 2, 2), (8, 8, 1, 1), (8, 8, 2, 0),
+    (2, 1, 2, 2), (2, 2, 1, 1), (2, 4, 1, 0), (1, 1, 1, 1), (1, 2, 1, 0),
+])
+def test_how_many_servers_an_node_runs_and_who_skips(gpus, tp, workers, at_once):
+    assert servers_at_once(gpus, tp, workers) == at_once
+    share = worker_share(tuple(range(gpus)), 0, workers)
+    reason = skip_reason(tp, share, tuple(range(gpus)), workers)
+    assert (reason is None) == (at_once > 0)
+    if reason:
+        assert f"needs {tp} GPUs" in reason and f"has {len(share)}" in reason or f"{len(share)} available" in reason
+
+
+def test_the_draft_tp_counts_when_larger():
+    assert gpus_needed(2, {"method": "eagle3", "draft_tensor_parallel_size": 1}) == 2
+    assert gpus_needed(2, {"method": "eagle3", "draft_tensor_parallel_size": 2}) == 2
+    assert gpus_needed(1, {"method": "draft_model", "draft_tensor_parallel_size": 4}) == 4
+    assert gpus_needed(8, None) == 8
+    with pytest.raises(ValueError, match="draft_tensor_parallel_size"):
+        gpus_needed(1, {"draft_tensor_parallel_size": 0})
+
+
+def test_parse_devices():
+    assert parse_devices("0,1,2,3") == (0, 1, 2, 3) == parse_devices("0-3") == parse_devices(" 0-1, 2,3 ")
+    for bad in ("", "a", "-1", "1,1", "0-1,1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_devices(bad)
+
+
+def test_discovery_parses_nvidia_smi_and_honours_cuda_visible_devices():
+    gpus = discover_gpus(run=lambda args: SMI, environ={})
+    assert gpus[1] == Gpu(1, "NVIDIA H100", 81920, 1000)
+    assert [g.index for g in discover_gpus(run=lambda args: SMI, environ={"CUDA_VISIBLE_DEVICES": "2,0"})] == [2, 0]
+    assert len(discover_gpus(run=lambda args: SMI, environ={"CUDA_VISIBLE_DEVICES": "GPU-uuid"})) == 3
+
+    def missing(args):
+        raise FileNotFoundError("nvidia-smi")
+
+    with pytest.raises(DeviceError, match="--specdec-devices"):
+        discover_gpus(run=missing, environ={})
+    with pytest.raises(DeviceError, match="no GPUs found"):
+        discover_gpus(run=lambda args: "", environ={})
+
+
+def test_xdist_worker_from_the_environment():
+    assert xdist_worker({}) == (0, 1)
+    assert xdist_worker({"PYTEST_XDIST_WORKER": "gw3", "PYTEST_XDIST_WORKER_COUNT": "8"}) == (3, 8)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_the_memory_wait_returns_once_the_last_server_let_go():
+    clock, polls = Clock(), []
+
+    def query():
+        polls.append(clock.now)
+        return {0: 70000 if len(polls) >= 3 else 2000, 1: 80000}
+
+    wait_for_memory([0, 1], 60000, query, timeout=60, poll=2, clock=clock, sleep=clock.sleep)
+    assert polls == [0.0, 2.0, 4.0]
+
+
+def test_the_memory_wait_fails_with_the_numbers():
+    clock = Clock()
+    with pytest.raises(DeviceError, match=r"needs 60000 MiB per GPU; GPU 1: 1000 MiB free\).*specdec_gpu_memory_mib"):
+        wait_for_memory([0, 1], 60000, lambda: {0: 70000, 1: 1000}, timeout=10, poll=2, clock=clock,
+                        sleep=clock.sleep)
+    assert clock.now >= 10
