@@ -29,6 +29,8 @@ MARKER_DOCS = (
     + ", ".join(PATTERN_CATALOG),
     "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
     "assert_no_regression (over the ini's and the defaults)",
+    "specdec_gpu_memory(mib): free GPU memory (MiB per GPU) this test's servers need before they start "
+    "(default: the --gpu-memory-utilization share of each GPU, 0.9 unless the server args say otherwise)",
     # pytest-xdist registers it too; without xdist the plugin's groups are inert.
     "xdist_group(name): pytest-xdist loadgroup: run tests of a group on one worker",
 )
@@ -44,6 +46,7 @@ class Plan:
     # A data file nobody pointed at: fails the test only where it would run
     # (a run without a device flag skips it like every specdec test).
     missing_data: str | None = None
+    gpu_memory_mib: int | None = None  # from @pytest.mark.specdec_gpu_memory
 
 
 def registered(results, kind) -> dict:
@@ -86,6 +89,13 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     except (WorkloadError, PatternError) as exc:
         which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
         return Plan(error=f"invalid @pytest.mark.{which}: {exc}")
+    memory_marker = get_marker("specdec_gpu_memory")
+    if memory_marker is not None:
+        mib = memory_marker.args[0] if len(memory_marker.args) == 1 and not memory_marker.kwargs else None
+        if isinstance(mib, bool) or not isinstance(mib, int) or mib < 1:
+            return Plan(error="invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU, "
+                              f"e.g. specdec_gpu_memory(40000); got {memory_marker.args!r} {memory_marker.kwargs!r}")
+        plan.gpu_memory_mib = mib
     if tolerance_marker is not None:
         try:
             plan.tolerances = parse_tolerance_marker(tolerance_marker.args, tolerance_marker.kwargs)

@@ -129,6 +129,32 @@ def free_memory_query(run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Call
     return query
 
 
+def memory_needed_mib(server_args: Sequence[str], total_mib: int, override_mib: int | None = None) -> int:
+    """Free MiB each GPU needs before the server starts.
+
+    vLLM takes ``--gpu-memory-utilization`` (default 0.9) of every GPU it
+    uses, whatever the model's size, and refuses to start when less is free;
+    so that share of the GPU is what the configuration needs, unless a test
+    (``@pytest.mark.specdec_gpu_memory``) or the project (ini) says otherwise.
+    """
+    if override_mib is not None:
+        return override_mib
+    utilization = 0.9
+    args = list(server_args)
+    for i, arg in enumerate(args):
+        value = None
+        if arg == "--gpu-memory-utilization" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--gpu-memory-utilization="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                utilization = float(value)
+            except ValueError:
+                pass  # vLLM itself will reject the flag with a clearer message
+    return int(utilization * total_mib)
+
+
 def wait_for_memory(devices: Sequence[int], needed_mib: int, query: Callable[[], dict[int, int]], *,
                     timeout: float = 120.0, poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> None:

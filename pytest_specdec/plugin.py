@@ -25,8 +25,8 @@ from .baselines import list_baselines, remove_baselines
 from .benchmark_export import benchmark_entry, junit_properties
 from .gate import BaselineSession, RegressionGate
 from .patterns import AccessPattern
-from .gpus import (DeviceError, cuda_visible_devices, discover_gpus, free_memory_query, gpus_needed, skip_reason,
-                   wait_for_memory, worker_share, xdist_worker)
+from .gpus import (DeviceError, cuda_visible_devices, discover_gpus, free_memory_query, gpus_needed,
+                   memory_needed_mib, skip_reason, wait_for_memory, worker_share, xdist_worker)
 from .pool import ServerPool, order_for_reuse
 from .progress import LiveProgress, QuietProgress, running_on_ci
 from .report import ReportError, append_step_summary, markdown_summary, rows_for_test, terminal_table
@@ -55,6 +55,7 @@ _test_key = pytest.StashKey[SpecDecTest]()
 _report_key = pytest.StashKey[str]()
 _groups_dir_key = pytest.StashKey[str]()
 _gpu_key = pytest.StashKey[tuple]()
+_memory_key = pytest.StashKey[dict]()
 
 
 def pytest_addhooks(pluginmanager):
@@ -165,6 +166,9 @@ def pytest_collection_modifyitems(session, config, items):
             item.stash[_plan_key] = plan
             if plan.spec is not None and not plan.error:
                 item.add_marker(pytest.mark.xdist_group(xdist_group_of(plan.spec)))
+                if plan.gpu_memory_mib:  # a server shared by tests needs what the most demanding asks
+                    memory = config.stash.setdefault(_memory_key, {})
+                    memory[plan.spec.key] = max(memory.get(plan.spec.key, 0), plan.gpu_memory_mib)
         keys.append(plan.spec.key if plan is not None and plan.spec is not None and not plan.error else None)
     items[:] = [items[index] for index in order_for_reuse(keys)]
     shard = config.getoption("specdec_shard")
@@ -235,12 +239,19 @@ def _gpu_share(config) -> tuple[tuple[int, ...], tuple[int, ...], int]:
 def _gpu_memory_gate(config):
     """Before a GPU server starts: its share's memory must be free (the last server's released)."""
     _, share, _ = _gpu_share(config)
-    needed = config.stash[settings_key].gpu_memory_mib
-    if needed is None:
+    settings = config.stash[settings_key]
+    try:
         totals = {gpu.index: gpu.memory_total_mib for gpu in discover_gpus()}
-        needed = int(0.9 * min(totals.get(d, 0) for d in share)) if share else 0
+    except DeviceError:
+        return None  # devices given by hand and no nvidia-smi to ask: nothing to wait on
     query = free_memory_query()
-    return lambda spec: wait_for_memory(share, needed, query)
+
+    def wait(spec) -> None:
+        override = config.stash.get(_memory_key, {}).get(spec.key, settings.gpu_memory_mib)
+        needed = memory_needed_mib(spec.server_args, min((totals.get(d, 0) for d in share), default=0), override)
+        wait_for_memory(share, needed, query, timeout=min(120.0, settings.startup_timeout))
+
+    return wait
 
 
 def _event_sink(config):

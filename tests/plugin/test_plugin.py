@@ -252,6 +252,37 @@ def test_xdist_workers_get_disjoint_gpu_shares_and_too_big_servers_skip(pytester
     alone.assert_outcomes(passed=5)  # one process with all four GPUs fits TP=4 too
 
 
+def test_a_server_waits_for_gpu_memory_and_fails_with_the_numbers(pytester, monkeypatch):
+    fake_gpus(pytester, monkeypatch, 1, total_mib=81920, free_mib=50000)  # someone else holds 30 GB
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.specdec(model="a", requires_gpu=True, speculative_config={NGRAM},
+                             server_args=["--gpu-memory-utilization", "0.5"])
+        def test_fits(specdec):
+            specdec.server()  # 0.5 x 81920 = 40960 MiB needed, 50000 free
+
+        @pytest.mark.specdec(model="b", requires_gpu=True, speculative_config={NGRAM})
+        @pytest.mark.specdec_gpu_memory(60000)
+        def test_too_big(specdec):
+            specdec.server()
+
+        @pytest.mark.specdec(model="c", requires_gpu=True, speculative_config={NGRAM})
+        @pytest.mark.specdec_gpu_memory("lots")
+        def test_bad_marker(specdec):
+            pass
+        """)
+    result = pytester.runpytest_subprocess("--specdec-gpu", "--specdec-startup-timeout", "1", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    out = result.stdout.str()
+    assert "not enough free GPU memory to start the server after 1 s (needs 60000 MiB per GPU; GPU 0: 50000 MiB free)" \
+        in out
+    assert "invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU" in out
+    launches = [json.loads(line)["model"] for line in (pytester.path / "launches.jsonl").read_text().splitlines()]
+    assert launches == ["a"]  # the one that did not fit never started
+
+
 def test_no_gpus_fails_the_gpu_tests_with_a_hint(pytester, monkeypatch):
     monkeypatch.setenv("PATH", str(pytester.path / "empty-bin"))  # no nvidia-smi anywhere
     pytester.makepyfile(test_no_gpus=GPU_SUITE)

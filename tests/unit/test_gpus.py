@@ -5,8 +5,8 @@ import itertools
 
 import pytest
 
-from pytest_specdec.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, parse_devices, servers_at_once,
-                                 skip_reason, wait_for_memory, worker_share, xdist_worker)
+from pytest_specdec.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, memory_needed_mib, parse_devices,
+                                 servers_at_once, skip_reason, wait_for_memory, worker_share, xdist_worker)
 
 SMI = "0, NVIDIA H100, 81920, 81000\n1, NVIDIA H100, 81920, 1000\n2, NVIDIA H100, 81920, 80000\n"
 
@@ -98,3 +98,10 @@ def test_the_memory_wait_fails_with_the_numbers():
         wait_for_memory([0, 1], 60000, lambda: {0: 70000, 1: 1000}, timeout=10, poll=2, clock=clock,
                         sleep=clock.sleep)
     assert clock.now >= 10
+
+
+def test_memory_needed_is_vllms_utilization_share_unless_overridden():
+    assert memory_needed_mib([], 80000) == 72000  # vLLM's default --gpu-memory-utilization 0.9
+    assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000) == 40000
+    assert memory_needed_mib(["--enforce-eager", "--gpu-memory-utilization=0.75"], 80000) == 60000
+    assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000, override_mib=1234) == 1234
