@@ -172,3 +172,29 @@ def wait_for_memory(devices: Sequence[int], needed_mib: int, query: Callable[[],
                               f"(needs {needed_mib} MiB per GPU; {detail}): free the GPUs, or lower the "
                               "requirement with the specdec_gpu_memory_mib ini setting")
         sleep(poll)
+
+
+def session_share(devices: Sequence[int] = (), environ: Mapping[str, str] = os.environ,
+                  run: Callable[[Sequence[str]], str] = _nvidia_smi) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """(the session's GPUs, this xdist worker's share, how many workers): `devices` or nvidia-smi's."""
+    devices = tuple(devices) or tuple(gpu.index for gpu in discover_gpus(run, environ))
+    index, count = xdist_worker(environ)
+    return devices, worker_share(devices, index, count), count
+
+
+def memory_gate(share: Sequence[int], override_for: Callable[[object], int | None], *, timeout: float,
+                run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Callable[[object], None] | None:
+    """What the pool calls before a server starts: wait until the share has what the spec needs.
+    None when nvidia-smi cannot be asked (devices given by hand on a machine without it)."""
+    try:
+        totals = {gpu.index: gpu.memory_total_mib for gpu in discover_gpus(run, {})}
+    except DeviceError:
+        return None
+    query = free_memory_query(run)
+
+    def wait(spec) -> None:
+        total = min((totals.get(d, 0) for d in share), default=0)
+        wait_for_memory(share, memory_needed_mib(spec.server_args, total, override_for(spec)), query,
+                        timeout=timeout)
+
+    return wait

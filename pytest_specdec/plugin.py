@@ -21,12 +21,11 @@ import pytest
 
 from . import hookspecs
 from .collection import MARKER_DOCS, Plan, plan_for, registered
-from .baselines import list_baselines, remove_baselines
+from .baselines import list_baselines, remove_baselines, unused_baselines_under
 from .benchmark_export import benchmark_entry, junit_properties
 from .gate import BaselineSession, RegressionGate
 from .patterns import AccessPattern
-from .gpus import (DeviceError, cuda_visible_devices, discover_gpus, free_memory_query, gpus_needed,
-                   memory_needed_mib, skip_reason, wait_for_memory, worker_share, xdist_worker)
+from .gpus import DeviceError, cuda_visible_devices, gpus_needed, memory_gate, session_share, skip_reason
 from .pool import ServerPool, order_for_reuse
 from .progress import LiveProgress, QuietProgress, running_on_ci
 from .report import ReportError, append_step_summary, markdown_summary, rows_for_test, terminal_table
@@ -223,35 +222,21 @@ def pytest_runtest_setup(item):
 def _gpu_share(config) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(the session's GPUs, this worker's share of them, how many xdist workers), found once."""
     if _gpu_key not in config.stash:
-        settings = config.stash[settings_key]
         problem = None
         try:
-            devices = settings.devices or tuple(gpu.index for gpu in discover_gpus())
+            config.stash[_gpu_key] = session_share(config.stash[settings_key].devices)
         except DeviceError as exc:
             problem = str(exc)
         if problem:
             pytest.fail(f"--specdec-gpu: {problem}", pytrace=False)
-        index, count = xdist_worker()
-        config.stash[_gpu_key] = (devices, worker_share(devices, index, count), count)
     return config.stash[_gpu_key]
 
 
 def _gpu_memory_gate(config):
-    """Before a GPU server starts: its share's memory must be free (the last server's released)."""
-    _, share, _ = _gpu_share(config)
     settings = config.stash[settings_key]
-    try:
-        totals = {gpu.index: gpu.memory_total_mib for gpu in discover_gpus()}
-    except DeviceError:
-        return None  # devices given by hand and no nvidia-smi to ask: nothing to wait on
-    query = free_memory_query()
-
-    def wait(spec) -> None:
-        override = config.stash.get(_memory_key, {}).get(spec.key, settings.gpu_memory_mib)
-        needed = memory_needed_mib(spec.server_args, min((totals.get(d, 0) for d in share), default=0), override)
-        wait_for_memory(share, needed, query, timeout=min(120.0, settings.startup_timeout))
-
-    return wait
+    overrides = config.stash.get(_memory_key, {})
+    return memory_gate(_gpu_share(config)[1], lambda spec: overrides.get(spec.key, settings.gpu_memory_mib),
+                       timeout=min(120.0, settings.startup_timeout))
 
 
 def _event_sink(config):
@@ -518,16 +503,8 @@ def pytest_sessionfinish(session, exitstatus):
     )
     if not ran_everything:
         return
-    base_dir = _baseline_dir(config)
     roots = [Path(arg.split("::")[0]).resolve() for arg in config.args]
-    stale = [
-        path
-        for test_id, path in list_baselines(base_dir).items()
-        # Only baselines of tests under what this session ran: another
-        # suite's baselines in the same directory are not stale.
-        if test_id not in tracker.seen
-        and any(_is_within(config.rootpath / test_id.split("::")[0], root) for root in roots)
-    ]
+    stale = unused_baselines_under(_baseline_dir(config), tracker.seen, roots, config.rootpath)
     if stale and config.getoption("specdec_update_baselines"):
         remove_baselines(stale)
     config.stash[_stale_key] = stale
@@ -570,11 +547,3 @@ def _baseline_summary(terminalreporter, config):
     for path in stale:
         verb = "deleted stale baseline" if updating else "stale baseline (no test uses it; --specdec-update-baselines deletes it)"
         terminalreporter.write_line(f"{verb}: {path}")
-
-
-def _is_within(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
