@@ -394,7 +394,8 @@ def test_interrupted_run_stops_its_servers(pytester, signum):
     pidfile = pytester.path / "pids"
     env = {**os.environ, "FAKE_SERVER_PIDFILE": str(pidfile)}
     run = subprocess.Popen([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider"],
-                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           preexec_fn=_as_from_a_shell)
     try:
         deadline = time.monotonic() + 60
         while not pidfile.exists() and time.monotonic() < deadline:
@@ -410,6 +411,15 @@ def test_interrupted_run_stops_its_servers(pytester, signum):
     while _alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(server_pid), output
+
+
+def _as_from_a_shell():
+    # An ignored SIGINT is inherited through exec, and something earlier in a
+    # full suite run leaves this process ignoring it (CI saw the SIGINT case
+    # hang): start the inner run with the signals a user's shell gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _alive(pid):
