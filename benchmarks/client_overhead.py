@@ -1,17 +1,20 @@
-"""How much does pytest-specdec's load client cost per request and per chunk?
+"""How much does pytest-specdec's load client cost, next to `vllm bench serve`'s own client?
 
-Starts a streaming /v1/completions endpoint in a subprocess that answers at
-once (``--chunks`` one-token events per request, no decode delay), drives it
-with ``pytest_specdec.client.run_load`` at several concurrency levels and
-prints what the client achieved and what it spent. The server is a separate
-process so ``time.process_time`` here is the client's CPU alone.
+Starts a streaming /v1/completions endpoint in a subprocess that sends
+``--chunks`` one-token events per request (as fast as it can, or paced like a
+decoding server), and drives it at several concurrency levels with the
+plugin's client (``pytest_specdec.load.client.run_load``) and with vLLM's
+request function (``vllm.benchmarks.lib.endpoint_request_func.
+async_request_openai_completions`` on an aiohttp session, as `vllm bench
+serve` runs it), interleaved level by level.  The server is a separate
+process, so ``time.process_time`` here is the client's CPU alone.
 
-Read "client tok/s per CPU-s" against real decode: ~30 tok/s per stream on
-vLLM's CPU build, a few thousand tok/s in aggregate on a GPU. While that
-figure is well above the server's real output rate, the client cannot be what
-limits a measurement.
+Per client and level it prints client CPU per event, the TTFT and ITL the
+client saw against what the server paced (added latency, p50 and p99), and
+events per second; the ceiling is the most events per second a client
+followed with its p50 ITL distorted by less than 1 ms.
 
-    python benchmarks/client_overhead.py [--levels 1,32,200] [--chunks 64] [--waves 4]
+    python benchmarks/client_overhead.py [--levels 1,32,200,500] [--chunks 64] [--paced-gap-ms 10]
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_specdec.client import run_load  # noqa: E402
-from pytest_specdec.patterns import AccessPattern  # noqa: E402
+from pytest_specdec.load.client import run_load  # noqa: E402
+from pytest_specdec.load.patterns import AccessPattern  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -107,52 +110,85 @@ def _cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def _measure(url: str, level: int, waves: int, chunks: int, server_pid: int, gap_ms: float = 0.0) -> dict:
-    num_prompts = max(16, waves * level)
+def _plugin_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float) -> list[tuple]:
     pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
-    prompts = [Prompt("hello", 8, chunks)]
+    run = asyncio.run(run_load(url, f"gap={gap_ms}", [Prompt("hello", 8, chunks)], pattern))
+    failed = [r for r in run.records if not r.success]
+    if failed:
+        raise SystemExit(f"plugin client: {len(failed)} requests failed: {failed[0].error}")
+    return [(r.ttft, r.itl) for r in run.records], run.duration_s
+
+
+def _vllm_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float) -> list[tuple]:
+    import aiohttp
+    from vllm.benchmarks.lib.endpoint_request_func import RequestFuncInput, async_request_openai_completions
+
+    async def drive():
+        # The session as vllm bench serve builds it (benchmark() in vllm/benchmarks/serve.py).
+        connector = aiohttp.TCPConnector(limit=level, limit_per_host=level, ttl_dns_cache=300,
+                                         use_dns_cache=True, keepalive_timeout=60, enable_cleanup_closed=True,
+                                         force_close=False)
+        semaphore = asyncio.Semaphore(level)
+        request = RequestFuncInput(prompt="hello", api_url=f"{url}/v1/completions", prompt_len=8, output_len=chunks,
+                                   model=f"gap={gap_ms}", ignore_eos=True)
+        async with aiohttp.ClientSession(connector=connector, trust_env=True,
+                                         timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)) as session:
+            async def one():
+                async with semaphore:
+                    return await async_request_openai_completions(request, session)
+
+            start = time.perf_counter()
+            outputs = await asyncio.gather(*(one() for _ in range(num_prompts)))
+            return outputs, time.perf_counter() - start
+
+    outputs, duration = asyncio.run(drive())
+    failed = [o for o in outputs if not o.success]
+    if failed:
+        raise SystemExit(f"vllm client: {len(failed)} requests failed: {failed[0].error}")
+    return [(o.ttft, o.itl) for o in outputs], duration
+
+
+CLIENTS = {"plugin": _plugin_client, "vllm bench serve": _vllm_client}
+
+
+def _measure(client: str, url: str, level: int, waves: int, chunks: int, server_pid: int, gap_ms: float) -> dict:
+    num_prompts = max(16, waves * level)
     server_cpu0, cpu0, wall0 = _cpu_seconds(server_pid), time.process_time(), time.perf_counter()
-    run = asyncio.run(run_load(url, f"gap={gap_ms}", prompts, pattern))
+    timings, duration = CLIENTS[client](url, level, num_prompts, chunks, gap_ms)
     wall = time.perf_counter() - wall0
     cpu = time.process_time() - cpu0
     server_cpu = _cpu_seconds(server_pid) - server_cpu0
-    failed = [r for r in run.records if not r.success]
-    itls = sorted(g for r in run.records for g in r.itl)
-    if failed:
-        raise SystemExit(f"{len(failed)} requests failed: {failed[0].error}")
-    total_chunks = sum(len(r.itl) + 1 for r in run.records)
+    ttfts = sorted(ttft for ttft, _ in timings)
+    itls = sorted(g for _, itl in timings for g in itl)
+    events = sum(len(itl) + 1 for _, itl in timings)
+    gap_s = gap_ms / 1e3
     return {
+        "client": client,
         "streams": level,
         "requests": num_prompts,
-        "wall_s": wall,
-        "req_per_s": num_prompts / run.duration_s,
-        "chunks_per_s": total_chunks / run.duration_s,
-        "wall_ms_per_req": 1e3 * wall / num_prompts,
-        "cpu_ms_per_req": 1e3 * cpu / num_prompts,
-        "cpu_us_per_chunk": 1e6 * cpu / total_chunks,
-        "client_tok_per_cpu_s": total_chunks / cpu,
+        "events_per_s": events / duration,
+        "cpu_us_per_event": 1e6 * cpu / events,
         "client_cpu_share": cpu / wall,
         "server_cpu_share": server_cpu / wall,
-        "median_ttft_ms": 1e3 * statistics.median(r.ttft for r in run.records),
-        "median_itl_ms": 1e3 * statistics.median(itls),
-        "p99_itl_ms": 1e3 * itls[int(0.99 * (len(itls) - 1))],
+        "p50_ttft_ms": 1e3 * statistics.median(ttfts),
+        "p99_ttft_ms": 1e3 * ttfts[int(0.99 * (len(ttfts) - 1))],
+        "p50_added_itl_ms": 1e3 * (statistics.median(itls) - gap_s),
+        "p99_added_itl_ms": 1e3 * (itls[int(0.99 * (len(itls) - 1))] - gap_s),
     }
 
 
 COLUMNS = [
+    ("client", "client", "{}"),
     ("streams", "streams", "{:d}"),
     ("requests", "requests", "{:d}"),
-    ("req_per_s", "req/s", "{:.1f}"),
-    ("chunks_per_s", "chunks/s", "{:,.0f}"),
-    ("wall_ms_per_req", "wall ms/req", "{:.2f}"),
-    ("cpu_ms_per_req", "client CPU ms/req", "{:.2f}"),
-    ("cpu_us_per_chunk", "CPU us/chunk", "{:.1f}"),
-    ("client_tok_per_cpu_s", "client tok/CPU-s", "{:,.0f}"),
+    ("events_per_s", "events/s", "{:,.0f}"),
+    ("cpu_us_per_event", "client CPU us/event", "{:.1f}"),
     ("client_cpu_share", "client CPU", "{:.0%}"),
     ("server_cpu_share", "server CPU", "{:.0%}"),
-    ("median_ttft_ms", "p50 TTFT ms", "{:.2f}"),
-    ("median_itl_ms", "p50 ITL ms", "{:.2f}"),
-    ("p99_itl_ms", "p99 ITL ms", "{:.2f}"),
+    ("p50_ttft_ms", "p50 TTFT ms", "{:.2f}"),
+    ("p99_ttft_ms", "p99 TTFT ms", "{:.2f}"),
+    ("p50_added_itl_ms", "p50 ITL added ms", "{:.2f}"),
+    ("p99_added_itl_ms", "p99 ITL added ms", "{:.2f}"),
 ]
 
 
@@ -167,11 +203,11 @@ def _table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--levels", default="1,32,200", help="concurrent streams, comma-separated")
+    parser.add_argument("--levels", default="1,32,200,500", help="concurrent streams, comma-separated")
     parser.add_argument("--chunks", type=int, default=64, help="one-token events per response")
-    parser.add_argument("--waves", type=int, default=4, help="requests per level = max(16, waves * streams)")
+    parser.add_argument("--waves", type=int, default=2, help="requests per level = max(16, waves * streams)")
     parser.add_argument("--paced-gap-ms", type=float, default=10.0,
-                        help="second table: the server waits this long between events (0: skip it)")
+                        help="the server waits this long between events, as a decoding server would")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -179,32 +215,34 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--chunks", str(args.chunks)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = subprocess.Popen([sys.executable, __file__, "--serve", "--chunks", str(args.chunks)],
+                              stdout=subprocess.PIPE, text=True)
+    rows = {"instant": [], "paced": []}
     try:
         url = f"http://127.0.0.1:{int(server.stdout.readline())}"
-        _measure(url, 4, 1, args.chunks, server.pid)  # warm-up: imports, first connections
-        rows = [_measure(url, level, args.waves, args.chunks, server.pid) for level in levels]
-        paced = [_measure(url, level, args.waves, args.chunks, server.pid, args.paced_gap_ms)
-                 for level in levels] if args.paced_gap_ms > 0 else []
+        for client in CLIENTS:  # warm-up: imports, first connections
+            _measure(client, url, 4, 1, args.chunks, server.pid, 0.0)
+        for level in levels:
+            for kind, gap in (("instant", 0.0), ("paced", args.paced_gap_ms)):
+                for client in CLIENTS:  # interleaved, so drift of the machine falls on both
+                    rows[kind].append(_measure(client, url, level, args.waves, args.chunks, server.pid, gap))
+                    print(f"  {kind} {client} at {level} streams done", file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(10)
-    print(f"client overhead: {args.chunks} one-token chunks per request, instant server in pid {server.pid}, "
+    print(f"client overhead: {args.chunks} one-token events per request, server in its own process, "
           f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
-    print("instant server (events as fast as it can write them; the client may read several per read):")
-    print(_table(rows))
-    if paced:
-        per_stream = 1e3 / args.paced_gap_ms
-        print(f"\npaced server ({args.paced_gap_ms:g} ms between events = {per_stream:.0f} tok/s per stream, "
-              "one event per read, as from a decoding server):")
-        print(_table(paced))
-    print("client tok/CPU-s = chunks the client parses per second of its own CPU (an upper bound on the "
-          "token rate it can follow with one core); compare ~30 tok/s per stream on vLLM CPU, "
-          "thousands of tok/s per GPU.")
+    print("\ninstant server (events as fast as it writes them; added ITL is the whole gap):")
+    print(_table(rows["instant"]))
+    print(f"\npaced server ({args.paced_gap_ms:g} ms between events, {1e3 / args.paced_gap_ms:.0f} events/s per "
+          "stream; added ITL is what the client saw beyond that):")
+    print(_table(rows["paced"]))
+    print("\nceiling (most events/s followed with the p50 ITL distorted by less than 1 ms, paced server):")
+    for client in CLIENTS:
+        fine = [r for r in rows["paced"] if r["client"] == client and r["p50_added_itl_ms"] < 1.0]
+        best = max(fine, key=lambda r: r["events_per_s"], default=None)
+        print(f"  {client}: " + (f"{best['events_per_s']:,.0f} events/s ({best['streams']} streams)" if best
+                                 else "below the lowest level measured"))
     return 0
 
 

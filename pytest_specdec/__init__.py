@@ -5,16 +5,21 @@ Importing this package never imports vllm or torch.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .metrics import RunMetrics, SpecDecodeCounters
-from .models import ModelNameError, ModelUnavailableError
-from .patterns import AccessPattern, PatternError, concurrency_sweep
-from .pool import ServerPool
-from .result import OutputComparison, SpecDecResult
-from .runner import Measurements, RunError, SpecDecTest
-from .server import LaunchRequest, ServerStartError, VllmServer
-from .spec import MarkerError, ServerSpec
-from .theory import cost_per_million_tokens, expected_speedup
-from .workloads import Prompt, Workload, WorkloadError
+from . import _compat
+
+from .measure.counters import SpecDecodeCounters
+from .measure.metrics import RunMetrics
+from .serving.models import ModelNameError, ModelUnavailableError
+from .load.patterns import AccessPattern, PatternError, concurrency_sweep
+from .serving.pool import ServerPool
+from .measure.result import OutputComparison, SpecDecResult
+from .measure.measurements import Measurements, RunError, SpecDecTest
+from .serving.server import LaunchRequest, ServerStartError, VllmServer
+from .config.spec import MarkerError, ServerSpec
+from .measure.theory import cost_per_million_tokens, expected_speedup
+from .load.workloads import Prompt, Workload, WorkloadError
+
+_compat.install()  # old flat module paths keep importing, with a warning
 
 try:
     __version__ = version("pytest-specdec")

@@ -112,7 +112,7 @@ def pytest_specdec_results(config, rows, report_dir):
 
         def pytest_specdec_results(config, rows, report_dir):
             for row in rows:
-                if row["speedup"] is not None:
-                    statsd.gauge("specdec.speedup", row["speedup"],
+                if row["speedup_output_throughput"] is not None:
+                    statsd.gauge("specdec.speedup", row["speedup_output_throughput"],
                                  tags=[f"config:{row['config']}", f"workload:{row['workload']}"])
     """

@@ -12,12 +12,16 @@ cores.  `--enforce-eager` skips vLLM's graph compilation: a server is ready
 in ~30 s instead of ~80 s, and both sides of every comparison pay the same.
 
 What it shows, as the published studies found on GPUs
-(../shared/references/vllm-sd-methods-guide.txt, sd-performance-or-illusion-study.txt):
+(docs/references.md#vllm-methods-guide, Experiment A, Scenario 2: suffix and
+n-gram do best on code; docs/references.md#performance-or-illusion, Fig. 1
+and Sec. 3.2: what a draft's cost does to the speedup):
 - on code edits, whose outputs repeat the prompt, model-free drafting
   (n-gram, suffix) pays;
-- a poor draft model makes SD slower than no SD at all;
-- random-token prompts can flatter SD: a small model loops on them, and the
-  loop is easy to predict.
+- a poor draft model makes SD slower than no SD at all
+  (docs/references.md#blackwell-eagle-3, Experiment 2: k=3 lost ~30% to no SD);
+and one trap this project measured itself (no study says it): random-token
+prompts can flatter SD, because a small model loops on them and the loop is
+easy to predict.
 
 Baselines for these tests are stored in baselines/ at the repository root;
 `assert_no_regression` compares ratios only (speedup, acceptance), which hold

@@ -4,14 +4,14 @@ Run on a GPU box with ``pytest examples/gpu --specdec-gpu`` (see README.md in
 this folder for the data files and the run time). Three blocks:
 
 1. ``test_eagle3_grid``: the 7 workloads x 5 access patterns grid of
-   gpt-oss-120b-eagle3-single-blackwell.txt (Experiment 3), with the
+   docs/references.md#blackwell-eagle-3 (Experiment 3), with the
    ``nvidia/gpt-oss-120b-Eagle3-throughput`` draft at k=1, that study's server
    flags, and per-cell floors on speedup and acceptance rate.
 2. ``test_eagle3_draft_length``: the same draft at k=1 and k=3 on the study's
    Experiment 2 traffic (random 1024/1024, one request at a time), where k=3
    lost 30% to the baseline.
 3. ``test_concurrency_sweep`` + ``test_concurrency_sweep_geomean``:
-   vllm-eagle3-gpt-oss-h200-concurrency.txt, concurrency 1, 5, 25, 50, 100,
+   docs/references.md#h200-concurrency, concurrency 1, 5, 25, 50, 100,
    200 on ShareGPT (k = 2, 3, 4: the study's draft-token sweep), MLPerf and
    SWE-bench (k = 3); each level is one test, and one test per series checks
    the geometric mean over the levels against the published one.
@@ -71,7 +71,7 @@ def blackwell_eagle3(k: int):
 
 
 # ---------------------------------------------------------------------------
-# 1. The 7 x 5 grid (gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3)
+# 1. The 7 x 5 grid (docs/references.md#blackwell-eagle-3, Experiment 3)
 # ---------------------------------------------------------------------------
 
 # The tables' columns, in the published order. sharegpt, spec_bench and
@@ -84,20 +84,20 @@ GRID_PATTERNS = ("burstiness_high", "burstiness_low", "burstiness_mid", "through
 # Output token throughput with EAGLE-3 relative to the baseline, in percent,
 # one row per access pattern, columns as GRID_WORKLOADS, copied from the study.
 PUBLISHED_SPEEDUP_PCT = {
-    "burstiness_high": (125.4, 108.5, 97.1, 92.1, 100.8, 102.6, 108.3),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Output token throughput"
-    "burstiness_low": (126.2, 114.1, 97.7, 99.0, 99.3, 99.7, 101.8),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Output token throughput"
-    "burstiness_mid": (127.0, 112.4, 97.1, 100.4, 102.0, 106.4, 107.7),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Output token throughput"
-    "throughput_high": (124.5, 109.2, 92.7, 90.3, 108.5, 107.7, 107.8),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Output token throughput"
-    "throughput_low": (68.3, 83.3, 63.3, 79.3, 83.8, 91.9, 81.5),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Output token throughput"
+    "burstiness_high": (125.4, 108.5, 97.1, 92.1, 100.8, 102.6, 108.3),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
+    "burstiness_low": (126.2, 114.1, 97.7, 99.0, 99.3, 99.7, 101.8),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
+    "burstiness_mid": (127.0, 112.4, 97.1, 100.4, 102.0, 106.4, 107.7),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
+    "throughput_high": (124.5, 109.2, 92.7, 90.3, 108.5, 107.7, 107.8),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
+    "throughput_low": (68.3, 83.3, 63.3, 79.3, 83.8, 91.9, 81.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
 }
 
 # Draft acceptance rate (accepted / drafted tokens), in percent, same layout.
 PUBLISHED_ACCEPTANCE_PCT = {
-    "burstiness_high": (71.1, 70.9, 36.9, 46.6, 53.0, 70.6, 58.5),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Accept ratio"
-    "burstiness_low": (71.4, 72.0, 36.8, 45.7, 53.6, 70.4, 58.5),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Accept ratio"
-    "burstiness_mid": (72.0, 71.8, 36.5, 46.7, 53.9, 70.4, 57.9),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Accept ratio"
-    "throughput_high": (70.3, 71.8, 36.9, 45.1, 53.8, 70.4, 58.2),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Accept ratio"
-    "throughput_low": (70.1, 65.2, 37.9, 49.6, 53.6, 70.4, 51.0),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 3, table "Accept ratio"
+    "burstiness_high": (71.1, 70.9, 36.9, 46.6, 53.0, 70.6, 58.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
+    "burstiness_low": (71.4, 72.0, 36.8, 45.7, 53.6, 70.4, 58.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
+    "burstiness_mid": (72.0, 71.8, 36.5, 46.7, 53.9, 70.4, 57.9),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
+    "throughput_high": (70.3, 71.8, 36.9, 45.1, 53.8, 70.4, 58.2),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
+    "throughput_low": (70.1, 65.2, 37.9, 49.6, 53.6, 70.4, 51.0),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
 }
 
 # k in Experiment 3: the study runs "the throughput model" after Experiment 2
@@ -126,14 +126,14 @@ def test_eagle3_grid(specdec, workload, pattern):
 
 
 # ---------------------------------------------------------------------------
-# 2. Draft length on one stream (gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 2)
+# 2. Draft length on one stream (docs/references.md#blackwell-eagle-3, Experiment 2)
 # ---------------------------------------------------------------------------
 
 # k: (SD output tok/s, baseline output tok/s, acceptance rate, acceptance length,
 #     per-position acceptance rates), all as published (percentages as fractions).
 PUBLISHED_DRAFT_LENGTH = {
-    1: (180.67, 177.71, 0.7058, 1.71, (0.7058,)),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 2 results table, "throughput (num=1)" vs "baseline" (concurrency 1)
-    3: (124.73, 177.71, 0.1979, 1.59, (0.5496, 0.0426, 0.0016)),  # gpt-oss-120b-eagle3-single-blackwell.txt, Experiment 2 results table, "throughput (num=3)" vs "baseline" (concurrency 1)
+    1: (180.67, 177.71, 0.7058, 1.71, (0.7058,)),  # docs/references.md#blackwell-eagle-3, Experiment 2 results table, "throughput (num=1)" vs "baseline" (concurrency 1)
+    3: (124.73, 177.71, 0.1979, 1.59, (0.5496, 0.0426, 0.0016)),  # docs/references.md#blackwell-eagle-3, Experiment 2 results table, "throughput (num=3)" vs "baseline" (concurrency 1)
 }
 
 
@@ -165,7 +165,7 @@ def test_eagle3_draft_length(specdec, k):
 
 
 # ---------------------------------------------------------------------------
-# 3. Concurrency sweep 1..200 (vllm-eagle3-gpt-oss-h200-concurrency.txt)
+# 3. Concurrency sweep 1..200 (docs/references.md#h200-concurrency)
 # ---------------------------------------------------------------------------
 
 # The study's levels with 100 prompts each. It drew a disjoint set of 100
@@ -183,16 +183,16 @@ SWEEP_LEVELS = tuple(p.max_concurrency for p in SWEEP_PATTERNS)
 # Data files: PYTEST_SPECDEC_SHAREGPT_PATH, PYTEST_SPECDEC_MLPERF_PATH,
 # PYTEST_SPECDEC_SWE_BENCH_PATH (or specdec_sharegpt_path, specdec_mlperf_path, specdec_swe_bench_path).
 SWEEP_SERIES = {
-    "sharegpt-k2": ("sharegpt", 2, 1160.6 / 970.9, 0.454, 1.91),  # vllm-eagle3-gpt-oss-h200-concurrency.txt, draft-token "Geometric mean summary" (2 draft) over the ShareGPT "Geometric mean summary" baseline; "Draft acceptance rate analysis" table
-    "sharegpt-k3": ("sharegpt", 3, 1171.7 / 970.9, 0.356, 2.07),  # vllm-eagle3-gpt-oss-h200-concurrency.txt, ShareGPT "Geometric mean summary" (output throughput +20.7%); "Draft acceptance rate analysis" table
-    "sharegpt-k4": ("sharegpt", 4, 1078.4 / 970.9, 0.283, 2.13),  # vllm-eagle3-gpt-oss-h200-concurrency.txt, draft-token "Geometric mean summary" (4 draft) over the ShareGPT "Geometric mean summary" baseline; "Draft acceptance rate analysis" table
-    "mlperf-k3": ("mlperf", 3, 1150.5 / 1051.0, None, None),  # vllm-eagle3-gpt-oss-h200-concurrency.txt, MLPerf "TP=1 geometric mean summary" (output throughput +9.5%)
-    "swe_bench-k3": ("swe_bench", 3, 1377.94 / 1143.87, None, None),  # vllm-eagle3-gpt-oss-h200-concurrency.txt, SWE-bench "Geometric mean summary" (output throughput +20.5%)
+    "sharegpt-k2": ("sharegpt", 2, 1160.6 / 970.9, 0.454, 1.91),  # docs/references.md#h200-concurrency, draft-token "Geometric mean summary" (2 draft) over the ShareGPT "Geometric mean summary" baseline; "Draft acceptance rate analysis" table
+    "sharegpt-k3": ("sharegpt", 3, 1171.7 / 970.9, 0.356, 2.07),  # docs/references.md#h200-concurrency, ShareGPT "Geometric mean summary" (output throughput +20.7%); "Draft acceptance rate analysis" table
+    "sharegpt-k4": ("sharegpt", 4, 1078.4 / 970.9, 0.283, 2.13),  # docs/references.md#h200-concurrency, draft-token "Geometric mean summary" (4 draft) over the ShareGPT "Geometric mean summary" baseline; "Draft acceptance rate analysis" table
+    "mlperf-k3": ("mlperf", 3, 1150.5 / 1051.0, None, None),  # docs/references.md#h200-concurrency, MLPerf "TP=1 geometric mean summary" (output throughput +9.5%)
+    "swe_bench-k3": ("swe_bench", 3, 1377.94 / 1143.87, None, None),  # docs/references.md#h200-concurrency, SWE-bench "Geometric mean summary" (output throughput +20.5%)
 }
 
 # The few single-level figures the study states exactly: (series, level) -> SD / baseline output throughput.
 PUBLISHED_LEVEL_SPEEDUP = {
-    ("swe_bench-k3", 100): 3250.07 / 2620.89,  # vllm-eagle3-gpt-oss-h200-concurrency.txt, "Cost implications for production deployments" (SWE-bench, TP=1, concurrency 100)
+    ("swe_bench-k3", 100): 3250.07 / 2620.89,  # docs/references.md#h200-concurrency, "Cost implications for production deployments" (SWE-bench, TP=1, concurrency 100)
 }
 
 # Filled by test_concurrency_sweep, read by test_concurrency_sweep_geomean:

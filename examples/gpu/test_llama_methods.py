@@ -1,6 +1,6 @@
 """Llama-3.1-8B-Instruct: n-gram, suffix, EAGLE and EAGLE-3 on chat and on code.
 
-Reproduces Experiment A of vllm-sd-methods-guide.txt (one L40S, vLLM 0.12.0):
+Reproduces Experiment A of docs/references.md#vllm-methods-guide (one L40S, vLLM 0.12.0):
 each method's output-throughput speedup over no speculation on ShareGPT
 (chat) and SWE-bench-lite (code). The guide's story: on a small, compute-bound
 model the trained EAGLE heads win on chat, while suffix decoding wins on code,
@@ -52,14 +52,14 @@ TRAFFIC = {
 
 # (method, workload) -> published output-throughput speedup over the baseline.
 PUBLISHED_SPEEDUP = {
-    ("ngram", CHAT): 1.17,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
-    ("suffix", CHAT): 1.39,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
-    ("eagle3", CHAT): 1.40,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
-    ("eagle", CHAT): 1.43,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
-    ("ngram", CODE): 1.10,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
-    ("eagle", CODE): 1.08,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
-    ("eagle3", CODE): 1.03,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
-    ("suffix", CODE): 1.45,  # vllm-sd-methods-guide.txt, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
+    ("ngram", CHAT): 1.17,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
+    ("suffix", CHAT): 1.39,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
+    ("eagle3", CHAT): 1.40,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
+    ("eagle", CHAT): 1.43,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 1 (ShareGPT) benchmarking table
+    ("ngram", CODE): 1.10,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
+    ("eagle", CODE): 1.08,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
+    ("eagle3", CODE): 1.03,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
+    ("suffix", CODE): 1.45,  # docs/references.md#vllm-methods-guide, Experiment A (Llama-3.1-8B), Scenario 2 (SWE-bench-lite) benchmarking table
 }
 
 CASES = [

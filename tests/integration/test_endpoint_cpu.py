@@ -18,8 +18,8 @@ import time
 import httpx
 import pytest
 
-from pytest_specdec.models import resolve_model
-from pytest_specdec.ports import claim_port
+from pytest_specdec.serving.models import resolve_model
+from pytest_specdec.serving.ports import claim_port
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -91,6 +91,6 @@ def test_endpoint_mode_measures_servers_it_did_not_start(pytester, deployed):
     result.stdout.fnmatch_lines([f"*using the running reference endpoint {deployed['reference']}*",
                                  f"*using the running speculative endpoint {deployed['speculative']}*"])
     (row,) = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
-    assert row["speedup"] > 0 and 0 < row["acceptance_rate"] <= 1 and row["per_position_acceptance"]
+    assert row["speedup_output_throughput"] > 0 and 0 < row["acceptance_rate"] <= 1 and row["per_position_acceptance"]
     for _, url in deployed.items():  # still serving: not ours to stop
         assert httpx.get(f"{url}/v1/models", timeout=5.0).status_code == 200

@@ -6,12 +6,10 @@ this module starts the reference, n-gram, suffix and draft servers once each.
 """
 
 import math
-import statistics
 
 import pytest
 
-from pytest_specdec.patterns import AccessPattern
-from pytest_specdec.result import SpecDecResult
+from pytest_specdec.measure.result import SpecDecResult
 
 BUNDLED = "specdec:smollm2-135m"
 # The same n-gram config as test_cpu_servers.py, so the session shares one server.
@@ -20,6 +18,8 @@ SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
 POOR_DRAFT = {"method": "draft_model", "model": f"{BUNDLED}@layers=8", "num_speculative_tokens": 3}
 
 CODE_EDIT = dict(input_len=192, output_len=64)
+# ~25 s per server start instead of ~70 s; both sides of every comparison pay the same.
+EAGER = ["--enforce-eager"]
 
 
 def check_measured(result: SpecDecResult, num_prompts: int) -> None:
@@ -47,13 +47,13 @@ CONCURRENCY_4 = pytest.mark.access_pattern("throughput_high", max_concurrency=4,
 @pytest.mark.parametrize(
     "num_prompts",
     [
-        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM), CONCURRENCY_1],
+        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER), CONCURRENCY_1],
                      id="ngram-c1"),
-        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM), CONCURRENCY_4],
+        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER), CONCURRENCY_4],
                      id="ngram-c4"),
-        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX), CONCURRENCY_1],
+        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX, server_args=EAGER), CONCURRENCY_1],
                      id="suffix-c1"),
-        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX), CONCURRENCY_4],
+        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX, server_args=EAGER), CONCURRENCY_4],
                      id="suffix-c4"),
     ],
 )
@@ -63,7 +63,7 @@ def test_sd_against_the_reference_on_code_edit(specdec, num_prompts):
     print(result)
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=POOR_DRAFT)
+@pytest.mark.specdec(model=BUNDLED, speculative_config=POOR_DRAFT, server_args=EAGER)
 @pytest.mark.workload("code_edit", **CODE_EDIT)
 @pytest.mark.access_pattern("throughput_low", num_prompts=4)
 def test_truncated_draft_accepts_little(specdec):
@@ -75,15 +75,14 @@ def test_truncated_draft_accepts_little(specdec):
     assert len(result.per_position_acceptance) == 3
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM)
+@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER)
 @pytest.mark.workload("code_edit", **CODE_EDIT)
 @pytest.mark.access_pattern("throughput_low", num_prompts=4)
 def test_reference_runs_are_shared_across_configs(specdec, specdec_measurements, specdec_pool):
     """Runs after the tests above (same n-gram config group): nothing is measured twice."""
     result = specdec.run()
-    reference_key = specdec.reference_spec.key
     # code_edit at concurrency 1 and 4: two traffics, each measured once, all on one reference server start.
-    assert specdec_measurements.reference_measurements[reference_key] == 2
+    assert specdec_measurements.reference_measurements[specdec.spec.target] == 2
     assert specdec_pool.starts[specdec.spec.key] == 1
     assert result.reference_runs is specdec_measurements.reference(
         specdec.spec, specdec.workload, specdec.pattern, [], seed=0

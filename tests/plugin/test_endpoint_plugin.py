@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_specdec.endpoint import ExternalServer, check_endpoints, parse_endpoint
-from pytest_specdec.ports import claim_port
-from pytest_specdec.spec import MarkerError, ServerSpec, parse_specdec_marker
+from pytest_specdec.serving.endpoint import ExternalServer, check_endpoints, parse_endpoint
+from pytest_specdec.serving.ports import claim_port
+from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_marker
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}

@@ -7,8 +7,6 @@ tests/integration and benchmarks/gate_calibration.py.
 """
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,9 @@ import pytest
 RESULTS_CONFTEST = '''
 import os
 import pytest
-from pytest_specdec.metrics import SpecDecodeCounters, summarize
-from pytest_specdec.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 
 
 class Rec:
@@ -143,7 +142,7 @@ def test_real_divergence(make_result):
     )
     result = run_inner(inner)
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*3 of 4 requests identical, 1 diverged at a numerical near-tie*",
+    result.stdout.fnmatch_lines(["*3 of 4 requests identical over 1 repeat(s), 1 diverged at a numerical near-tie*",
                                  "*first difference at token 2 (near-tie, top-2 gap 0.020)*"])
     result.stdout.fnmatch_lines(["*0 diverged at a numerical near-tie*1 diverged for real*",
                                  "*first difference at token 2 (real, top-2 gap 2.400)*"])
@@ -179,7 +178,7 @@ def test_update_then_rerun_is_green_and_a_real_drop_fails(inner, monkeypatch):
     (path,) = baseline_files(inner)
     first.stdout.fnmatch_lines(["*specdec baselines*", f"written: {path}"])
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 1 and data["test_id"] == "test_gated.py::test_gated"
+    assert data["schema_version"] == 2 and data["test_id"] == "test_gated.py::test_gated"
     assert len(data["repeats"]) == 3 and data["fingerprint"]["device_kind"] == "cpu"
     before = path.read_text()
 

@@ -169,11 +169,26 @@ def test_options_and_ini_reach_the_launch(pytester):
     assert default[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert default[default.index("--kv-cache-memory-bytes") + 1] == str(512 << 20)
     assert len(list(Path("logs").glob("server-01-*.log"))) == 1
-    # Command-line options win over the ini.
+    # Command-line options win over the ini; the flag has its ini key's name.
     Path("launches.jsonl").unlink()
-    pytester.runpytest("--specdec-cpu", "--specdec-kv-cache-bytes=1GiB").assert_outcomes(passed=1)
+    pytester.runpytest("--specdec-cpu", "--specdec-cpu-kv-cache-bytes=1GiB").assert_outcomes(passed=1)
     (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
     assert launch["default"][launch["default"].index("--kv-cache-memory-bytes") + 1] == str(1 << 30)
+    # The old spelling still works, and says what replaced it.
+    Path("launches.jsonl").unlink()
+    result = pytester.runpytest("--specdec-cpu", "--specdec-kv-cache-bytes=2GiB")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*SpecdecDeprecationWarning: --specdec-kv-cache-bytes is deprecated: "
+                                 "use --specdec-cpu-kv-cache-bytes*"])
+    (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
+    assert launch["default"][launch["default"].index("--kv-cache-memory-bytes") + 1] == str(2 << 30)
+
+
+def test_the_old_price_flag_still_prices_with_a_warning(pytester):
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--specdec-gpu-price", "2.5")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*--specdec-gpu-price is deprecated: use --specdec-gpu-usd-per-hour*"])
 
 
 def fake_gpus(pytester, monkeypatch, count, total_mib=81920, free_mib=81000):
@@ -185,10 +200,7 @@ def fake_gpus(pytester, monkeypatch, count, total_mib=81920, free_mib=81000):
         #!{sys.executable}
         import sys
         for i in range({count}):
-            if any("memory.total" in a for a in sys.argv):
-                print(f"{{i}}, NVIDIA H100 80GB HBM3, {total_mib}, {free_mib}")
-            else:
-                print(f"{{i}}, {free_mib}")
+            print(f"{{i}}, NVIDIA H100 80GB HBM3, {total_mib}, {free_mib}, 550.54.15")
         """))
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -365,12 +377,12 @@ def test_collection_imports_neither_vllm_nor_torch(pytester):
         """
     )
     pytester.makepyfile(
-        f"""
+        """
         import pytest
 
         @pytest.mark.specdec(model="specdec:smollm2-135m",
-                             speculative_config={{"method": "draft_model", "num_speculative_tokens": 3,
-                                                  "model": "specdec:smollm2-135m@layers=8"}})
+                             speculative_config={"method": "draft_model", "num_speculative_tokens": 3,
+                                                  "model": "specdec:smollm2-135m@layers=8"})
         def test_draft(specdec): pass
         """
     )

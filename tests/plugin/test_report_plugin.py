@@ -35,12 +35,12 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
     summary.write_text("earlier\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     result = suite.runpytest("--specdec-cpu", "-p", "no:cacheprovider", "--specdec-report", "out",
-                             "--specdec-gpu-price", "3.6")
+                             "--specdec-gpu-usd-per-hour", "3.6")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*= specdec results =*",
         "test*SD config*workload*pattern*speedup*expected*accept*length*TPOT*TTFT*same output*baseline*outcome",
-        "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*-33%*+0%*100%*not checked*passed",
+        "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*1.50x*1.00x*100%*not checked*passed",
         "test_slow*ngram k=4*code_edit*throughput_low*0.67x*failed",
         "report: written * files to */out; summary appended to *step_summary.md",
     ])
@@ -48,7 +48,7 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
     document = json.loads((out / "results.json").read_text())
     rows = {row["test"].split("::")[1]: row for row in document["results"]}
     assert set(rows) == {"test_fast", "test_slow"}
-    assert rows["test_fast"]["speedup"] == pytest.approx(1.5) and rows["test_slow"]["outcome"] == "failed"
+    assert rows["test_fast"]["speedup_output_throughput"] == pytest.approx(1.5) and rows["test_slow"]["outcome"] == "failed"
     # 1e6 / 30 tok/s * $3.6 / 3600 s = $33.33 per 1M output tokens without SD, $22.22 with.
     assert rows["test_fast"]["reference_usd_per_1m_tokens"] == pytest.approx(33.333, abs=1e-3)
     assert (out / "results.csv").read_text().count("\n") == 3
@@ -72,7 +72,7 @@ def test_results_hook_receives_the_rows(suite):
     suite.makeconftest(RESULTS_CONFTEST + """
 def pytest_specdec_results(config, rows, report_dir):
     print(f"exported {len(rows)} rows, report_dir={report_dir}, speedups "
-          f"{sorted(round(r['speedup'], 2) for r in rows)}")
+          f"{sorted(round(r['speedup_output_throughput'], 2) for r in rows)}")
 """)
     result = suite.runpytest("--specdec-cpu", "-p", "no:cacheprovider", "-s")
     assert "exported 2 rows, report_dir=None, speedups [0.67, 1.5]" in result.stdout.str()

@@ -59,10 +59,10 @@ def test_shards_split_by_target_and_merge_into_the_unsharded_report_and_baseline
     for target in "abcd":  # a target's reference and SD servers never start in two shards
         owners = [i for i, ids in enumerate(shard_ids) if any(f"[{target}-" in t for t in ids)]
         assert len(owners) == 1, (target, owners)
-    again = run(pytester, "--specdec-shard=1/2", "--specdec-report", "again")
+    run(pytester, "--specdec-shard=1/2", "--specdec-report", "again")
     assert set(ids_in(pytester.path / "again")) == shard_ids[0]  # stable across runs
 
-    merged = subprocess.run([sys.executable, "-m", "pytest_specdec.merge", "merge", "merged", "shard1", "shard2",
+    merged = subprocess.run([sys.executable, "-m", "pytest_specdec", "merge", "merged", "shard1", "shard2",
                              "--update-baselines", "--baseline-dir", "merged-baselines"],
                             cwd=pytester.path, capture_output=True, text=True, timeout=120)
     assert merged.returncode == 0, merged.stderr

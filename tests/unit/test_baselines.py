@@ -9,8 +9,9 @@ import subprocess
 import jsonschema
 import pytest
 
-from pytest_specdec import fingerprint as fp_mod
-from pytest_specdec.baselines import (
+from pytest_specdec import atomic
+
+from pytest_specdec.verdict.baselines import (
     Baseline,
     BaselineError,
     BaselineMissing,
@@ -23,7 +24,8 @@ from pytest_specdec.baselines import (
     stale_baselines,
     write_baseline,
 )
-from pytest_specdec.fingerprint import collect_fingerprint, fingerprint_key, same_environment
+from pytest_specdec.verdict.fingerprint import (collect_fingerprint, fingerprint_differences, fingerprint_key,
+                                                 same_environment)
 
 TEST_ID = "tests/test_sd.py::test_eagle3[x]"
 
@@ -138,7 +140,7 @@ def test_infinite_metric_is_stored_as_null(tmp_path):
         ({"tolerances": DELETE}, "tolerances", "required field is missing"),
         ({"fingerprint__device_count": "two"}, "fingerprint.device_count", "is not of type 'integer'"),
         ({"repeats": []}, "repeats", "should be non-empty"),
-        ({"schema_version": 2}, "schema_version", "2 is not supported"),
+        ({"schema_version": 3}, "schema_version", "3 is not supported"),
         ({"recorded_at": "yesterday"}, "recorded_at", "does not match"),
     ],
 )
@@ -211,8 +213,8 @@ def test_filename_is_safe_readable_and_unique():
         assert len(n) <= 120
 
 
-def _explode_midway(obj, fp, **kwargs):
-    fp.write('{"schema_version": 1, "test_id": "half')
+def _explode_midway(fd):
+    # Half the document is in the temporary file when the process "crashes".
     raise RuntimeError("crash while writing")
 
 
@@ -220,7 +222,7 @@ def test_failed_write_leaves_old_file_intact(tmp_path, monkeypatch):
     path = write_baseline(tmp_path, make_baseline(throughput=10.0))
     before = path.read_bytes()
     other = make_baseline(test_id="tests/test_sd.py::fresh")
-    monkeypatch.setattr(json, "dump", _explode_midway)
+    monkeypatch.setattr(atomic.os, "fsync", _explode_midway)
     with pytest.raises(RuntimeError, match="crash"):
         write_baseline(tmp_path, make_baseline(throughput=99.0))
     with pytest.raises(RuntimeError, match="crash"):
@@ -325,7 +327,7 @@ def test_key_ignores_plugin_and_python_but_not_engine_version():
     newer = dict(FINGERPRINT, engine_version="0.33.0")
     assert fingerprint_key(newer) != fingerprint_key(FINGERPRINT)
     assert not same_environment(newer, FINGERPRINT)
-    assert fp_mod.fingerprint_differences(newer, FINGERPRINT) == {"engine_version": ("0.33.0", "0.32.0")}
+    assert fingerprint_differences(newer, FINGERPRINT) == {"engine_version": ("0.33.0", "0.32.0")}
 
 
 def test_hook_fields_count_when_both_sides_have_them():
@@ -336,40 +338,38 @@ def test_hook_fields_count_when_both_sides_have_them():
     assert fingerprint_key(a) != fingerprint_key(FINGERPRINT)
 
 
+def _missing_smi(args):
+    raise FileNotFoundError("nvidia-smi")
+
+
 def test_gpu_without_nvidia_smi(monkeypatch):
-    monkeypatch.setattr(fp_mod.shutil, "which", lambda name: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    fp = collect_fingerprint("gpu")
+    fp = collect_fingerprint("gpu", nvidia_smi=_missing_smi)
     assert (fp["device_kind"], fp["device_name"], fp["device_count"], fp["driver"]) == ("gpu", "unknown", 0, None)
 
 
-def _fake_smi(monkeypatch, stdout="", returncode=0, exc=None):
-    monkeypatch.setattr(fp_mod.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-
-    def run(cmd, **kwargs):
-        assert kwargs["timeout"] <= 10
-        if exc:
-            raise exc
-        return subprocess.CompletedProcess(cmd, returncode, stdout, "")
-
-    monkeypatch.setattr(fp_mod.subprocess, "run", run)
-
-
 def test_gpu_fields_from_nvidia_smi(monkeypatch):
-    smi = "NVIDIA H100 80GB HBM3, 550.54.15\nNVIDIA H100 80GB HBM3, 550.54.15\nNVIDIA A10, 550.54.15\n"
-    _fake_smi(monkeypatch, smi)
+    smi = ("0, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n"
+           "2, NVIDIA A10, 23028, 22000, 550.54.15\n")
+    query = lambda args: smi  # noqa: E731
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    fp = collect_fingerprint("gpu")
+    fp = collect_fingerprint("gpu", nvidia_smi=query)
     assert (fp["device_name"], fp["device_count"], fp["driver"]) == ("NVIDIA H100 80GB HBM3", 3, "550.54.15")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
-    assert (collect_fingerprint("gpu")["device_name"], collect_fingerprint("gpu")["device_count"]) == ("NVIDIA A10", 1)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert collect_fingerprint("gpu")["device_count"] == 0
+    fp = collect_fingerprint("gpu", nvidia_smi=query)
+    assert (fp["device_name"], fp["device_count"]) == ("NVIDIA A10", 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CUDA's rule: an empty list hides every GPU
+    assert collect_fingerprint("gpu", nvidia_smi=query)["device_count"] == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,-1,2")  # CUDA stops at the first invalid entry
+    assert collect_fingerprint("gpu", nvidia_smi=query)["device_count"] == 1
 
 
-@pytest.mark.parametrize("kwargs", [{"returncode": 9}, {"exc": subprocess.TimeoutExpired("nvidia-smi", 5)}])
-def test_gpu_nvidia_smi_failure_is_tolerated(monkeypatch, kwargs):
-    _fake_smi(monkeypatch, **kwargs)
+@pytest.mark.parametrize("error", [subprocess.CalledProcessError(9, "nvidia-smi"),
+                                   subprocess.TimeoutExpired("nvidia-smi", 5)])
+def test_gpu_nvidia_smi_failure_is_tolerated(monkeypatch, error):
+    def failing(args):
+        raise error
+
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    fp = collect_fingerprint("gpu")
+    fp = collect_fingerprint("gpu", nvidia_smi=failing)
     assert (fp["device_name"], fp["device_count"], fp["driver"]) == ("unknown", 0, None)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.client import _SSEDecoder, generate_load, run_load
-from pytest_specdec.patterns import AccessPattern
+from pytest_specdec.load.client import _SSEDecoder, generate_load, run_load
+from pytest_specdec.load.patterns import AccessPattern
 
 
 @dataclass(frozen=True)
@@ -357,3 +357,46 @@ def test_run_load_is_awaitable_and_progress_errors_propagate(server):
 def test_no_prompts_is_an_argument_error(server):
     with pytest.raises(ValueError, match="at least one prompt"):
         generate_load(server.url, "m", [], one())
+
+
+# --- dispatch lag: the client's own hold-back is measured, not assumed ----------------------
+
+def test_dispatch_lag_is_small_for_a_client_with_time_to_spare(server):
+    server.respond = lambda p: stream([[1], [2]], first=0.01)
+    pattern = AccessPattern("a", request_rate=50, burstiness=1.0, num_prompts=10)
+    run = generate_load(server.url, "m", [P("x", 1, 2)], pattern)
+    lags = [r.dispatch_lag for r in run.records]
+    assert all(0 <= lag < 0.01 for lag in lags), lags
+
+
+def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(server):
+    from pytest_specdec.config.spec import ServerSpec
+    from pytest_specdec.measure.metrics import summarize
+    from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+
+    server.respond = lambda p: stream([[1], [2]], first=0.01)
+    # A progress callback that blocks the event loop for 40 ms stands for a client
+    # too busy to send on time: requests due meanwhile go out late.
+    pattern = AccessPattern("a", request_rate=100, burstiness=1.0, num_prompts=12)
+    starved = generate_load(server.url, "m", [P("x", 1, 2)], pattern, on_progress=lambda d, t: time.sleep(0.04))
+    lags = sorted(r.dispatch_lag for r in starved.records)
+    assert lags[-1] > 0.02, lags  # held back by the blocked loop
+    metrics = summarize(starved.records, starved.duration_s)
+    assert metrics.dispatch_lag.p99 == pytest.approx(
+        float(__import__("numpy").percentile([lag * 1000 for lag in lags], 99)))
+    assert metrics.as_dict()["p99_dispatch_lag_ms"] > 20
+
+    relaxed = generate_load(server.url, "m", [P("x", 1, 2)], pattern)
+    spec = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
+
+    def result_of(ref_run, sd_run):
+        runs = [Run(spec.reference(), 0, summarize(ref_run.records, ref_run.duration_s), ref_run.records, None, [], 0),
+                Run(spec, 0, summarize(sd_run.records, sd_run.duration_s), sd_run.records, None, [], 0)]
+        return SpecDecResult(spec, {}, {}, runs[:1], runs[1:], compare_outputs(ref_run.records, sd_run.records), {},
+                             dispatch_lag_limit_ms=10.0)
+
+    assert result_of(relaxed, relaxed).client_bound() is None
+    bound = result_of(relaxed, starved)
+    assert bound.client_bound().startswith("client-bound: the SD run (repeat 1) had a p99 dispatch lag of ")
+    with pytest.raises(AssertionError, match="speedup_output_throughput: unavailable: client-bound"):
+        bound.assert_speedup(min=0.0)

@@ -1,10 +1,9 @@
 import json
-import sys
 
 import pytest
 
-from pytest_specdec.server import LaunchRequest, build_command
-from pytest_specdec.spec import parse_specdec_marker
+from pytest_specdec.serving.server import LaunchRequest, build_command
+from pytest_specdec.config.spec import parse_specdec_marker
 
 
 def launch(device, **marker):
@@ -69,3 +68,17 @@ def test_resolved_draft_path_goes_into_the_json():
 def test_unknown_device_is_an_error():
     with pytest.raises(ValueError, match="device must be one of"):
         build_command(launch("tpu"))
+
+
+def test_bundled_models_are_served_in_float32_on_the_cpu_build():
+    def command_for(model, device="cpu", server_args=()):
+        spec = parse_specdec_marker((), {"model": model, "server_args": list(server_args)})
+        return build_command(LaunchRequest(spec=spec, device=device, host="127.0.0.1", port=1, model_path="/m",
+                                           speculative_config=None, kv_cache_bytes=1 << 30, python="/py"))
+
+    bundled = command_for("specdec:smollm2-135m")
+    assert bundled[bundled.index("--dtype") + 1] == "float32"
+    assert "--dtype" not in command_for("openai/gpt-oss-120b")  # other models keep vLLM's choice
+    assert "--dtype" not in command_for("specdec:smollm2-135m", device="gpu")
+    chosen = command_for("specdec:smollm2-135m", server_args=["--dtype=bfloat16"])
+    assert chosen.count("--dtype=bfloat16") == 1 and "float32" not in chosen  # the test's own choice wins

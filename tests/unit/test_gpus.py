@@ -5,10 +5,10 @@ import itertools
 
 import pytest
 
-from pytest_specdec.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, memory_needed_mib, parse_devices,
+from pytest_specdec.serving.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, memory_needed_mib, parse_devices,
                                  servers_at_once, skip_reason, wait_for_memory, worker_share, xdist_worker)
 
-SMI = "0, NVIDIA H100, 81920, 81000\n1, NVIDIA H100, 81920, 1000\n2, NVIDIA H100, 81920, 80000\n"
+SMI = "0, NVIDIA H100, 81920, 81000, 550.54\n1, NVIDIA H100, 81920, 1000, 550.54\n2, NVIDIA H100, 81920, 80000, 550.54\n"
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 8])
@@ -52,7 +52,7 @@ def test_parse_devices():
 
 def test_discovery_parses_nvidia_smi_and_honours_cuda_visible_devices():
     gpus = discover_gpus(run=lambda args: SMI, environ={})
-    assert gpus[1] == Gpu(1, "NVIDIA H100", 81920, 1000)
+    assert gpus[1] == Gpu(1, "NVIDIA H100", 81920, 1000, "550.54")
     assert [g.index for g in discover_gpus(run=lambda args: SMI, environ={"CUDA_VISIBLE_DEVICES": "2,0"})] == [2, 0]
     assert len(discover_gpus(run=lambda args: SMI, environ={"CUDA_VISIBLE_DEVICES": "GPU-uuid"})) == 3
 

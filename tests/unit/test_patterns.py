@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_specdec.patterns import (
+from pytest_specdec.load.patterns import (
     CATALOG,
     AccessPattern,
     PatternError,
@@ -217,3 +217,32 @@ def test_concurrency_sweep_overrides():
         concurrency_sweep([0])
     with pytest.raises(PatternError, match="at least one"):
         concurrency_sweep([])
+
+
+@pytest.mark.parametrize("name, seed", [("burstiness_mid", 0), ("burstiness_high", 7), ("burstiness_low", 3)])
+def test_arrivals_are_the_ones_vllm_bench_serve_sends_for_the_same_flags(name, seed, monkeypatch):
+    """The reproduce command passes --seed; vLLM seeds NumPy's global generator with it and
+    draws the gaps in get_request.  Its schedule, read off a fake clock, must equal ours."""
+    serve = pytest.importorskip("vllm.benchmarks.serve", reason="vLLM's benchmark code is installed with [cpu]")
+    import asyncio
+
+    import numpy as np
+
+    from pytest_specdec.load.patterns import resolve_pattern
+
+    pattern = resolve_pattern(name, {"num_prompts": 40})
+    clock = [1000.0]
+    monkeypatch.setattr(serve.time, "time", lambda: clock[0])
+
+    async def fake_sleep(seconds):
+        clock[0] += seconds
+
+    monkeypatch.setattr(serve.asyncio, "sleep", fake_sleep)
+
+    async def schedule():
+        np.random.seed(seed)  # what `vllm bench serve --seed` does before sending
+        return [clock[0] - 1000.0 async for _ in serve.get_request(list(range(pattern.num_prompts)),
+                                                                    pattern.request_rate, pattern.burstiness)]
+
+    theirs = asyncio.run(schedule())
+    assert pattern.arrival_offsets(seed) == pytest.approx(theirs, abs=1e-9)

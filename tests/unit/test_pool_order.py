@@ -1,4 +1,4 @@
-from pytest_specdec.pool import order_for_reuse
+from pytest_specdec.serving.pool import order_for_reuse
 
 
 def test_groups_move_to_their_first_member():

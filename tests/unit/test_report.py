@@ -8,23 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.metrics import SpecDecodeCounters, summarize
-from pytest_specdec.report import (
-    CSV_COLUMNS,
-    ReportError,
-    append_step_summary,
-    cost_ratio_for,
-    csv_text,
-    load_report,
-    markdown_summary,
-    report_document,
-    row_for,
-    terminal_table,
-    validate_report,
-    write_report,
-)
-from pytest_specdec.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.spec import ServerSpec
+from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.report.rows import CSV_COLUMNS, cost_ratio_for, row_for
+from pytest_specdec.report.files import ReportError, append_step_summary, load_report, report_document, validate_report, write_report
+from pytest_specdec.report.tables import csv_text, markdown_summary, terminal_table
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.config.spec import ServerSpec
 
 NGRAM = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
                    server_args=("--enforce-eager",))
@@ -65,9 +55,9 @@ def test_row_carries_ratios_theory_and_costs():
     assert row["config"] == "ngram k=4 prompt_lookup_max=4 --enforce-eager"
     assert (row["method"], row["k"], row["workload"], row["access_pattern"]) == ("ngram", 4, "code_edit",
                                                                                  "throughput_low")
-    assert row["speedup"] == pytest.approx(1.5)
-    assert row["speedup_tpot"] == pytest.approx(1.5)
-    assert row["tpot_change"] == pytest.approx(20 / 30 - 1)  # median TPOT 20 ms vs 30 ms
+    assert row["speedup_output_throughput"] == pytest.approx(1.5)
+    assert row["speedup_median_tpot"] == pytest.approx(1.5)
+    assert row["speedup_median_ttft"] is not None and row["speedup_median_e2el"] is not None
     assert row["acceptance_rate"] == pytest.approx(0.75)
     assert row["acceptance_length"] == pytest.approx(4.0)
     assert row["per_position_acceptance"] == pytest.approx([1.0, 0.9, 0.7, 0.4])
@@ -84,7 +74,7 @@ def test_row_with_a_draft_cost_and_divergent_outputs():
     row = row_for("t.py::test_x", NGRAM, WORKLOAD, PATTERN, outcome="failed", result=result(
         sd_tok_s=20.0, sd_ids=((1, 2, 3), (4, 9, 9))), cost_ratio=0.25)
     assert row["expected_speedup"] == pytest.approx(4.0 / (4 * 0.25 + 1))  # 2.0
-    assert row["speedup"] == pytest.approx(20 / 30)
+    assert row["speedup_output_throughput"] == pytest.approx(20 / 30)
     assert row["match_rate"] == 0.5
     assert row["numerical_ties"] is None  # no logprobs were asked for: unknown, not zero
     assert row["regression"] == "not checked"
@@ -93,7 +83,7 @@ def test_row_with_a_draft_cost_and_divergent_outputs():
 
 def test_row_without_a_result_keeps_the_configuration():
     row = row_for("t.py::test_y", NGRAM, WORKLOAD, PATTERN, outcome="error")
-    assert row["speedup"] is None and row["repeats"] == 0 and row["config"].startswith("ngram k=4")
+    assert row["speedup_output_throughput"] is None and row["repeats"] == 0 and row["config"].startswith("ngram k=4")
     validate_report(report_document([row]), "here")
 
 
@@ -123,7 +113,7 @@ def test_terminal_table_has_one_aligned_row_per_result():
     assert len(lines) == 4  # header, rule, two rows
     assert lines[0].split()[:5] == ["test", "SD", "config", "workload", "pattern"]
     assert "test_ngram" in lines[2] and "1.50x" in lines[2] and "4.00x" in lines[2] and "75%" in lines[2]
-    assert "-33%" in lines[2] and "100%" in lines[2] and "passed" in lines[2]
+    assert lines[2].count("1.50x") == 2 and "100%" in lines[2] and "passed" in lines[2]  # TPOT 30 -> 20 ms: 1.50x
     assert lines[3].count("–") >= 6 and lines[3].rstrip().endswith("error")
     starts = [line.index("code_edit") for line in (lines[0].replace("workload", "code_edit"), lines[2], lines[3])]
     assert len(set(starts)) == 1  # columns line up
@@ -132,9 +122,9 @@ def test_terminal_table_has_one_aligned_row_per_result():
 def test_csv_has_fixed_columns_and_empty_cells_for_missing_figures():
     parsed = list(csv.DictReader(io.StringIO(csv_text(rows()))))
     assert list(parsed[0]) == list(CSV_COLUMNS)
-    assert float(parsed[0]["speedup"]) == pytest.approx(1.5)
+    assert float(parsed[0]["speedup_output_throughput"]) == pytest.approx(1.5)
     assert float(parsed[0]["reference_output_throughput"]) == pytest.approx(30.0)
-    assert parsed[1]["speedup"] == "" and parsed[1]["outcome"] == "error"
+    assert parsed[1]["speedup_output_throughput"] == "" and parsed[1]["outcome"] == "error"
 
 
 def test_markdown_summary_table_and_notes():
@@ -154,8 +144,8 @@ def test_write_report_files_validate_and_leave_no_temp_files(tmp_path):
     names = sorted(p.name for p in written)
     assert {"results.json", "results.csv", "summary.md"} <= set(names)
     document = load_report(tmp_path / "out")
-    assert document["schema_version"] == 1 and len(document["results"]) == 2
-    assert document["results"][0]["speedup"] == pytest.approx(1.5)
+    assert document["schema_version"] == 2 and len(document["results"]) == 2
+    assert document["results"][0]["speedup_output_throughput"] == pytest.approx(1.5)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
     assert "![speedup_heatmap](speedup_heatmap.png)" in (tmp_path / "out" / "summary.md").read_text()
 

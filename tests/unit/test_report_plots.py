@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from pytest_specdec import report_plots as rp
-from pytest_specdec.report_plots import (
+from pytest_specdec import atomic
+from pytest_specdec.report import plots as rp
+from pytest_specdec.report.plots import (
     acceptance_bars,
     concurrency_sweep_plot,
     geometric_mean,
@@ -34,7 +35,7 @@ def row(config="ngram k=4", workload="random_s", pattern="throughput_low", *, sp
         "max_concurrency": concurrency,
         "request_rate": math.inf,
         "num_prompts": 16,
-        "speedup": speedup,
+        "speedup_output_throughput": speedup,
         "acceptance_rate": 0.6,
         "acceptance_length": 2.4,
         "per_position_acceptance": list(per_position),
@@ -148,7 +149,7 @@ def test_failed_save_leaves_no_temp_file(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(rp.os, "replace", boom)
+    monkeypatch.setattr(atomic.os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         acceptance_bars(acceptance_rows(), tmp_path / "acc.png")
     assert list(tmp_path.iterdir()) == []
@@ -190,5 +191,5 @@ def test_sweeps_grouping():
 
 
 def test_import_does_not_load_matplotlib():
-    code = "import pytest_specdec.report_plots, sys; assert 'matplotlib' not in sys.modules"
+    code = "import pytest_specdec.report.plots, sys; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

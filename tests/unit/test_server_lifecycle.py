@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.ports import claim_port
-from pytest_specdec.pool import ServerPool
-from pytest_specdec.server import ServerStartError, VllmServer, tagged_pids
-from pytest_specdec.spec import ServerSpec
+from pytest_specdec.serving.ports import claim_port
+from pytest_specdec.serving.pool import ServerPool
+from pytest_specdec.serving.server import ServerStartError, VllmServer, tagged_pids
+from pytest_specdec.config.spec import ServerSpec
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
 

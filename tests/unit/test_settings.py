@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from pytest_specdec.settings import parse_byte_size, parse_ini, parse_seconds
+from pytest_specdec.config.settings import parse_byte_size, parse_ini, parse_seconds
 
 
 @pytest.mark.parametrize("text, size", [("1073741824", 1 << 30), ("1GiB", 1 << 30), ("512MiB", 512 << 20),
@@ -27,3 +27,38 @@ def test_seconds():
 def test_ini_errors_name_the_setting():
     with pytest.raises(ValueError, match="ini setting specdec_startup_timeout: must be greater than 0"):
         parse_ini("specdec_startup_timeout", "0", parse_seconds)
+
+
+def _resolve(options=None, ini=None, tmp_path=None):
+    from pathlib import Path
+
+    from pytest_specdec.config.settings import COMMAND_LINE_OPTIONS, resolve_settings
+
+    given = {flag.lstrip("-").replace("-", "_"): None for flag, _ in COMMAND_LINE_OPTIONS}
+    given.update(specdec_gpu=False, specdec_cpu=False, specdec_update_baselines=False, **(options or {}))
+    ini_values = {"specdec_baseline_dir": "baselines", "specdec_tolerances": [], "specdec_extra_methods": []}
+    ini_values.update(ini or {})
+    root = Path(tmp_path or ".")
+    return resolve_settings(given.get, lambda name: ini_values.get(name, ""), None, root, environ={})
+
+
+def test_flags_match_their_ini_keys_and_old_flags_still_work(tmp_path):
+    settings = _resolve({"specdec_gpu_usd_per_hour": 2.5}, tmp_path=tmp_path)
+    assert settings.gpu_usd_per_hour == 2.5 and settings.deprecations == ()
+    old = _resolve({"specdec_gpu_price": 3.0, "specdec_kv_cache_bytes": 1 << 29}, tmp_path=tmp_path)
+    assert old.gpu_usd_per_hour == 3.0 and old.cpu_kv_cache_bytes == 1 << 29
+    assert [message.split(" is ")[0] for message in old.deprecations] == ["--specdec-kv-cache-bytes",
+                                                                            "--specdec-gpu-price"]
+    # The new flag wins over the old one; the ini is the fallback for both.
+    both = _resolve({"specdec_gpu_usd_per_hour": 1.0, "specdec_gpu_price": 9.0}, tmp_path=tmp_path)
+    assert both.gpu_usd_per_hour == 1.0
+    from_ini = _resolve(ini={"specdec_gpu_usd_per_hour": "4"}, tmp_path=tmp_path)
+    assert from_ini.gpu_usd_per_hour == 4.0
+
+
+def test_settings_resolve_the_baseline_dir_and_tolerances_once(tmp_path):
+    settings = _resolve(ini={"specdec_tolerances": ["median_tpot_ms = 0.2"]}, tmp_path=tmp_path)
+    assert settings.baseline_dir == (tmp_path / "baselines").resolve()
+    assert settings.tolerances == {"median_tpot_ms": 0.2}
+    with pytest.raises(ValueError, match="ini setting specdec_tolerances"):
+        _resolve(ini={"specdec_tolerances": ["median_tpot_ms = 20%"]}, tmp_path=tmp_path)

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_specdec.spec import MarkerError, ServerSpec, parse_specdec_marker
+from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_marker
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 

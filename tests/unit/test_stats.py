@@ -3,13 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_specdec.stats import (
-    DEFAULT_TOLERANCES,
-    compare_samples,
-    default_tolerance,
-    ratio_of_medians_ci,
-    resolve_tolerance,
-)
+from pytest_specdec.verdict.stats import compare_samples, ratio_of_medians_ci
+from pytest_specdec.verdict.tolerances import DEFAULT_TOLERANCES, default_tolerance, resolve_tolerance
 
 BASE = [100.0, 101.0, 99.0]
 

@@ -5,9 +5,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.metrics import RunMetrics, SpecDecodeCounters, higher_is_better, summarize
-from pytest_specdec.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.spec import ServerSpec
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.measure.derived import higher_is_better
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.config.spec import ServerSpec
 
 
 @dataclass
@@ -52,8 +54,10 @@ def test_empty_run_gives_nan_not_an_error():
 
 
 def test_directions():
-    assert higher_is_better("output_throughput") and higher_is_better("speedup")
+    assert higher_is_better("output_throughput") and higher_is_better("acceptance_length")
     assert not higher_is_better("median_tpot_ms") and not higher_is_better("p99_ttft_ms")
+    # A speedup is better larger whatever it is a speedup of, including the pre-0.2 spelling with a unit.
+    assert higher_is_better("speedup_median_tpot") and higher_is_better("speedup_median_tpot_ms")
 
 
 def run_with(output_throughput, tpot_s, counters=None):
@@ -68,18 +72,20 @@ def result_of(ref_runs, sd_runs):
     return SpecDecResult(spec, {"name": "w"}, {"name": "p"}, ref_runs, sd_runs, outputs, {})
 
 
-def test_speedup_is_direction_aware_and_uses_medians():
+def test_speedup_is_direction_aware_and_the_median_of_paired_repeats():
     counters = SpecDecodeCounters(10, 40, 30, {0: 10, 1: 8, 2: 7, 3: 5})
     ref = [run_with(30.0, 0.030), run_with(31.0, 0.031), run_with(90.0, 0.010)]  # one outlier repeat
     sd = [run_with(45.0, 0.020, counters), run_with(46.5, 0.020, counters), run_with(46.0, 0.021, counters)]
     result = result_of(ref, sd)
-    assert result.speedup("output_throughput") == pytest.approx(46.0 / 31.0)
+    # Repeat i of SD against repeat i of the reference: 1.5, 1.5 and 0.51 (the outlier pair); median 1.5.
+    assert result.repeat_speedups("output_throughput") == pytest.approx([45 / 30, 46.5 / 31, 46 / 90])
+    assert result.speedup("output_throughput") == pytest.approx(1.5)
     assert result.speedup("median_tpot_ms") == pytest.approx(30.0 / 20.0)  # reference / SD for latencies
     assert result.acceptance_rate == pytest.approx(90 / 120)
     assert result.acceptance_length == pytest.approx(1 + 90 / 30)
     assert result.per_position_acceptance == pytest.approx([1.0, 0.8, 0.7, 0.5])
     assert result.match_rate == 1.0
-    assert result.summary()["speedup_output_throughput"] == pytest.approx(46.0 / 31.0)
+    assert result.summary()["speedup_output_throughput"] == result.speedup()
 
 
 def test_counters_add_and_subtract():
@@ -87,7 +93,9 @@ def test_counters_add_and_subtract():
     b = SpecDecodeCounters(2, 8, 3, {0: 2, 1: 1})
     assert (a + b).num_accepted_tokens == 5 and (a + b).accepted_per_position == {0: 3, 1: 2}
     assert (b - a).num_drafts == 1
-    assert (SpecDecodeCounters(present=False) + a).present
+    # An unavailable repeat makes the total unavailable, with its reason: never a partial sum.
+    total = SpecDecodeCounters.unavailable("no counters at http://x/metrics") + a
+    assert not total.present and total.problem == "no counters at http://x/metrics"
 
 
 def test_output_comparison_finds_the_first_divergence_with_context():

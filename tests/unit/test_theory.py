@@ -3,8 +3,8 @@ import doctest
 
 import pytest
 
-from pytest_specdec import theory
-from pytest_specdec.theory import (
+from pytest_specdec.measure import theory
+from pytest_specdec.measure.theory import (
     Theory,
     alpha_from_acceptance_length,
     cost_per_million_tokens,
@@ -313,11 +313,13 @@ def test_theory_for_unknown_measurement(measured):
     assert t.efficiency is None
 
 
-def test_theory_for_bad_length_raises():
-    # length 7 with k=4 is outside [1, 5]
-    with pytest.raises(ValueError, match="^length "):
-        theory_for(7.0, 4, 0.0, 1.0)
-
+def test_theory_for_bad_length_is_unavailable_not_a_crash():
+    # length 7 with k=4 is outside [1, 5]: counters from mixed configs, say
+    theory = theory_for(7.0, 4, 0.0, 1.5)
+    assert theory.expected_speedup is None and theory.measured_speedup == 1.5
+    assert "outside [1, k+1] = [1, 5]" in theory.problem
+    assert theory.efficiency is None
+    assert theory_for(3.0, 4, None, 1.5).problem == "the draft/target cost ratio of this method is unknown"
 
 def test_theory_efficiency_and_frozen():
     t = Theory(alpha=0.5, k=1, cost_ratio=0.0, expected_speedup=1.5, measured_speedup=1.2)

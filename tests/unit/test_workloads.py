@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.workloads import (
+from pytest_specdec.load.workloads import (
     CATALOG,
     MissingDataPath,
     Prompt,
@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "workloads"
 @pytest.fixture(scope="module")
 def tokenizer():
     transformers = pytest.importorskip("transformers")
-    from pytest_specdec.models import resolve_model
+    from pytest_specdec.serving.models import resolve_model
 
     return transformers.AutoTokenizer.from_pretrained(resolve_model("specdec:smollm2-135m"))
 
@@ -382,7 +382,7 @@ def test_builder_returning_the_wrong_thing(tokenizer):
 
 
 def test_import_pulls_in_no_heavy_modules():
-    code = ("import sys, pytest_specdec.workloads; "
+    code = ("import sys, pytest_specdec.load.workloads; "
             "print(sorted(m for m in ('torch', 'vllm', 'transformers', 'pytest') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,8 +1,8 @@
 """Grouping for pytest-xdist: one group per target, written by workers, read by the scheduler."""
 
-from pytest_specdec.plugin import canonical_id, xdist_group_of
-from pytest_specdec.spec import ServerSpec
-from pytest_specdec.xdist_scheduling import TargetScheduling, read_groups, write_groups
+from pytest_specdec.config.spec import ServerSpec, canonical_id
+from pytest_specdec.config.sharding import read_groups, write_groups
+from pytest_specdec.xdist_scheduler import TargetScheduling
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
@@ -10,13 +10,13 @@ SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
 
 def test_a_targets_configs_share_a_group_and_targets_do_not():
     a_ngram, a_suffix = ServerSpec("a", NGRAM), ServerSpec("a", SUFFIX)
-    assert xdist_group_of(a_ngram) == xdist_group_of(a_suffix) == xdist_group_of(a_ngram.reference())
-    assert xdist_group_of(ServerSpec("b", NGRAM)) != xdist_group_of(a_ngram)
-    assert xdist_group_of(ServerSpec("a", NGRAM, server_args=("--enforce-eager",))) != xdist_group_of(a_ngram)
+    assert a_ngram.target == a_suffix.target == a_ngram.reference().target
+    assert ServerSpec("b", NGRAM).target != a_ngram.target
+    assert ServerSpec("a", NGRAM, server_args=("--enforce-eager",)).target != a_ngram.target
 
 
 def test_group_suffixes_leave_test_ids_alone():
-    group = xdist_group_of(ServerSpec("a", NGRAM))
+    group = ServerSpec("a", NGRAM).target
     assert canonical_id(f"t.py::test[x]@{group}") == "t.py::test[x]"
     assert canonical_id("t.py::test[user@host]") == "t.py::test[user@host]"
 

@@ -1,0 +1,123 @@
+"""Do the plugin's numbers agree with `vllm bench serve` on the same server and traffic?
+
+One vLLM CPU server (the bundled model with n-gram SD), the same prompts for
+every client (the plugin's code_edit prompts, handed to `vllm bench serve` as
+its custom dataset, in order), at each concurrency: rounds interleaved
+(plugin, vllm bench serve, plugin, ...) so drift cancels.  Prints, per metric
+and concurrency, the medians over rounds and the ratio plugin / peer.
+
+`vllm bench serve` runs in its own process, as the reproduce commands run it
+(``python -m pytest_specdec bench``).  Peers other than vLLM's are not driven
+by this script yet (see the README).
+
+How the two define the figures (vllm/benchmarks/serve.py, calculate_metrics
+and benchmark): both time a request from just before the POST; TTFT to the
+first event with choices; ITL per streamed event; TPOT (latency - TTFT) /
+(output tokens - 1); throughput over the run's duration.  vLLM's duration
+starts after its own one-request test run and ends with the last reply; the
+plugin's starts at the schedule's offset 0 and ends with the last reply.
+Both take the SD counters from /metrics before and after.
+
+    .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_specdec import Measurements, ServerPool, ServerSpec
+from pytest_specdec.load.client import generate_load
+from pytest_specdec.load.patterns import AccessPattern
+from pytest_specdec.load.workloads import resolve_workload
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.reproduce import bench_serve_flags
+
+MODEL = "specdec:smollm2-135m"
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "median_tpot_ms", "median_itl_ms",
+           "median_e2el_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length")
+
+
+def plugin_round(server, prompts, pattern) -> dict:
+    before = server.spec_decode_counters()
+    load = generate_load(server.url, server.model, prompts, pattern)
+    assert all(r.success for r in load.records), [r.error for r in load.records if not r.success][:1]
+    counters = server.spec_decode_counters().delta(before, where=server.url)
+    return {**summarize(load.records, load.duration_s).as_dict(),
+            "spec_decode_acceptance_rate": counters.acceptance_rate * 100,  # vLLM reports a percentage
+            "spec_decode_acceptance_length": counters.acceptance_length}
+
+
+def vllm_round(flags: list[str], work: Path, name: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "pytest_specdec", "bench", *flags, "--disable-tqdm",
+                           "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", str(work),
+                           "--result-filename", name], capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    return json.loads((work / name).read_text())
+
+
+def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, output_len: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="specdec-agreement-"))
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
+                      startup_timeout=600)
+    measurements = Measurements(pool, work)
+    workload = resolve_workload("code_edit", {"input_len": input_len, "output_len": output_len})
+    spec = ServerSpec(MODEL, NGRAM, server_args=("--enforce-eager",))
+    results = {}
+    try:
+        server = pool.get(spec)
+        tokenizer = pool.model_resolver(MODEL)
+        for level in concurrency_levels:
+            pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
+            prompts = measurements.prompts(MODEL, workload, pattern, seed=0)
+            flags = bench_serve_flags(server.url, server.model, tokenizer, measurements.prompts_file(prompts), pattern)
+            generate_load(server.url, server.model, prompts, pattern)  # warm both paths' prompts into the cache
+            ours, theirs = [], []
+            for round_ in range(rounds):
+                ours.append(plugin_round(server, prompts, pattern))
+                theirs.append(vllm_round(flags, work, f"c{level}-r{round_}.json"))
+                print(f"  concurrency {level} round {round_ + 1}: plugin {ours[-1]['output_throughput']:.1f} tok/s, "
+                      f"vllm bench serve {theirs[-1]['output_throughput']:.1f} tok/s", flush=True)
+            results[level] = (ours, theirs)
+    finally:
+        pool.close()
+    return results
+
+
+def table(results: dict) -> list[str]:
+    lines = [f"{'concurrency':>11}  {'metric':<30} {'plugin':>10} {'vllm bench':>10} {'ratio':>7}", "-" * 74]
+    for level, (ours, theirs) in results.items():
+        for metric in METRICS:
+            mine = [run[metric] for run in ours if metric in run]
+            vllm = [run[metric] for run in theirs if metric in run]
+            if not mine or not vllm:
+                continue
+            a, b = statistics.median(mine), statistics.median(vllm)
+            lines.append(f"{level:>11}  {metric:<30} {a:>10.2f} {b:>10.2f} {a / b:>7.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num-prompts", type=int, default=16)
+    parser.add_argument("--input-len", type=int, default=192)
+    parser.add_argument("--output-len", type=int, default=64)
+    args = parser.parse_args(argv)
+    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len)
+    print(f"\nn-gram k=4, code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
+          f"{args.rounds} interleaved rounds per client; medians over rounds")
+    print("\n".join(table(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Old module paths (pytest-specdec 0.1 had one flat package) keep importing, with a warning.
+
+``import pytest_specdec.theory`` still works and returns
+`pytest_specdec.measure.theory`, after a `SpecdecDeprecationWarning` that
+names the new path.  Only imports are redirected: the modules are the new
+ones, not copies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+
+MOVED = {
+    "spec": "config.spec", "settings": "config.settings", "collection": "config.plans",
+    "sharding": "config.sharding", "server": "serving.server", "pool": "serving.pool",
+    "endpoint": "serving.endpoint", "gpus": "serving.gpus", "ports": "serving.ports", "models": "serving.models",
+    "workloads": "load.workloads", "patterns": "load.patterns", "client": "load.client",
+    "runner": "measure.measurements", "metrics": "measure.metrics", "result": "measure.result",
+    "theory": "measure.theory", "vllm_bench": "measure.reproduce", "assertions": "verdict.assertions",
+    "stats": "verdict.stats", "gate": "verdict.gate", "baselines": "verdict.baselines",
+    "fingerprint": "verdict.fingerprint", "report_plots": "report.plots",
+    "progress": "report.progress", "benchmark_export": "report.exports", "merge": "report.merge",
+    "xdist_scheduling": "xdist_scheduler",
+}
+PACKAGE = __name__.rpartition(".")[0]
+
+
+class _Redirect(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self):
+        self._specs = {}
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package != PACKAGE or name not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        from .config.settings import SpecdecDeprecationWarning
+
+        new = f"{PACKAGE}.{MOVED[spec.name.rpartition('.')[2]]}"
+        warnings.warn(f"{spec.name} moved to {new}; the old path will be removed in a later release",
+                      SpecdecDeprecationWarning, stacklevel=2)
+        module = importlib.import_module(new)
+        self._specs[new] = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # The module ran when it was imported under its new name; importlib has
+        # just stamped the alias's spec on it, so give it back its own.
+        module.__spec__ = self._specs.get(module.__name__, module.__spec__)
+
+
+def install() -> None:
+    if not any(isinstance(finder, _Redirect) for finder in sys.meta_path):
+        sys.meta_path.append(_Redirect())

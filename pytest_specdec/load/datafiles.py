@@ -1,0 +1,184 @@
+"""Data-file workloads: ShareGPT JSON, Spec-Bench JSONL, BurstGPT CSV and JSONL prompts.
+
+Each reader checks the file as it goes and names the line or field at fault;
+the builders pick a seeded sample of entries (cycled when the file is short)
+and cap prompts at the workload's ``input_len``.  Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any, Callable, Iterator
+
+from .synthetic import Tok, random_prompt, rng_for
+from .workloads import DEFAULT_FILE_OUTPUT_LEN, Prompt, Workload, WorkloadError, data_path_env_var
+
+
+def _error(w: Workload, where: str, problem: str) -> WorkloadError:
+    return WorkloadError(f"workload {w.name!r}: {w.path}, {where}: {problem}")
+
+
+def _type_problem(key: str, value: Any, expected: str) -> str:
+    return f"field {key!r} must be {expected}, got {type(value).__name__} {value!r:.40}"
+
+
+def _open(w: Workload):
+    path = os.path.expanduser(w.path)  # type: ignore[arg-type]
+    if not os.path.isfile(path):
+        raise WorkloadError(f"workload {w.name!r}: data file not found: {w.path} "
+                            f"(give another with path=... or {data_path_env_var(w.name)})")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def _jsonl_lines(w: Workload) -> Iterator[tuple[str, dict]]:
+    with _open(w) as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _error(w, f"line {line_no}", f"invalid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise _error(w, f"line {line_no}", f"expected a JSON object, got {type(obj).__name__}")
+            yield f"line {line_no}", obj
+
+
+def _entries_jsonl(w: Workload) -> list[tuple[str, int]]:
+    out = []
+    for where, obj in _jsonl_lines(w):
+        if "prompt" not in obj:
+            raise _error(w, where, "field 'prompt' is missing")
+        prompt, out_len = obj["prompt"], obj.get("output_tokens")
+        if not isinstance(prompt, str) or not prompt:
+            raise _error(w, where, _type_problem("prompt", prompt, "a non-empty string"))
+        if out_len is not None and (isinstance(out_len, bool) or not isinstance(out_len, int) or out_len < 1):
+            raise _error(w, where, _type_problem("output_tokens", out_len, "an integer >= 1"))
+        out.append((prompt, out_len or w.output_len or DEFAULT_FILE_OUTPUT_LEN))
+    return out
+
+
+def _entries_spec_bench(w: Workload) -> list[tuple[str, int]]:
+    out = []
+    for where, obj in _jsonl_lines(w):
+        if "turns" not in obj:
+            raise _error(w, where, "field 'turns' is missing")
+        turns = obj["turns"]
+        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0]:
+            raise _error(w, where, _type_problem("turns", turns, "a non-empty list of strings"))
+        out.append((turns[0], w.output_len or DEFAULT_FILE_OUTPUT_LEN))
+    return out
+
+
+_HUMAN, _ASSISTANT = {"human", "user"}, {"gpt", "assistant", "chatgpt", "bard"}
+
+
+def _entries_sharegpt(w: Workload) -> list[tuple[str, str]]:
+    """(prompt, reply) pairs; replies are tokenized only for the selected entries."""
+    with _open(w) as fh:
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise _error(w, f"line {e.lineno}", f"invalid JSON ({e.msg})") from None
+    if not isinstance(data, list):
+        raise _error(w, "top level", f"expected a JSON list of conversations, got {type(data).__name__}")
+    out = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise _error(w, f"at [{i}]", f"expected an object, got {type(entry).__name__}")
+        if "conversations" not in entry:
+            raise _error(w, f"at [{i}]", "field 'conversations' is missing")
+        turns = entry["conversations"]
+        if not isinstance(turns, list):
+            raise _error(w, f"at [{i}]", _type_problem("conversations", turns, "a list"))
+        for j, turn in enumerate(turns):
+            where = f"at [{i}].conversations[{j}]"
+            if not isinstance(turn, dict):
+                raise _error(w, where, f"expected an object, got {type(turn).__name__}")
+            for key in ("from", "value"):
+                if key not in turn:
+                    raise _error(w, where, f"field {key!r} is missing")
+                if not isinstance(turn[key], str):
+                    raise _error(w, where, _type_problem(key, turn[key], "a string"))
+        # Usable: the first human turn, when an assistant reply follows it.
+        h = next((j for j, t in enumerate(turns) if t["from"] in _HUMAN), len(turns))
+        if h + 1 < len(turns) and turns[h + 1]["from"] in _ASSISTANT and turns[h]["value"]:
+            out.append((turns[h]["value"], turns[h + 1]["value"]))
+    return out
+
+
+def _token_count(raw: str | None) -> int | None:
+    try:
+        value = float((raw or "").strip())
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() and value >= 1 else None
+
+
+def _entries_burstgpt(w: Workload) -> list[tuple[int, int]]:
+    columns = ("Request tokens", "Response tokens")
+    rows = []
+    with _open(w) as fh:
+        reader = csv.DictReader(fh)
+        try:
+            header = reader.fieldnames or []
+            for col in columns:
+                if col not in header:
+                    raise _error(w, "line 1", f"CSV header has no column {col!r} (columns: {', '.join(header)})")
+            for row in reader:
+                counts = [_token_count(row.get(col)) for col in columns]
+                for col, value in zip(columns, counts):
+                    if value is None:
+                        raise _error(w, f"line {reader.line_num}",
+                                     f"column {col!r} must be a whole token count >= 1, got {row.get(col)!r}")
+                rows.append((counts[0], counts[1]))
+        except csv.Error as e:
+            raise _error(w, f"line {reader.line_num}", f"malformed CSV ({e})") from None
+    return rows
+
+
+def _pick(w: Workload, n_entries: int, n: int, base: list[int]) -> list[int]:
+    """Indices of the entries to use: a seeded sample, cycled when the file is short."""
+    if n_entries == 0:
+        raise WorkloadError(f"workload {w.name!r}: {w.path}: no usable entries")
+    order = rng_for(base, 0).permutation(n_entries)
+    return [int(order[i % n_entries]) for i in range(n)]
+
+
+def _cap(tok: Tok, text: str, cap: int | None) -> tuple[str, int]:
+    """Truncate text to at most `cap` prompt tokens (the input_len override)."""
+    length = tok.count(text)
+    while cap is not None and length > cap and text:
+        ids = tok.encode(text)
+        text = tok.decode(ids[:max(0, len(ids) - (length - cap))])
+        length = tok.count(text)
+    return text, length
+
+
+def build_text_file(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
+    entries = _ENTRY_READERS[w.kind](w)
+    out = []
+    for index in _pick(w, len(entries), n, base):
+        text, output = entries[index]
+        if isinstance(output, str):  # a sharegpt reply: its length is the request's
+            output = w.output_len or max(1, len(tok.encode(output)))
+        text, length = _cap(tok, text, w.input_len)
+        out.append(Prompt(text, length, output))
+    return out
+
+
+def build_burstgpt(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
+    rows = _entries_burstgpt(w)
+    out = []
+    for i, index in enumerate(_pick(w, len(rows), n, base)):
+        request, response = rows[index]
+        length = min(request, w.input_len or request)
+        text = random_prompt(tok, rng_for(base, 1, i), length, f"workload {w.name!r}: {w.path}")
+        out.append(Prompt(text, length, w.output_len or response))
+    return out
+
+
+_ENTRY_READERS: dict[str, Callable[[Workload], list]] = {
+    "sharegpt": _entries_sharegpt, "spec_bench": _entries_spec_bench, "jsonl": _entries_jsonl}

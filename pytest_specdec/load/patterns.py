@@ -1,0 +1,239 @@
+"""Access patterns: how many requests are sent, how fast, and how many at once.
+
+The vocabulary is `vllm bench serve`'s (``--request-rate``, ``--burstiness``,
+``--max-concurrency``, ``--num-prompts``) so a pattern can be read next to a
+published benchmark and replayed with vLLM's own tool via :meth:`bench_flags`.
+
+Arrivals are precomputed from a seed: the reference (no-SD) run and the SD run
+of one test share the same offsets, so they see the same traffic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CATALOG",
+    "AccessPattern",
+    "PatternError",
+    "concurrency_sweep",
+    "resolve_pattern",
+]
+
+OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts")
+_SWEEP_NAME = re.compile(r"^concurrency_(\d+)$")
+
+
+class PatternError(ValueError):
+    """An access pattern that cannot be built: unknown name or bad value."""
+
+
+def _check_rate(key: str, value: Any) -> float:
+    # bool is an int subclass; True as a rate is always a typo.
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise PatternError(f"{key} must be a number > 0 (inf allowed), got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value <= 0:
+        raise PatternError(f"{key} must be a number > 0 (inf allowed), got {value!r}")
+    return value
+
+
+def _check_count(key: str, value: Any, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        extra = " or None" if allow_none else ""
+        raise PatternError(f"{key} must be an int >= 1{extra}, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class AccessPattern:
+    """A traffic shape, in `vllm bench serve` terms.
+
+    ``request_rate`` is in requests/s; ``inf`` sends everything at once and
+    lets ``max_concurrency`` alone pace the run. ``burstiness`` is the gamma
+    shape of the inter-arrival gaps: 1 is Poisson, below 1 burstier, above 1
+    more regular (``inf`` gives evenly spaced arrivals, as in vLLM).
+    ``max_concurrency`` caps requests in flight (None: no cap).
+    """
+
+    name: str
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    num_prompts: int = 16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise PatternError(f"name must be a non-empty string, got {self.name!r}")
+        # Validate here too, so a hand-built AccessPattern fails at collection
+        # rather than minutes later inside a run.
+        object.__setattr__(self, "request_rate", _check_rate("request_rate", self.request_rate))
+        object.__setattr__(self, "burstiness", _check_rate("burstiness", self.burstiness))
+        object.__setattr__(
+            self,
+            "max_concurrency",
+            _check_count("max_concurrency", self.max_concurrency, allow_none=True),
+        )
+        object.__setattr__(self, "num_prompts", _check_count("num_prompts", self.num_prompts))
+
+    def with_overrides(self, **overrides: Any) -> AccessPattern:
+        """A copy with some of request_rate, burstiness, max_concurrency, num_prompts changed."""
+        for key in overrides:
+            if key not in OVERRIDABLE:
+                raise PatternError(
+                    f"unknown access-pattern override {key!r} for {self.name!r}; "
+                    f"allowed: {', '.join(OVERRIDABLE)}"
+                )
+        if not overrides:
+            return self
+        return replace(self, **overrides)
+
+    def arrival_offsets(self, seed: int = 0) -> list[float]:
+        """Seconds after the start at which request ``i`` is sent.
+
+        The first request goes out after its own gap, not at 0, as in vLLM.
+        ``request_rate`` inf gives all zeros.
+        """
+        n = self.num_prompts
+        if math.isinf(self.request_rate):
+            return [0.0] * n
+        if math.isinf(self.burstiness):
+            gaps = np.full(n, 1.0 / self.request_rate)
+        else:
+            # Exactly `vllm bench serve --seed S`: it seeds NumPy's global
+            # (legacy) generator with S and draws one gamma gap per request, so
+            # the reproduce command sends the very same arrivals.
+            scale = 1.0 / (self.request_rate * self.burstiness)
+            gaps = np.random.RandomState(seed).gamma(shape=self.burstiness, scale=scale, size=n)
+        cumulative = np.cumsum(gaps)
+        # vLLM's `vllm bench serve` (get_request) rescales the cumulative
+        # delays so the last one is exactly num_prompts/rate: the raw sum of
+        # gamma draws misses that by a few percent and would make throughput
+        # depend on the seed. Doing the same keeps our runs at the same mean
+        # rate as vLLM's for the same flags.
+        if cumulative[-1] > 0:
+            cumulative *= (n / self.request_rate) / cumulative[-1]
+        return [float(x) for x in cumulative]
+
+    def bench_flags(self) -> list[str]:
+        """The equivalent `vllm bench serve` flags."""
+        flags = [
+            "--request-rate",
+            _fmt(self.request_rate),
+            "--burstiness",
+            _fmt(self.burstiness),
+        ]
+        if self.max_concurrency is not None:
+            flags += ["--max-concurrency", str(self.max_concurrency)]
+        flags += ["--num-prompts", str(self.num_prompts)]
+        return flags
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-safe summary for reports and baselines (inf is written as "inf")."""
+        if math.isinf(self.request_rate):
+            arrivals = "all at once"
+        elif self.burstiness == 1.0:
+            arrivals = "poisson"
+        elif math.isinf(self.burstiness):
+            arrivals = "uniform"
+        else:
+            arrivals = f"gamma(shape={_fmt(self.burstiness)})"
+        return {
+            "name": self.name,
+            "request_rate": _json_number(self.request_rate),
+            "burstiness": _json_number(self.burstiness),
+            "max_concurrency": self.max_concurrency,
+            "num_prompts": self.num_prompts,
+            "arrivals": arrivals,
+        }
+
+
+def _fmt(value: float) -> str:
+    if math.isinf(value):
+        return "inf"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _json_number(value: float) -> float | str:
+    # JSON has no infinity; json.dumps would emit "Infinity", which strict parsers reject.
+    return "inf" if math.isinf(value) else value
+
+
+CATALOG: dict[str, AccessPattern] = {
+    p.name: p
+    for p in (
+        AccessPattern("throughput_low", math.inf, 1.0, 1, 16),
+        AccessPattern("throughput_high", math.inf, 1.0, 32, 256),
+        AccessPattern("burstiness_high", 64.0, 0.2, 32, 256),
+        AccessPattern("burstiness_mid", 8.0, 1.0, 32, 256),
+        AccessPattern("burstiness_low", 2.0, 4.0, 32, 256),
+    )
+}
+
+
+def concurrency_sweep(
+    levels: Iterable[int] = (1, 5, 25, 50, 100, 200),
+    num_prompts: int | None = None,
+    prompts_per_level: int = 4,
+) -> list[AccessPattern]:
+    """One pattern per concurrency level, rate inf, named ``concurrency_<level>``.
+
+    Each level sends ``num_prompts`` requests when given, else
+    ``max(16, prompts_per_level * level)``: a few waves at the cap so the
+    steady state outweighs the ramp-up and drain, and never fewer than 16 so
+    low levels still yield usable percentiles.
+    """
+    _check_count("prompts_per_level", prompts_per_level)
+    if num_prompts is not None:
+        _check_count("num_prompts", num_prompts)
+    patterns = []
+    for level in levels:
+        _check_count("concurrency level", level)
+        n = num_prompts if num_prompts is not None else max(16, prompts_per_level * level)
+        patterns.append(AccessPattern(f"concurrency_{level}", math.inf, 1.0, level, n))
+    if not patterns:
+        raise PatternError("concurrency_sweep needs at least one level")
+    return patterns
+
+
+def resolve_pattern(
+    name_or_pattern: str | AccessPattern,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    registered: Mapping[str, AccessPattern] | None = None,
+) -> AccessPattern:
+    """A catalog name (or an AccessPattern) with overrides applied.
+
+    ``registered`` holds patterns added by downstream hooks; they shadow a
+    catalog entry of the same name, so a repo can redefine e.g.
+    ``throughput_high`` for its own hardware. ``concurrency_<N>`` names
+    resolve to the matching :func:`concurrency_sweep` level.
+    """
+    overrides = dict(overrides or {})
+    if isinstance(name_or_pattern, AccessPattern):
+        return name_or_pattern.with_overrides(**overrides)
+    if not isinstance(name_or_pattern, str):
+        raise PatternError(
+            f"access pattern must be a catalog name or an AccessPattern, got {name_or_pattern!r}"
+        )
+    known = {**CATALOG, **(registered or {})}
+    pattern = known.get(name_or_pattern)
+    if pattern is None and (match := _SWEEP_NAME.match(name_or_pattern)):
+        level = int(match.group(1))
+        if level >= 1:
+            (pattern,) = concurrency_sweep([level])
+    if pattern is None:
+        raise PatternError(
+            f"unknown access pattern {name_or_pattern!r}; known: "
+            f"{', '.join(sorted(known))} (and concurrency_<N>)"
+        )
+    return pattern.with_overrides(**overrides)

@@ -1,0 +1,198 @@
+"""Workloads: which prompts are sent, and how many tokens each asks for.
+
+A `Workload` is a cheap, frozen description (validated at collection, no
+tokenizer, no file access); `Workload.build()` turns it into `Prompt`s with
+exact token counts for one tokenizer.  Same (workload, tokenizer,
+num_prompts, seed) -> same prompts.
+
+Kinds: ``random`` (random token ids), ``code_edit`` (generated Python plus
+an edit instruction whose answer mostly repeats the prompt: where n-gram and
+suffix speculation win), ``sharegpt`` (JSON conversations: first human turn,
+output = length of the reply), ``spec_bench`` (JSONL ``turns[0]``),
+``burstgpt`` (CSV token counts -> random prompts of those lengths), ``jsonl``
+(``"prompt"`` + optional ``"output_tokens"``, the format of `vllm bench serve`'s
+custom dataset: custom, swe_bench, mlperf) and
+``custom_builder`` (a user function ``(tokenizer, num_prompts, seed)``).
+
+Overrides scale a workload down.  For data files ``input_len`` caps prompt
+length (longer prompts are truncated), and ``output_len`` replaces the
+per-prompt length of sharegpt and burstgpt; for jsonl it is only the default
+for lines without ``"output_tokens"`` (a file that names its lengths means them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+
+SYNTHETIC_KINDS = ("random", "code_edit")
+FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl")
+KINDS = SYNTHETIC_KINDS + FILE_KINDS + ("custom_builder",)
+OVERRIDE_KEYS = ("input_len", "output_len", "path", "ignore_eos")
+DEFAULT_FILE_OUTPUT_LEN = 256
+
+
+class MissingDataPath(Exception):
+    """A data-file workload whose file nobody named: an environment gap, not a marker mistake."""
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be resolved or built; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    prompt_len: int  # len(tokenizer(text).input_ids)
+    output_len: int  # max_tokens for this request
+
+
+def _check_len(workload: str, key: str, value: Any, what: str = "field") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise WorkloadError(f"workload {workload!r}: {what} {key!r} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str
+    input_len: int | None = None
+    output_len: int | None = None
+    path: str | None = None
+    ignore_eos: bool = True
+    builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise WorkloadError(f"workload name must be a non-empty string, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise WorkloadError(f"workload {self.name!r}: unknown kind {self.kind!r}; kinds: {', '.join(KINDS)}")
+        for key in ("input_len", "output_len"):
+            if getattr(self, key) is not None:
+                _check_len(self.name, key, getattr(self, key))
+        if self.kind in SYNTHETIC_KINDS and (self.input_len is None or self.output_len is None):
+            raise WorkloadError(f"workload {self.name!r}: kind {self.kind!r} needs input_len and output_len")
+        if (self.kind == "custom_builder") != (self.builder is not None):
+            raise WorkloadError(f"workload {self.name!r}: a builder goes with kind 'custom_builder' and only with it")
+        if self.path is not None and self.kind not in FILE_KINDS:
+            raise WorkloadError(f"workload {self.name!r}: kind {self.kind!r} reads no data file, so it takes no path")
+
+    def with_overrides(self, **overrides: Any) -> Workload:
+        changes: dict[str, Any] = {}
+        for key, value in overrides.items():
+            bad = f"workload {self.name!r}: override {key!r}"
+            if key not in OVERRIDE_KEYS:
+                raise WorkloadError(f"{bad} is unknown; allowed: {', '.join(OVERRIDE_KEYS)}")
+            if key in ("input_len", "output_len"):
+                _check_len(self.name, key, value, "override")
+                if key == "input_len" and self.kind == "custom_builder":
+                    raise WorkloadError(f"{bad} does not apply: its builder decides prompt lengths")
+            elif key == "path":
+                value = os.fspath(value) if isinstance(value, os.PathLike) else value
+                if not isinstance(value, str) or not value:
+                    raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
+                if self.kind not in FILE_KINDS:
+                    raise WorkloadError(f"{bad} does not apply: kind {self.kind!r} reads no data file")
+            elif not isinstance(value, bool):
+                raise WorkloadError(f"{bad} must be true or false, got {value!r}")
+            changes[key] = value
+        return replace(self, **changes) if changes else self
+
+    def describe(self) -> dict:
+        out = {"name": self.name, "kind": self.kind, "input_len": self.input_len,
+               "output_len": self.output_len, "path": self.path, "ignore_eos": self.ignore_eos}
+        if self.builder is not None:
+            out["builder"] = f"{getattr(self.builder, '__module__', '?')}.{getattr(self.builder, '__qualname__', '?')}"
+        return out
+
+    def build(self, tokenizer: Any, num_prompts: int, seed: int = 0) -> list[Prompt]:
+        _check_len(self.name, "num_prompts", num_prompts, "argument")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise WorkloadError(f"workload {self.name!r}: seed must be an integer >= 0, got {seed!r}")
+        if self.kind == "custom_builder":
+            return self._build_custom(tokenizer, num_prompts, seed)
+        if self.kind in FILE_KINDS and self.path is None:
+            raise WorkloadError(_no_path_message(self.name))
+        # Mixing the name in keeps two workloads built with the same seed from
+        # sharing prompt prefixes (a prefix-cache win nobody asked for).
+        base = [seed, zlib.crc32(f"{self.name}/{self.kind}".encode())]
+        from .datafiles import build_burstgpt, build_text_file
+        from .synthetic import Tok, build_synthetic
+
+        builders = {"random": build_synthetic, "code_edit": build_synthetic, "burstgpt": build_burstgpt}
+        try:
+            return builders.get(self.kind, build_text_file)(self, Tok(tokenizer), num_prompts, base)
+        except UnicodeDecodeError as e:
+            raise WorkloadError(f"workload {self.name!r}: {self.path}: not UTF-8 text (byte {e.start})") from None
+
+    def _build_custom(self, tokenizer: Any, num_prompts: int, seed: int) -> list[Prompt]:
+        prompts = list(self.builder(tokenizer, num_prompts, seed))  # type: ignore[misc]
+        if len(prompts) != num_prompts or not all(isinstance(p, Prompt) for p in prompts):
+            raise WorkloadError(f"workload {self.name!r}: builder must return {num_prompts} Prompt objects, "
+                                f"got {len(prompts)} items of types {sorted({type(p).__name__ for p in prompts})}")
+        if self.output_len is not None:
+            prompts = [replace(p, output_len=self.output_len) for p in prompts]
+        return prompts
+
+
+def data_path_env_var(name: str) -> str:
+    return "PYTEST_SPECDEC_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_PATH"
+
+
+def data_path_ini_key(name: str) -> str:
+    return "specdec_" + re.sub(r"[^A-Za-z0-9]", "_", name).lower() + "_path"
+
+
+def _no_path_message(name: str) -> str:
+    return (f"workload {name!r} reads a data file but no path was given: pass "
+            f"@pytest.mark.workload({name!r}, path=...), set {data_path_env_var(name)}, "
+            f"or set the ini key {data_path_ini_key(name)}")
+
+
+CATALOG: dict[str, Workload] = {w.name: w for w in [
+    Workload("random_s", "random", input_len=1024, output_len=256),     # single-turn chat
+    Workload("random_m", "random", input_len=10240, output_len=256),    # long chat, sub-agent
+    Workload("random_l", "random", input_len=2048, output_len=2048),    # reasoning
+    Workload("random_x", "random", input_len=10240, output_len=2048),   # agent
+    Workload("code_edit", "code_edit", input_len=512, output_len=256),
+    Workload("sharegpt", "sharegpt"),
+    Workload("spec_bench", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
+    Workload("burstgpt", "burstgpt"),
+    Workload("swe_bench", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+    Workload("mlperf", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+    Workload("custom", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+]}
+
+
+def resolve_workload(name_or_workload: str | Workload, overrides: Mapping[str, Any] | None = None, *,
+                     registered: Mapping[str, Workload] = {}, paths: Mapping[str, str] = {}) -> Workload:
+    """Name or Workload + overrides -> the Workload to build; no tokenizer or file needed.
+
+    Registered workloads shadow catalog entries of the same name, so a
+    downstream repo can redefine one.  ``paths`` maps workload names to data
+    paths found in env vars / ini; an explicit path (override or the
+    Workload's own) comes first.
+    """
+    if isinstance(name_or_workload, Workload):
+        workload = name_or_workload
+    elif isinstance(name_or_workload, str):
+        known = {**CATALOG, **registered}
+        if name_or_workload not in known:
+            raise WorkloadError(f"unknown workload {name_or_workload!r}; known workloads: {', '.join(sorted(known))}")
+        workload = known[name_or_workload]
+    else:
+        raise WorkloadError(f"a workload is a catalog name or a Workload, got {type(name_or_workload).__name__}")
+    workload = workload.with_overrides(**dict(overrides or {}))
+    if workload.kind in FILE_KINDS and workload.path is None:
+        path = paths.get(workload.name)
+        if not path:
+            raise MissingDataPath(_no_path_message(workload.name))
+        workload = replace(workload, path=os.fspath(path))
+    return workload
+
+# The catalog's data-file workloads: each takes a path (marker, environment or ini).
+DATA_FILE_WORKLOADS = tuple(name for name, w in CATALOG.items() if w.kind in FILE_KINDS)

@@ -1,0 +1,207 @@
+"""Prometheus text from vLLM's ``/metrics`` and the speculative-decoding counters.
+
+SD metrics are counters: what a run did is the difference between a scrape
+before and one after, for one model only (a server can serve several, and
+other tests may share it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+_SAMPLE_RE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
+)
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+SD_PREFIX = "vllm:spec_decode_"
+
+
+class MetricsParseError(ValueError):
+    """A line of Prometheus text that is not a sample."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r'\\[\\"n]', lambda m: _ESCAPES[m.group(0)], value)
+
+
+def parse_prometheus(text: str) -> list[Sample]:
+    """Parse the Prometheus text exposition format (comments skipped)."""
+    samples = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE_RE.match(line)
+        if match is None:
+            raise MetricsParseError(f"line {number}: not a Prometheus sample: {raw!r}")
+        labels = []
+        label_text = match.group("labels") or ""
+        pos = 0
+        while pos < len(label_text):
+            label = _LABEL_RE.match(label_text, pos)
+            if label is None:
+                raise MetricsParseError(f"line {number}: bad labels in {raw!r}")
+            labels.append((label.group(1), _unescape(label.group(2))))
+            pos = label.end()
+        try:
+            value = float(match.group("value"))
+        except ValueError:
+            raise MetricsParseError(f"line {number}: bad value in {raw!r}") from None
+        samples.append(Sample(match.group("name"), tuple(sorted(labels)), value))
+    return samples
+
+
+class CounterError(RuntimeError):
+    """Counter scrapes that cannot be subtracted: a reset, or another process answered."""
+
+
+@dataclass(frozen=True)
+class SpecDecodeCounters:
+    """The four SD counters of one model at one moment (or a difference of two).
+
+    `present` is False when the figures are unavailable, and `problem` then
+    says why (no counters at that URL, /metrics did not answer, ...): an
+    unavailable count is never read as zero.  A scrape also records which
+    engines answered and when their counters were created, so a difference
+    across a restart or a replica switch is refused (`delta`).
+    """
+
+    num_drafts: float = 0.0
+    num_draft_tokens: float = 0.0
+    num_accepted_tokens: float = 0.0
+    accepted_per_position: dict[int, float] = field(default_factory=dict)
+    present: bool = True
+    problem: str | None = None  # why the counters are unavailable (present=False)
+    engines: tuple[str, ...] = ()  # engine labels of the scrape
+    created: tuple[tuple[str, float], ...] = ()  # (engine, creation time) where the server exposes it
+
+    @classmethod
+    def unavailable(cls, problem: str) -> "SpecDecodeCounters":
+        return cls(present=False, problem=problem)
+
+    def _combine(self, other: "SpecDecodeCounters", sign: float) -> "SpecDecodeCounters":
+        if not (self.present and other.present):
+            return SpecDecodeCounters.unavailable(self.problem or other.problem or "SD counters unavailable")
+        positions = set(self.accepted_per_position) | set(other.accepted_per_position)
+        return SpecDecodeCounters(
+            num_drafts=self.num_drafts + sign * other.num_drafts,
+            num_draft_tokens=self.num_draft_tokens + sign * other.num_draft_tokens,
+            num_accepted_tokens=self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            accepted_per_position={
+                p: self.accepted_per_position.get(p, 0.0) + sign * other.accepted_per_position.get(p, 0.0)
+                for p in sorted(positions)
+            },
+        )
+
+    def __sub__(self, before: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        """What happened between two scrapes (unchecked; see `delta`)."""
+        return self._combine(before, -1.0)
+
+    def __add__(self, other: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        """Two runs' deltas together; unavailable if either is."""
+        return self._combine(other, 1.0)
+
+    def delta(self, before: "SpecDecodeCounters", where: str) -> "SpecDecodeCounters":
+        """``self - before``, checked: both scrapes from the same process, and no counter went down.
+
+        Raises CounterError naming `where` (the endpoint) when the server
+        restarted or another replica answered in between; either would make
+        the difference plausible garbage.
+        """
+        if not (self.present and before.present):
+            return self - before
+        if self.engines != before.engines or (self.created and before.created and self.created != before.created):
+            raise CounterError(
+                f"{where}: the SD counters before and after the run come from different processes (engines "
+                f"{list(before.engines)} created {_times(before.created)}, then {list(self.engines)} created "
+                f"{_times(self.created)}): the server restarted, or a load balancer answered from another replica; "
+                "measure one replica directly")
+        difference = self - before
+        fallen = {name: value for name, value in (("num_drafts", difference.num_drafts),
+                                                  ("num_draft_tokens", difference.num_draft_tokens),
+                                                  ("num_accepted_tokens", difference.num_accepted_tokens),
+                                                  *((f"accepted at position {p}", v) for p, v in
+                                                    difference.accepted_per_position.items()))
+                  if value < 0}
+        if fallen:
+            detail = ", ".join(f"{name} {value:+g}" for name, value in fallen.items())
+            raise CounterError(f"{where}: SD counters went backwards during the run ({detail}): the server was "
+                               "restarted or its counters reset; acceptance from them would be garbage")
+        return difference
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / drafted tokens, a fraction; NaN when nothing was drafted."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else math.nan
+
+    @property
+    def acceptance_length(self) -> float:
+        """1 + accepted / drafts: tokens produced per target forward pass."""
+        return 1.0 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else math.nan
+
+    @property
+    def per_position_rate(self) -> list[float]:
+        if not self.num_drafts:
+            return [math.nan for _ in self.accepted_per_position]
+        return [self.accepted_per_position[p] / self.num_drafts for p in sorted(self.accepted_per_position)]
+
+
+_COUNTERS = {
+    SD_PREFIX + "num_drafts_total": "num_drafts",
+    SD_PREFIX + "num_draft_tokens_total": "num_draft_tokens",
+    SD_PREFIX + "num_accepted_tokens_total": "num_accepted_tokens",
+}
+_PER_POSITION = SD_PREFIX + "num_accepted_tokens_per_pos_total"
+_CREATED = SD_PREFIX + "num_drafts_created"
+
+
+def _times(created: tuple[tuple[str, float], ...]) -> str:
+    return ", ".join(f"{engine}: {when:.0f}" for engine, when in created) or "unknown"
+
+
+def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str],
+                         where: str = "/metrics") -> SpecDecodeCounters:
+    """Sum the SD counters of the model over engines.
+
+    vLLM labels its counters with the first name the model is served under,
+    so any of `model_names` (every name ``/v1/models`` lists) matches.
+    Unavailable, with the reason naming `where`, when none exist.
+    """
+    names = {model_names} if isinstance(model_names, str) else set(model_names)
+    totals = {attr: 0.0 for attr in _COUNTERS.values()}
+    per_position: dict[int, float] = {}
+    engines: set[str] = set()
+    created: dict[str, float] = {}
+    for sample in samples:
+        if sample.label("model_name") not in names:
+            continue
+        engine = sample.label("engine") or ""
+        if sample.name in _COUNTERS:
+            totals[_COUNTERS[sample.name]] += sample.value
+            engines.add(engine)
+        elif sample.name == _PER_POSITION:
+            position = int(sample.label("position") or 0)
+            per_position[position] = per_position.get(position, 0.0) + sample.value
+            engines.add(engine)
+        elif sample.name == _CREATED:
+            created[engine] = sample.value
+    if not engines:
+        return SpecDecodeCounters.unavailable(
+            f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}")
+    return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), engines=tuple(sorted(engines)),
+                              created=tuple(sorted(created.items())), **totals)

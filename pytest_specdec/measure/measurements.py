@@ -1,0 +1,331 @@
+"""Measuring SD against no-SD on the same traffic.
+
+`Measurements` is the session's measuring state over a `ServerPool`: the
+target tokenizers, the prompts built for each workload, and the reference
+runs, measured once per (target, server args, workload, pattern, seed) and
+shared by every SD configuration tested against them.  `SpecDecTest` is
+what the ``specdec`` fixture hands a test.  Both are plain objects, usable
+from a script.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..atomic import write_atomic
+from ..load.client import generate_load
+from .counters import CounterError
+from .metrics import summarize
+from ..load.patterns import AccessPattern
+from ..serving.pool import ServerPool
+from ..report.progress import QuietProgress
+from .reproduce import reproduce_commands
+from .result import Run, SpecDecResult, compare_outputs, repeat_seed
+from ..serving.server import VllmServer
+from ..config.spec import ServerSpec
+from ..load.workloads import Workload
+
+WARMUP_REQUESTS = 2
+DEATH_GRACE_S = 3.0
+WARMUP_TOKENS = 16
+# The warm-up sends prompts of its own (see result.repeat_seed for why).
+WARMUP_SEED_OFFSET = 104729
+
+
+class RunError(RuntimeError):
+    """A measurement that cannot be trusted (failed requests, missing markers)."""
+
+
+def check_run(server, spec: ServerSpec, records, what: str) -> None:
+    """Fail a run in the order that explains it: a dead server (exit code, log), then failed requests."""
+    failed = [record for record in records if not record.success]
+    process = getattr(server, "process", None)
+    code = process.poll() if process is not None else None
+    if failed and process is not None and code is None:
+        # A killed server's sockets close before the process is reaped: give its death a moment
+        # to show, so the error names the exit status rather than a refused connection.
+        try:
+            code = process.wait(timeout=DEATH_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+    if code is not None:
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() else \
+            f"exit code {code}"
+        raise RunError(f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
+                       f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}")
+    if failed:
+        where = f"server log: {server.log_path}" if server.log_path else f"endpoint: {server.url}"
+        raise RunError(f"{what}: {len(failed)} of {len(records)} requests failed on {spec.label()}; first error: "
+                       f"{failed[0].error}\n{where}")
+
+
+class Measurements:
+    def __init__(
+        self,
+        pool: ServerPool,
+        work_dir: Path,
+        *,
+        repeats: int = 1,
+        on_event: Callable[[str], None] | None = None,
+        progress=None,
+        request_timeout: float = 600.0,
+        max_dispatch_lag_ms: float = 10.0,
+    ):
+        self.pool = pool
+        self.work_dir = Path(work_dir)
+        self.repeats = repeats
+        self.request_timeout = request_timeout  # seconds one request may take (a stalled server ends here)
+        self.max_dispatch_lag_ms = max_dispatch_lag_ms  # p99 above which a run is client-bound
+        self.on_event = on_event or (lambda message: None)
+        # A progress.LiveProgress on a terminal; QuietProgress elsewhere.
+        self.progress = progress or QuietProgress()
+        self.reference_measurements: collections.Counter[str] = collections.Counter()
+        self._references: dict[str, list[Run]] = {}
+        self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
+        self._tokenizers: dict[str, object] = {}
+        self._prompts: dict[str, list] = {}
+        self._warmed: set[int] = set()
+
+    def tokenizer(self, model: str):
+        """The target's tokenizer (transformers is imported only here, at run time)."""
+        if model not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            self._tokenizers[model] = AutoTokenizer.from_pretrained(self.pool.model_resolver(model))
+        return self._tokenizers[model]
+
+    def prompts(self, model: str, workload: Workload, pattern: AccessPattern, seed: int) -> list:
+        key = json.dumps([model, workload.describe(), pattern.num_prompts, seed], sort_keys=True, default=str)
+        if key not in self._prompts:
+            self._prompts[key] = workload.build(self.tokenizer(model), pattern.num_prompts, seed)
+        return self._prompts[key]
+
+    def prompts_file(self, prompts: list) -> Path:
+        """The prompts as a `vllm bench serve` custom dataset, for reproducing by hand."""
+        lines = [json.dumps({"prompt": p.text, "output_tokens": p.output_len}) for p in prompts]
+        text = "\n".join(lines) + "\n"
+        path = self.work_dir / "prompts" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
+        return path
+
+    def _warm_up(self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern,
+                 seed: int) -> None:
+        # The first requests on a fresh server pay for lazy initialisation; a
+        # measured run must not (the "discard the first run" pitfall).  They
+        # use prompts of their own, never ones a measured run sends.
+        if id(server) in self._warmed:
+            return
+        prompts = self.prompts(spec.model, workload, pattern, seed + WARMUP_SEED_OFFSET)
+        warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
+        load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
+                             request_timeout=self.request_timeout)
+        check_run(server, spec, load.records, f"warm-up of {spec.label()}")
+        self._warmed.add(id(server))
+
+    def measure(
+        self,
+        spec: ServerSpec,
+        workload: Workload,
+        pattern: AccessPattern,
+        prompts: list,
+        *,
+        seed: int = 0,
+        logprobs: int | None = None,
+        what: str = "",
+    ) -> list[Run]:
+        """`repeats` runs under `pattern` on the server for `spec`: `prompts` first, then fresh ones.
+
+        Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)``
+        (the reference's repeat r does too, so the two stay paired).
+        """
+        server = self.pool.get(spec)
+        self._warm_up(server, spec, workload, pattern, seed)
+        runs = []
+        for repeat in range(self.repeats):
+            if repeat:
+                prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
+            before = server.spec_decode_counters() if spec.speculative_config else None
+            label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
+                     f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}")
+            live = self.progress.start(label, pattern.num_prompts)
+            try:
+                load = generate_load(
+                    server.url,
+                    server.model,
+                    prompts,
+                    pattern,
+                    seed=repeat_seed(seed, repeat),
+                    ignore_eos=workload.ignore_eos,
+                    logprobs=logprobs,
+                    on_progress=live.update,
+                    request_timeout=self.request_timeout,
+                )
+            finally:
+                live.stop()
+            # A dead server or failed requests explain everything after them: report
+            # them before /metrics is scraped (a scrape of a dead server only says
+            # "connection refused").
+            check_run(server, spec, load.records, label)
+            counters = None
+            if before is not None:
+                try:
+                    counters = server.spec_decode_counters().delta(before, where=f"{server.url}/metrics")
+                except CounterError as exc:
+                    raise RunError(f"{label}: {exc}") from None
+            metrics = summarize(load.records, load.duration_s)
+            runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at))
+            self.on_event(
+                f"{label}: {metrics.completed} requests in {metrics.duration_s:.1f} s, "
+                f"{metrics.output_throughput:.1f} output tok/s, median TPOT {metrics.tpot.median:.1f} ms"
+            )
+        return runs
+
+    @staticmethod
+    def _reference_key(spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int, logprobs) -> str:
+        return json.dumps(
+            [spec.target, workload.describe(), pattern.describe(), seed, logprobs],
+            sort_keys=True,
+            default=str,
+        )
+
+    def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
+        """Announce a reference run a later test will need.
+
+        When the reference server is up for one test, every announced
+        reference run of the same target is measured right then, so the
+        reference server starts once however the SD tests are ordered.
+        """
+        queue = self._planned.setdefault(spec.target, [])
+        key = self._reference_key(spec, workload, pattern, seed, None)
+        if all(self._reference_key(*job, None) != key for job in queue):
+            queue.append((spec, workload, pattern, seed))
+
+    def measure_planned_references(self, spec: ServerSpec) -> None:
+        """Measure every announced reference run of `spec`'s target that is still missing.
+
+        Called before an SD server of that target is first needed, so the
+        reference server (often already up) serves all its runs in one go.
+        """
+        for job in self._planned.pop(spec.target, []):
+            key = self._reference_key(*job, None)
+            if key not in self._references:
+                job_spec, workload, pattern, seed = job
+                prompts = self.prompts(job_spec.model, workload, pattern, seed)
+                self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
+
+    def reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, prompts: list, *,
+                  seed: int = 0, logprobs: int | None = None) -> list[Run]:
+        """The no-SD runs for `spec`'s target; measured once per session per traffic."""
+        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        if key not in self._references:
+            self.measure_planned_references(spec)
+        if key not in self._references:
+            self._measure_reference(key, spec, workload, pattern, prompts, seed, logprobs)
+        return self._references[key]
+
+    def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
+        reference = spec.reference()
+        self.reference_measurements[spec.target] += 1
+        self._references[key] = self.measure(
+            reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
+        )
+
+    def run(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, *, seed: int = 0,
+            logprobs: int | None = None) -> SpecDecResult:
+        if spec.speculative_config is None and spec.endpoints:
+            raise RunError(
+                f"{spec.label()} has no speculative_config. In endpoint mode the plugin starts nothing: "
+                f"speculative_config describes what the speculative endpoint ({dict(spec.endpoints)['speculative']}) "
+                "runs, and its method and k feed the theory column and the report. Add it to the marker, e.g. "
+                "@pytest.mark.specdec(model=..., speculative_config={'method': 'eagle3', 'model': "
+                "'<draft model>', 'num_speculative_tokens': 3})")
+        if spec.speculative_config is None:
+            raise RunError(f"{spec.label()} has no speculative_config: nothing to compare with the reference")
+        if spec.endpoints:  # running servers: fail in seconds on a bad URL, before any tokenizer loads
+            self.pool.get(spec.reference())
+            self.pool.get(spec)
+        prompts = self.prompts(spec.model, workload, pattern, seed)
+        reference_runs = self.reference(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs)
+        speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
+        tokenizer = self.tokenizer(spec.model)
+        # Repeat i of SD against repeat i of the reference: they sent the same prompts.
+        outputs_per_repeat = [compare_outputs(reference_runs[min(i, len(reference_runs) - 1)].records, run.records,
+                                              decode=tokenizer.decode) for i, run in enumerate(speculative_runs)]
+        server = self.pool.get(spec)
+        return SpecDecResult(
+            spec=spec,
+            workload=workload.describe(),
+            pattern=pattern.describe(),
+            reference_runs=reference_runs,
+            speculative_runs=speculative_runs,
+            dispatch_lag_limit_ms=self.max_dispatch_lag_ms,
+            outputs=outputs_per_repeat[0],
+            outputs_per_repeat=outputs_per_repeat,
+            reproduce=reproduce_commands(
+                reference_runs[0], speculative_runs[0], server, pattern, self.prompts_file(prompts),
+                self.pool.model_resolver(spec.model), seed, workload.ignore_eos, logprobs,
+            ),
+            seed=seed,
+            server_log=str(server.log_path or ""),
+        )
+
+
+class SpecDecTest:
+    """One test's speculative configuration, traffic, and the servers behind them."""
+
+    def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
+                 pattern: AccessPattern | None = None, gate=None):
+        self.spec = spec
+        self.measurements = measurements
+        self.workload = workload
+        self.pattern = pattern
+        self.gate = gate  # compares results with stored baselines (assert_no_regression)
+        self.results: list[SpecDecResult] = []
+
+    @property
+    def pool(self) -> ServerPool:
+        return self.measurements.pool
+
+    @property
+    def reference_spec(self) -> ServerSpec:
+        return self.spec.reference()
+
+    def server(self) -> VllmServer:
+        """The server with the test's speculative config, started if needed.
+
+        Reference runs other tests announced for this target are measured
+        first, while no SD server has displaced the reference server.
+        """
+        self.measurements.measure_planned_references(self.spec)
+        return self.pool.get(self.spec)
+
+    def reference_server(self) -> VllmServer:
+        """The same target and flags without speculation."""
+        return self.pool.get(self.reference_spec)
+
+    def run(self, *, seed: int = 0, logprobs: int | None = None) -> SpecDecResult:
+        """Measure the no-SD reference (shared, once per session) and SD on the same traffic."""
+        if self.workload is None or self.pattern is None:
+            missing = [m for m, v in (("workload", self.workload), ("access_pattern", self.pattern)) if v is None]
+            raise RunError(f"specdec.run() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
+        began = time.monotonic()
+        result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs)
+        result.gate = self.gate
+        self.results.append(result)
+        self.measurements.on_event(
+            f"{self.spec.label()}: speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%} "
+            f"({time.monotonic() - began:.0f} s)"
+        )
+        return result
+
+    def __repr__(self) -> str:
+        return f"<SpecDecTest {self.spec.label()}>"

@@ -1,0 +1,342 @@
+"""What `specdec.run()` returns: both runs' metrics, SD counters, speedups, outputs.
+
+Every repeat is kept; summary figures over repeats use the median, which a
+single noisy repeat cannot drag far.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..config.spec import ServerSpec
+from .counters import SpecDecodeCounters
+from .derived import (SPEEDUP_METRICS, SPEEDUP_PREFIX, derived_metrics, speedup as speedup_of, speedup_metric,
+                      speedup_name)
+from .metrics import RunMetrics
+
+CONTEXT_TOKENS = 5  # tokens of context shown on each side of a divergence
+CONTEXT_CHARS = 24  # the same when outputs are compared as text
+
+
+@dataclass
+class Run:
+    """One measured repeat of one configuration on one workload and pattern."""
+
+    spec: ServerSpec
+    repeat: int
+    metrics: RunMetrics
+    records: list  # client.RequestRecord, one per request, in request order
+    counters: SpecDecodeCounters | None  # SD counter deltas for this run; None for the reference
+    server_command: list[str]
+    started_at: float  # wall clock
+
+
+# Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
+# methods that remember earlier requests (suffix decoding's global tree,
+# prefix caching) would otherwise see each repeat's exact prompts and outputs
+# again and speed up run after run.  The reference's repeat r uses the same
+# seed, and so does a baseline's, which lets the gate compare repeats in pairs.
+REPEAT_SEED_STRIDE = 7919
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    return seed + repeat * REPEAT_SEED_STRIDE
+
+
+@dataclass(frozen=True)
+class RequestComparison:
+    index: int
+    identical: bool
+    first_divergence: int | None  # position of the first difference (token, or character by text), None if identical
+    reference_tokens: int
+    speculative_tokens: int
+    reference_context: list[int] = field(default_factory=list)  # token ids around the divergence
+    speculative_context: list[int] = field(default_factory=list)
+    reference_text: str = ""  # decoded continuation from the divergence, when a tokenizer was given
+    speculative_text: str = ""
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """Request-by-request comparison of one SD run's outputs with the reference run's.
+
+    `basis` says what was compared: ``"token ids"`` (exact), ``"text"`` when a
+    server sent no token ids (older vLLM, other engines; positions are then
+    characters), or None when neither side gave anything to compare, in which
+    case `problem` says why and the match rate is unavailable, never 100%.
+    """
+
+    requests: list[RequestComparison]
+    basis: str | None = "token ids"
+    problem: str | None = None
+
+    @property
+    def match_rate(self) -> float:
+        """Fraction of requests whose SD output equals the reference's; NaN when unavailable."""
+        if self.problem or not self.requests:
+            return math.nan
+        return sum(r.identical for r in self.requests) / len(self.requests)
+
+    @property
+    def diverged(self) -> list[RequestComparison]:
+        return [r for r in self.requests if not r.identical]
+
+
+def _lacks_ids(records) -> bool:
+    return any(record.output_tokens > 0 and not record.token_ids for record in records)
+
+
+def compare_outputs(reference_records, speculative_records, decode=None) -> OutputComparison:
+    """Compare outputs request by request (the same prompts, in order): token ids when both
+    sides have them, else text; unavailable when a side has neither."""
+    if len(reference_records) != len(speculative_records):
+        raise ValueError(
+            f"runs differ in request count: reference {len(reference_records)}, SD {len(speculative_records)}"
+        )
+    by_text = _lacks_ids(reference_records) or _lacks_ids(speculative_records)
+    if by_text and any(record.output_tokens > 0 and not record.text
+                       for record in [*reference_records, *speculative_records]):
+        return OutputComparison([], basis=None, problem="a server sent neither token ids nor text for its output, "
+                                "so outputs cannot be compared")
+    compared = []
+    for ref, sd in zip(reference_records, speculative_records):
+        a, b = (ref.text, sd.text) if by_text else (list(ref.token_ids), list(sd.token_ids))
+        if a == b:
+            compared.append(RequestComparison(ref.index, True, None, len(a), len(b)))
+            continue
+        position = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        span = CONTEXT_CHARS if by_text else CONTEXT_TOKENS
+        lo, hi = max(0, position - span), position + span
+        if by_text:
+            compared.append(RequestComparison(ref.index, False, position, len(a), len(b), [], [], a[lo:hi], b[lo:hi]))
+            continue
+        compared.append(RequestComparison(ref.index, False, position, len(a), len(b), a[lo:hi], b[lo:hi],
+                                          decode(a[lo:hi]) if decode else "", decode(b[lo:hi]) if decode else ""))
+    return OutputComparison(compared, basis="text" if by_text else "token ids")
+
+
+def _why_no_value(metric: str) -> str:
+    if "tpot" in metric:
+        return "TPOT needs requests with more than one output token"
+    if "itl" in metric:
+        return "ITL needs at least two streamed chunks in a request"
+    return "no request of the run completed"
+
+
+def _median_metric(runs: list[Run], metric: str) -> float:
+    values = [run.metrics.as_dict()[metric] for run in runs]
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass
+class SpecDecResult:
+    """The reference and SD runs of one test, with the figures derived from them."""
+
+    spec: ServerSpec
+    workload: dict[str, Any]
+    pattern: dict[str, Any]
+    reference_runs: list[Run]
+    speculative_runs: list[Run]
+    outputs: OutputComparison
+    reproduce: dict[str, str]  # "reference_server", "speculative_server", "bench" -> shell commands
+    seed: int = 0
+    server_log: str = ""
+    # Set by the plugin (or a script) to compare with stored baselines.
+    gate: Any = field(default=None, repr=False, compare=False)
+    # SD repeat i's outputs against reference repeat i (`outputs` is repeat 0's).
+    outputs_per_repeat: list[OutputComparison] = field(default_factory=list)
+    # p99 dispatch lag (ms) above which a run measured the client, not the server (see client_bound).
+    dispatch_lag_limit_ms: float = 10.0
+
+    def client_bound(self) -> str | None:
+        """Why a run of this result is client-bound (the load generator held requests back), or None.
+
+        Coordinated omission must not pass for a server regression: speedups
+        and run metrics of such a result are unavailable, with this reason.
+        """
+        for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
+            for run in runs:
+                lag = run.metrics.dispatch_lag.p99
+                if math.isfinite(lag) and lag > self.dispatch_lag_limit_ms:
+                    return (f"client-bound: the {side} run (repeat {run.repeat + 1}) had a p99 dispatch lag of "
+                            f"{lag:.1f} ms, over the {self.dispatch_lag_limit_ms:g} ms limit: the load generator, "
+                            "not the server, set its pace (fewer concurrent streams, or a bigger client machine)")
+        return None
+
+    @property
+    def counters(self) -> SpecDecodeCounters:
+        """SD counter deltas summed over every SD repeat; unavailable if any repeat's are."""
+        total = SpecDecodeCounters()
+        for run in self.speculative_runs:
+            total = total + (run.counters if run.counters is not None else
+                             SpecDecodeCounters.unavailable("the SD run recorded no counters"))
+        return total
+
+    def unavailable(self, metric: str) -> str | None:
+        """Why `metric` (a speedup, acceptance or match figure, or a run metric) could not be
+        measured, or None when it was.  An unavailable figure never passes a check."""
+        if metric in ("acceptance_rate", "acceptance_length", "per_position_acceptance"):
+            counters = self.counters
+            if not counters.present:
+                return counters.problem
+            if not counters.num_drafts:
+                return "the SD server drafted nothing during the run (its counters did not move)"
+            return None
+        if metric == "match_rate":
+            problems = [o.problem for o in self._comparisons() if o.problem]
+            return problems[0] if problems else None
+        name = speedup_metric(metric) if metric.startswith(SPEEDUP_PREFIX) else metric
+        if bound := self.client_bound():
+            return bound
+        for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
+            missing = [run.repeat + 1 for run in runs if not math.isfinite(run.metrics.as_dict().get(name, math.nan))]
+            if missing:
+                return (f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
+                        f"(repeat {', '.join(map(str, missing))}): " + _why_no_value(name))
+        return None
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.counters.acceptance_rate
+
+    @property
+    def acceptance_length(self) -> float:
+        return self.counters.acceptance_length
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return self.counters.per_position_rate
+
+    def reference_metric(self, metric: str) -> float:
+        return _median_metric(self.reference_runs, metric)
+
+    def speculative_metric(self, metric: str) -> float:
+        return _median_metric(self.speculative_runs, metric)
+
+    def speedup(self, metric: str = "output_throughput") -> float:
+        """How many times better SD is on `metric` (> 1 is a win): the median over repeats of each
+        repeat's speedup, SD repeat i against reference repeat i (they sent the same prompts and arrivals).
+
+        Throughputs divide SD by reference; latencies (``*_ms``) divide
+        reference by SD, so a speedup always reads the same way.  This is the
+        one definition the assertions, the gate, the reports and the exports use.
+        """
+        values = [v for v in self.repeat_speedups(metric) if not math.isnan(v)]
+        return statistics.median(values) if values else math.nan
+
+    def repeat_speedups(self, metric: str = "output_throughput") -> list[float]:
+        """Each repeat's speedup on `metric`, in repeat order (NaN where a side has no value)."""
+        return [speedup_of(metric, ref.metrics.as_dict().get(metric, math.nan),
+                           sd.metrics.as_dict().get(metric, math.nan)) for ref, sd in self.repeat_pairs()]
+
+    def repeat_pairs(self) -> list[tuple[Run, Run]]:
+        """(reference run, SD run) per repeat; a reference with fewer repeats reuses its last one."""
+        return [(self.reference_runs[min(i, len(self.reference_runs) - 1)], sd)
+                for i, sd in enumerate(self.speculative_runs)]
+
+    def repeats(self) -> list[dict[str, dict[str, float]]]:
+        """One entry per repeat, as baselines store them: both sides' metrics and the derived figures."""
+        entries = []
+        for ref_run, sd_run in self.repeat_pairs():
+            ref, sd = ref_run.metrics.as_dict(), sd_run.metrics.as_dict()
+            derived = derived_metrics(ref, sd)
+            counters = sd_run.counters
+            derived["acceptance_rate"] = counters.acceptance_rate if counters else math.nan
+            derived["acceptance_length"] = counters.acceptance_length if counters else math.nan
+            comparisons = self._comparisons()
+            derived["match_rate"] = comparisons[min(len(entries), len(comparisons) - 1)].match_rate
+            entries.append({"reference": ref, "speculative": sd, "derived": derived})
+        return entries
+
+    def _comparisons(self) -> list[OutputComparison]:
+        return self.outputs_per_repeat or [self.outputs]
+
+    @property
+    def match_rate(self) -> float:
+        """Share of requests, over every repeat, whose SD output equals the reference's (NaN if unavailable)."""
+        comparisons = self._comparisons()
+        if any(c.problem for c in comparisons):
+            return math.nan
+        requests = [r for c in comparisons for r in c.requests]
+        return sum(r.identical for r in requests) / len(requests) if requests else math.nan
+
+    # --- checks: ordinary AssertionErrors with a table, see assertions.py ---
+
+    def assert_speedup(self, min: float, metric: str = "output_throughput") -> "SpecDecResult":
+        """SD must be at least `min` times better on `metric` (latencies inverted)."""
+        from ..verdict.assertions import check_speedup
+
+        check_speedup(self, min, metric)
+        return self
+
+    def assert_acceptance(self, min_rate: float | None = None, min_length: float | None = None,
+                          min_per_position: list[float] | None = None) -> "SpecDecResult":
+        """Acceptance rate and length (fractions, not percent), and per-position rates."""
+        from ..verdict.assertions import check_acceptance
+
+        check_acceptance(self, min_rate, min_length, min_per_position)
+        return self
+
+    def assert_outputs_equivalent(self, min_match: float = 1.0, ignore_numerical_ties: bool = True,
+                                  tie_threshold: float | None = None) -> "SpecDecResult":
+        """At least `min_match` of requests produce the reference's token ids.
+
+        With reference logprobs (``specdec.run(logprobs=2)``), a divergence
+        where the reference's top two candidates were within `tie_threshold`
+        nats is a numerical near-tie, counted as a match unless
+        ``ignore_numerical_ties=False``.
+        """
+        from ..verdict.assertions import TIE_THRESHOLD, check_outputs_equivalent
+
+        check_outputs_equivalent(self, min_match, ignore_numerical_ties,
+                                 TIE_THRESHOLD if tie_threshold is None else tie_threshold)
+        return self
+
+    def assert_no_regression(self, metrics: list[str] | None = None,
+                             tolerance: float | dict[str, float] | None = None,
+                             allow_unavailable: Sequence[str] = ()) -> "SpecDecResult":
+        """Compare with this test's stored baseline (recorded with --specdec-update-baselines).
+
+        A gated figure this run could not measure fails the check ("unavailable:
+        <why>") unless it is named in `allow_unavailable`.
+        """
+        if self.gate is None:
+            raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture, "
+                               "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate")
+        self.gate.check(self, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
+        return self
+
+    def derived(self) -> dict[str, float]:
+        """The ratios that compare across environments: speedups and acceptance."""
+        values = {speedup_name(metric): self.speedup(metric) for metric in SPEEDUP_METRICS}
+        values["acceptance_rate"] = self.acceptance_rate
+        values["acceptance_length"] = self.acceptance_length
+        values["match_rate"] = self.match_rate
+        return values
+
+    def summary(self) -> dict[str, Any]:
+        """Key figures, JSON-able (used for reports and JUnit properties)."""
+        return {
+            "spec": self.spec.label(),
+            "workload": self.workload,
+            "pattern": self.pattern,
+            "repeats": len(self.speculative_runs),
+            **{speedup_name(metric): self.speedup(metric) for metric in SPEEDUP_METRICS},
+            "acceptance_rate": self.acceptance_rate,
+            "acceptance_length": self.acceptance_length,
+            "per_position_acceptance": self.per_position_acceptance,
+            "match_rate": self.match_rate,
+            "reference": {k: self.reference_metric(k) for k in self.reference_runs[0].metrics.as_dict()},
+            "speculative": {k: self.speculative_metric(k) for k in self.speculative_runs[0].metrics.as_dict()},
+            "reproduce": self.reproduce,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<SpecDecResult {self.spec.label()} speedup={self.speedup():.3f} "
+            f"acceptance_rate={self.acceptance_rate:.3f} match_rate={self.match_rate:.2f}>"
+        )

@@ -1,0 +1,1 @@
+"""What a session shows and writes: result rows, terminal and Markdown tables, files, plots, progress, exports."""

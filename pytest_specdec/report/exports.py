@@ -1,0 +1,61 @@
+"""Results as JUnit XML properties and pytest-benchmark entries.
+
+Dashboards that chart pytest-benchmark JSON across commits, and CI systems
+that read JUnit XML, get the SD figures without new tooling.
+"""
+
+from __future__ import annotations
+
+
+def junit_properties(result) -> dict:
+    """Key figures as JUnit XML properties (and pytest-benchmark extra info)."""
+    props = {"specdec_config": result.spec.label(),
+             "specdec_workload": result.workload.get("name"),
+             "specdec_pattern": result.pattern.get("name")}
+    for key, value in result.derived().items():
+        props[f"specdec_{key}"] = round(value, 4) if value == value else "nan"
+    for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
+        props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
+        props[f"specdec_speculative_{key}"] = round(result.speculative_metric(key), 3)
+    return props
+
+
+class BenchmarkFixtureView:
+    """The attributes pytest-benchmark reads from its fixture when it stores a result."""
+
+    def __init__(self, request, extra_info):
+        self.name = request.node.name
+        self.fullname = request.node.nodeid
+        self.group = "specdec"
+        callspec = getattr(request.node, "callspec", None)
+        self.param = callspec.id if callspec else None
+        self.params = {k: str(v) for k, v in callspec.params.items()} if callspec else None
+        self.extra_info = extra_info
+        self.cprofile_stats = None
+        self.has_error = False
+
+
+def benchmark_entry(request, result) -> None:
+    """Add the SD run to pytest-benchmark's session so --benchmark-json carries it.
+
+    Dashboards that chart pytest-benchmark JSON across commits then get the
+    SD figures as extra_info, with each SD repeat's duration as the timing.
+    """
+    session = getattr(request.config, "_benchmarksession", None)
+    if session is None or getattr(session, "disabled", False):
+        return
+    if not (session.json or session.save or session.autosave):
+        return  # nobody asked for benchmark files: keep pytest-benchmark's table out of the report
+    from pytest_benchmark.stats import Metadata
+
+    metadata = Metadata(BenchmarkFixtureView(request, junit_properties(result)), iterations=1, options={})
+    for run in result.speculative_runs:
+        metadata.stats.update(run.metrics.duration_s)
+    session.benchmarks.append(metadata)
+
+
+def export_last_result(request, results) -> None:
+    """A test's last result as JUnit properties and a pytest-benchmark entry (if it measured any)."""
+    for result in results[-1:]:
+        request.node.user_properties.extend(junit_properties(result).items())
+        benchmark_entry(request, result)

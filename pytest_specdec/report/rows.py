@@ -1,0 +1,167 @@
+"""What a specdec session measured, as rows people can look at.
+
+One row per test: the SD configuration, its traffic, the headline ratios, the
+theory next to them, and the verdicts.  Rows are plain JSON-able dicts so
+they cross pytest-xdist's wire unchanged and a report can be rebuilt from
+``results.json`` alone (`tables` renders them, `files` writes them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable
+
+from ..measure.derived import SIDES, SPEEDUP_METRICS, speedup_name
+from ..measure.theory import cost_per_million_tokens, estimate_cost_ratio, model_size_from_dir, theory_for
+
+HEADLINE_METRICS = SPEEDUP_METRICS
+SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
+CSV_COLUMNS = (
+    "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
+    "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
+    "acceptance_rate", "acceptance_length", "match_rate", "numerical_ties",
+    *(f"{side}_{metric}" for metric in HEADLINE_METRICS for side in SIDES),
+    "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens",
+)
+
+
+def _number(value: Any) -> float | None:
+    """JSON has no NaN or infinity: a figure that could not be computed is null."""
+    if value is None or isinstance(value, bool):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def sd_label(spec) -> str:
+    """The SD part of a spec's label, e.g. ``ngram k=4 prompt_lookup_max=4``."""
+    label = spec.label()
+    inner = label[label.index("[") + 1: label.rindex("]")] if "[" in label else label
+    return inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
+
+
+def cost_ratio_for(spec, resolve: Callable[[str], str] | None = None) -> float | None:
+    """Estimated draft/target cost per forward pass for `spec` (None when unknown).
+
+    Sizes are read from local model directories when `resolve` maps the names
+    to them (the bundled model and its truncated drafts always are); hub names
+    that are not on disk leave the estimate to the method alone.
+    """
+    config = spec.speculative_config or {}
+    method = str(config.get("method", ""))
+
+    def size(name):
+        if not name or resolve is None:
+            return None, None
+        with contextlib.suppress(OSError, ValueError):
+            path = resolve(name)
+            if path:
+                return model_size_from_dir(path)
+        return None, None
+
+    target_layers, target_bytes = size(spec.model)
+    draft_layers, draft_bytes = size(config.get("model")) if config.get("model") else (None, None)
+    return estimate_cost_ratio(method, draft_layers=draft_layers, target_layers=target_layers,
+                               draft_params=draft_bytes or None, target_params=target_bytes or None)
+
+
+def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
+            regression: str | None = None, cost_ratio: float | None = None,
+            gpu_usd_per_hour: float | None = None, detection: dict | None = None) -> dict[str, Any]:
+    """One report row; `result` is None when the test ended before measuring."""
+    config = spec.speculative_config or {}
+    k = config.get("num_speculative_tokens")
+    row: dict[str, Any] = {
+        "test": test_id,
+        "outcome": outcome,
+        "regression": regression or "not checked",
+        "model": spec.model,
+        "config": sd_label(spec),
+        "method": config.get("method"),
+        "k": k if isinstance(k, int) else None,
+        "speculative_config": dict(config),
+        "server_args": list(spec.server_args),
+        "workload": workload.get("name"),
+        "access_pattern": pattern.get("name"),
+        "max_concurrency": pattern.get("max_concurrency"),
+        "request_rate": pattern.get("request_rate"),
+        "num_prompts": pattern.get("num_prompts"),
+        "repeats": 0,
+        "cost_ratio": _number(cost_ratio),
+    }
+    for key in (*SPEEDUPS, "expected_speedup", "acceptance_rate", "acceptance_length", "match_rate",
+                "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens"):
+        row[key] = None
+    row.update(per_position_acceptance=[], numerical_ties=None, reference={}, speculative={}, reproduce={},
+               unavailable={}, detection={}, client_bound=None)
+    row["detection"] = dict(detection or {})
+    if result is None:
+        return row
+
+    reference = {m: _number(result.reference_metric(m)) for m in HEADLINE_METRICS}
+    speculative = {m: _number(result.speculative_metric(m)) for m in HEADLINE_METRICS}
+    counters = result.counters
+    theory = theory_for(result.acceptance_length if counters.present else None, row["k"], cost_ratio,
+                        result.speedup())
+    # Figures that could not be measured are null with their reason: never 0, never blank.
+    unavailable = {name: why for name in (*SPEEDUPS, "acceptance_rate", "acceptance_length", "match_rate")
+                   if (why := result.unavailable(name))}
+    if theory is None or theory.expected_speedup is None:
+        unavailable["expected_speedup"] = (theory.problem if theory else unavailable.get("acceptance_length")
+                                           or "no draft length k in the speculative config")
+    row.update(
+        client_bound=result.client_bound(),
+        unavailable=unavailable,
+        repeats=len(result.speculative_runs),
+        **{speedup_name(metric): _number(result.speedup(metric)) for metric in SPEEDUP_METRICS},
+        expected_speedup=_number(theory.expected_speedup) if theory else None,
+        acceptance_rate=_number(result.acceptance_rate) if counters.present else None,
+        acceptance_length=_number(result.acceptance_length) if counters.present else None,
+        per_position_acceptance=[_number(v) for v in result.per_position_acceptance] if counters.present else [],
+        match_rate=_number(result.match_rate),
+        numerical_ties=_numerical_ties(result),
+        reference=reference,
+        speculative=speculative,
+        reproduce=dict(result.reproduce),
+    )
+    if gpu_usd_per_hour is not None:
+        for side, metrics in (("reference", reference), ("speculative", speculative)):
+            tok_s = metrics["output_throughput"]
+            row[f"{side}_usd_per_1m_tokens"] = (cost_per_million_tokens(tok_s, gpu_usd_per_hour)
+                                               if tok_s else None)
+    return row
+
+
+def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
+                  gpu_usd_per_hour: float | None = None) -> list[dict[str, Any]]:
+    """One row per result a test measured (one without figures if it failed before measuring).
+
+    `plan` is the test's collection plan (spec, workload, pattern) and `test`
+    its `SpecDecTest` (None when the test ended before the fixture was made).
+    """
+    workload = plan.workload.describe() if plan.workload else {}
+    pattern = plan.pattern.describe() if plan.pattern else {}
+    cost_ratio = cost_ratio_for(plan.spec, resolve)
+    gate = test.gate if test is not None else None
+    regression = gate.outcome if gate is not None else None
+    detection = {metric: found.as_dict() for metric, found in getattr(gate, "detections", {}).items()}
+    results = test.results if test is not None else []
+    if not results and outcome == "passed":
+        return []  # a test that used servers without measuring SD has nothing to report
+    return [row_for(test_id, plan.spec, result.workload if result else workload,
+                    result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
+                    cost_ratio=cost_ratio, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection)
+            for result in results or [None]]
+
+
+def _numerical_ties(result) -> int | None:
+    """Divergences at a reference near-tie; None when no logprobs were asked for (unknown)."""
+    from ..verdict.assertions import classify_divergences
+
+    divergences = classify_divergences(result)
+    if any(d.tie is None for d in divergences):
+        return None
+    return sum(1 for d in divergences if d.tie)
+
+

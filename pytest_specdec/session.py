@@ -1,0 +1,406 @@
+"""One specdec test session, without pytest: what `plugin.py` forwards every hook to.
+
+`SpecdecSession` owns the session's resolved `Settings`, each test's `Plan`
+(from its markers), the server pool, the shared measurements, the baselines,
+the result rows and the end-of-session work (`finish`): baselines written,
+report files, stale baselines.  It is built once per pytest session (and
+once per xdist worker); the plugin passes in the few things only pytest
+knows (the hooks' results, the terminal, whether the run was cut short).
+A script can drive it too.
+"""
+
+from __future__ import annotations
+
+import signal
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .config.plans import Plan, plan_for, registered
+from .config.settings import Settings
+from .config.sharding import select, write_groups
+from .config.spec import canonical_id, parse_specdec_marker
+from .load.patterns import AccessPattern
+from .load.workloads import Workload
+from .measure.measurements import Measurements, SpecDecTest
+from .report.files import ReportError, append_step_summary, write_report, write_shard_files
+from .report.progress import LiveProgress, QuietProgress, running_on_ci
+from .report.rows import rows_for_test
+from .report.tables import markdown_summary, terminal_table
+from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,
+                           session_share, skip_reason)
+from .serving.pool import ServerPool, order_for_reuse
+from .serving.server import VllmServer
+from .verdict.baselines import list_baselines, remove_baselines, unused_baselines_under
+from .verdict.gate import BaselineSession, RegressionGate
+
+SKIP_NO_DEVICE = (
+    "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) "
+    "or --specdec-cpu (vLLM's CPU build)"
+)
+SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
+
+
+@dataclass(frozen=True)
+class SetupDecision:
+    """What happens to a test before it runs: skipped or failed with `reason`."""
+
+    action: str  # "skip" or "fail"
+    reason: str
+
+
+@dataclass
+class Terminal:
+    """How the session talks to the person running it (all optional: a script passes nothing)."""
+
+    write_line: Callable[[str], None] | None = None  # a message on its own line (server starts, runs)
+    rewrite: Callable[[str], None] | None = None  # one line rewritten in place (live progress)
+    interactive: bool = False  # a terminal where rewriting a line works
+
+
+@dataclass
+class Collected:
+    """What collection decided: the order to run items in and which to deselect."""
+
+    order: list[int]  # indices of the items to run, in order
+    deselected: list[int] = field(default_factory=list)  # indices of the items the shard leaves to others
+    groups: dict[str, str] = field(default_factory=dict)  # node id -> target (xdist scheduling group)
+
+
+class SpecdecSession:
+    """The state of one specdec session, and every decision hooks used to make inline."""
+
+    def __init__(self, settings: Settings, *, rootpath: Path, basetemp: Path | None = None,
+                 launcher: Callable | None = None, fingerprint: Callable[[dict], dict] | None = None,
+                 terminal: Terminal | None = None, is_worker: bool = False):
+        self.settings = settings
+        self.rootpath = Path(rootpath)
+        self.basetemp = basetemp  # scratch space (server logs, prompt files); pytest's basetemp
+        self._launcher = launcher
+        self._extend_fingerprint = fingerprint or (lambda fp: fp)
+        self.terminal = terminal or Terminal()
+        self.is_worker = is_worker
+        self.plans: dict[str, Plan] = {}
+        self.tests: dict[str, SpecDecTest] = {}
+        self.rows: list[dict] = []
+        self.seen: set[str] = set()  # canonical ids of every test that reported
+        self.deselected = 0
+        self.shard_deselected = 0  # left to other shards by --specdec-shard
+        self.report_message: str | None = None
+        self.stale: list[Path] = []
+        self._pool: ServerPool | None = None
+        self._measurements: Measurements | None = None
+        self._baselines: BaselineSession | None = None
+        self._gpu_share: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+        self._gpu_memory: dict[str, int] = {}  # spec key -> MiB the most demanding test of it asks
+        self._previous_sigterm: Any = None
+        # Plain -n spreads tests one by one, so a target's servers would start on
+        # several workers: the plugin's scheduler keeps targets whole (xdist_scheduler.py).
+        self.groups_dir: str | None = None
+
+    # --- set-up and tear-down ---------------------------------------------------------------
+
+    def start(self, *, xdist_load_scheduling: bool = False) -> None:
+        if xdist_load_scheduling and (self.settings.device or self.settings.endpoints):
+            self.groups_dir = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
+        if self.settings.device is not None and threading.current_thread() is threading.main_thread():
+            # CI runners stop jobs with SIGTERM; turn it into an interrupt so the
+            # session unwinds and the servers are stopped instead of orphaned.
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous in (signal.SIG_DFL, None):
+                self._previous_sigterm = signal.SIG_DFL
+                signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+    def close(self) -> None:
+        """Stop every server, remove scratch files, restore signal handlers; idempotent."""
+        if self.groups_dir is not None:
+            shutil.rmtree(self.groups_dir, ignore_errors=True)
+        if self._pool is not None:
+            self._pool.close()
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    # --- collection -------------------------------------------------------------------------
+
+    def collect(self, items: list[tuple[str, Callable[[str], Any]]], workload_hooks: Iterable, pattern_hooks: Iterable,
+                worker: Mapping[str, Any] | None = None) -> Collected:
+        """Plan each (node id, get_marker) item; return the run order (without the shard's
+        deselection), what the shard deselects and each runnable test's target (its xdist group).
+
+        `workload_hooks` / `pattern_hooks`: what the registration hooks returned
+        (TypeError names a hook that returned something else).  On an xdist
+        worker (`worker` is its workerinput) the targets are written for the
+        controller's scheduler.
+        """
+        workloads = registered(workload_hooks, Workload)
+        patterns = registered(pattern_hooks, AccessPattern)
+        targets: list[str | None] = []
+        keys: list[str | None] = []
+        for nodeid, get_marker in items:
+            plan = plan_for(get_marker, self.settings, workloads, patterns)
+            if plan is not None and plan.ok and self.settings.endpoints and not plan.spec.endpoints:
+                plan.spec = replace(plan.spec, endpoints=self.settings.endpoints)
+            if plan is not None:
+                self.plans[nodeid] = plan
+                if plan.ok and plan.gpu_memory_mib:  # a shared server needs what its most demanding test asks
+                    self._gpu_memory[plan.spec.key] = max(self._gpu_memory.get(plan.spec.key, 0), plan.gpu_memory_mib)
+            ok = plan is not None and plan.ok
+            keys.append(plan.spec.key if ok else None)
+            targets.append(plan.spec.target if ok else None)
+        groups = {nodeid: target for (nodeid, _), target in zip(items, targets) if target}
+        order = order_for_reuse(keys)
+        deselected: list[int] = []
+        if self.settings.shard is not None:
+            # Grouped by target, as under xdist: a target's reference server and
+            # its SD servers start in one shard only.
+            kept = set(select([(nodeid, target) for (nodeid, _), target in zip(items, targets)], *self.settings.shard))
+            deselected = [index for index, (nodeid, _) in enumerate(items) if nodeid not in kept]
+            order = [index for index in order if items[index][0] in kept]
+            self.shard_deselected += len(deselected)
+        if worker and worker.get("specdec_groups_dir"):
+            kept_ids = {items[index][0] for index in order}
+            write_groups(worker["specdec_groups_dir"], worker["workerid"],
+                         {nodeid: group for nodeid, group in groups.items() if nodeid in kept_ids})
+        return Collected(order, deselected, groups)
+
+    def collection_finished(self, nodeids: Iterable[str]) -> None:
+        """Forget the plans of tests -k, -m or a shard deselected: they announce no reference runs."""
+        kept = set(nodeids)
+        self.plans = {nodeid: plan for nodeid, plan in self.plans.items() if nodeid in kept}
+
+    def _runnable(self, plan: Plan) -> bool:
+        """A plan whose test would run a measurement in this session."""
+        if not plan.ok:
+            return False
+        if plan.spec.endpoints:
+            return True
+        return self.settings.device is not None and (self.settings.device == "gpu" or not plan.spec.requires_gpu)
+
+    def setup(self, nodeid: str) -> SetupDecision | None:
+        """Skip or fail a test before it runs, or None to let it run."""
+        try:
+            return self._setup(nodeid)
+        except DeviceError as exc:
+            return SetupDecision("fail", str(exc))
+
+    def _setup(self, nodeid: str) -> SetupDecision | None:
+        plan = self.plans.get(nodeid)
+        if plan is None:
+            return None
+        if plan.error:
+            return SetupDecision("fail", plan.error)
+        if not plan.spec.endpoints:  # with running endpoints, nothing is started here: no device needed
+            device = self.settings.device
+            if device is None:
+                return SetupDecision("skip", SKIP_NO_DEVICE)
+            if plan.spec.requires_gpu and device != "gpu":
+                return SetupDecision("skip", SKIP_NEEDS_GPU)
+            if device == "gpu":
+                all_devices, share, workers = self.gpu_share()
+                reason = skip_reason(gpus_needed(plan.spec.tensor_parallel_size, plan.spec.speculative_config),
+                                     share, all_devices, workers)
+                if reason:
+                    return SetupDecision("skip", reason)
+        if plan.missing_data:
+            return SetupDecision("fail", plan.missing_data)
+        return None
+
+    # --- shared resources (made on first use) -----------------------------------------------
+
+    def gpu_share(self) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """(the session's GPUs, this worker's share of them, how many xdist workers), found once."""
+        if self._gpu_share is None:
+            try:
+                self._gpu_share = session_share(self.settings.devices)
+            except DeviceError as exc:
+                raise DeviceError(f"--specdec-gpu: {exc}") from None
+        return self._gpu_share
+
+    def open_pool(self, basetemp: Path | None = None) -> tuple[ServerPool | None, SetupDecision | None]:
+        """The session's pool for the `specdec_pool` fixture, or why a test cannot have one.
+
+        Skipped without a device flag (unless some test points at running
+        endpoints); failed when the GPUs cannot be listed.
+        """
+        if basetemp is not None:
+            self.basetemp = basetemp
+        if self.settings.device is None and not any(plan.ok and plan.spec.endpoints for plan in self.plans.values()):
+            return None, SetupDecision("skip", SKIP_NO_DEVICE)
+        try:
+            return self.pool, None
+        except DeviceError as exc:
+            return None, SetupDecision("fail", str(exc))
+
+    @property
+    def pool(self) -> ServerPool:
+        if self._pool is None:
+            gpu = self.settings.device == "gpu"
+            share = self.gpu_share()[1] if gpu else ()
+            self._pool = ServerPool(
+                self.settings.device or "none",
+                self.settings.log_dir or self._scratch() / "specdec-servers",
+                launcher=self._launcher,
+                kv_cache_bytes=self.settings.cpu_kv_cache_bytes,
+                startup_timeout=self.settings.startup_timeout,
+                env={"CUDA_VISIBLE_DEVICES": cuda_visible_devices(share), **device_order_env()} if gpu else None,
+                on_event=self.terminal.write_line,
+                before_start=self._memory_gate(share) if gpu else None,
+            )
+        return self._pool
+
+    def _scratch(self) -> Path:
+        if self.basetemp is None:
+            self.basetemp = Path(tempfile.mkdtemp(prefix="specdec-"))
+        return self.basetemp
+
+    def _memory_gate(self, share):
+        return memory_gate(share, lambda spec: self._gpu_memory.get(spec.key, self.settings.gpu_memory_mib),
+                           timeout=min(120.0, self.settings.startup_timeout))
+
+    def _progress(self):
+        """A live line on an interactive terminal; nothing extra in CI logs, under -q or in scripts."""
+        terminal = self.terminal
+        if terminal.rewrite is None or not terminal.interactive or running_on_ci():
+            return QuietProgress()
+        return LiveProgress(terminal.rewrite, lambda: terminal.rewrite(""))
+
+    @property
+    def measurements(self) -> Measurements:
+        if self._measurements is None:
+            self._measurements = Measurements(self.pool, self._scratch() / "specdec", repeats=self.settings.repeats,
+                                              on_event=self.pool.on_event, progress=self._progress(),
+                                              request_timeout=self.settings.request_timeout,
+                                              max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms)
+            for plan in self.plans.values():
+                if self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config:
+                    self._measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
+        return self._measurements
+
+    @property
+    def fingerprint(self) -> dict:
+        if self._baselines is not None:
+            return self._baselines.fingerprint
+        from .verdict.fingerprint import collect_fingerprint  # the xdist controller measured nothing itself
+
+        return self._extend_fingerprint(collect_fingerprint(self.settings.device or "cpu"))
+
+    @property
+    def baselines(self) -> BaselineSession:
+        if self._baselines is None:
+            self._baselines = BaselineSession(base_dir=self.settings.baseline_dir,
+                                              update=self.settings.update_baselines,
+                                              fingerprint=self.fingerprint,
+                                              ini_tolerances=self.settings.tolerances)
+        return self._baselines
+
+    def server(self, nodeid: str, fields: Mapping[str, Any]) -> VllmServer:
+        """A raw server for the `vllm_server` fixture (marker fields); SKIP_NEEDS_GPU is raised as LookupError."""
+        spec = parse_specdec_marker((), fields, extra_methods=self.settings.extra_methods, origin=nodeid)
+        if spec.requires_gpu and self.pool.device != "gpu":
+            raise LookupError(SKIP_NEEDS_GPU)
+        return self.pool.get(spec)
+
+    def test_for(self, nodeid: str) -> SpecDecTest | None:
+        """The `specdec` fixture's object for a test, or None when the test has no specdec marker."""
+        plan = self.plans.get(nodeid)
+        if plan is None:
+            return None
+        gate = RegressionGate(self.baselines, canonical_id(nodeid), plan.tolerances)
+        test = SpecDecTest(plan.spec, self.measurements, plan.workload, plan.pattern, gate=gate)
+        self.tests[nodeid] = test
+        return test
+
+    # --- results ----------------------------------------------------------------------------
+
+    def rows_for(self, nodeid: str, when: str, outcome: str) -> list[dict] | None:
+        """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
+        plan = self.plans.get(nodeid)
+        if plan is None or not plan.ok or outcome == "skipped":
+            return None
+        if when == "call" or (when == "setup" and outcome == "failed"):
+            return rows_for_test(canonical_id(nodeid), plan, self.tests.get(nodeid),
+                                 "error" if when == "setup" else outcome,
+                                 resolve=self._pool.model_resolver if self._pool else None,
+                                 gpu_usd_per_hour=self.settings.gpu_usd_per_hour)
+        return None
+
+    def record(self, nodeid: str, rows: Iterable[dict] | None) -> None:
+        """A test report arrived (here or, under xdist, from a worker)."""
+        self.seen.add(canonical_id(nodeid))
+        self.rows.extend(rows or ())
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def finish(self, *, completed: bool, whole_suite: bool, args: Iterable[str],
+               results_hook: Callable[[list[dict], Path | None], None] | None = None) -> None:
+        """Write queued baselines; on the controller also the report and the stale-baseline verdict.
+
+        `completed`: the session ran to its end (no stop, no -x); `whole_suite`:
+        pytest was given paths only (no node ids) and nothing was deselected by -k/-m.
+        """
+        if self._baselines is not None:
+            self._baselines.flush()
+        if self.is_worker:
+            return  # the controller reports and decides about stale baselines
+        if self.settings.device is not None or self.rows:
+            if results_hook is not None:
+                results_hook(self.rows, self.settings.report_dir)
+            # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
+            self._write_report(completed and self.deselected == self.shard_deselected)
+        if not (whole_suite and completed and not self.deselected):
+            return
+        roots = [Path(arg.split("::")[0]).resolve() for arg in args]
+        self.stale = unused_baselines_under(self.settings.baseline_dir, self.seen, roots, self.rootpath)
+        if self.stale and self.settings.update_baselines:
+            remove_baselines(self.stale)
+
+    def _write_report(self, complete: bool) -> None:
+        report_dir = self.settings.report_dir
+        if report_dir is None:
+            return
+        recorded = {row["test"] for row in self.rows if row["regression"] == "recorded"}
+        baseline_files = [path for test_id, path in list_baselines(self.settings.baseline_dir).items()
+                          if test_id in recorded]
+        try:
+            written = write_report(report_dir, self.rows, self.fingerprint)
+            written += write_shard_files(report_dir, self.seen, complete, baseline_files)
+            summary = append_step_summary(markdown_summary(self.rows))
+        except (ReportError, OSError) as exc:
+            self.report_message = f"ERROR: could not write the report: {exc}"
+            return
+        self.report_message = f"written {len(written)} files to {report_dir}" + (
+            f"; summary appended to {summary}" if summary else "")
+
+    def summary_sections(self) -> list[tuple[str | None, list[str]]]:
+        """(section title or None, lines) for the terminal summary, in order."""
+        sections: list[tuple[str | None, list[str]]] = []
+        if self.rows:
+            sections.append(("specdec results", terminal_table(self.rows)))
+        if self.report_message:
+            sections.append((None, [f"report: {self.report_message}"]))
+        written = self._baselines.written if self._baselines is not None else []
+        if written or self.stale:
+            verb = ("deleted stale baseline" if self.settings.update_baselines else
+                    "stale baseline (no test uses it; --specdec-update-baselines deletes it)")
+            sections.append(("specdec baselines", [f"written: {path}" for path in written]
+                             + [f"{verb}: {path}" for path in self.stale]))
+        if self._pool is not None and self._pool.history:
+            lines = []
+            for record in self._pool.history:
+                if record.error:
+                    outcome = f"FAILED: {record.error}"
+                elif record.startup_seconds is None:
+                    outcome = "interrupted"
+                else:
+                    outcome = f"ready in {record.startup_seconds:.1f} s"
+                lines.append(f"{record.spec.label()}: {outcome}; log {record.log_path}")
+            sections.append(("specdec servers", lines))
+        return sections
+
+
+def _interrupt_on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"received signal {signum}")

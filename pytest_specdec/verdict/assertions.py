@@ -1,0 +1,235 @@
+"""The checks a test makes on a `SpecDecResult`, and their failure reports.
+
+Each check raises an ordinary ``AssertionError`` whose message is a small
+table (metric, required or baseline value, measured value, change, tolerance,
+confidence interval when repeats exist) followed by the commands that
+reproduce the measurement and the server log, so a red CI job says what
+got worse and how to look at it by hand.
+
+A figure that could not be measured fails its check with
+``unavailable: <why>``: never a pass, never read as zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..measure.derived import relative_change
+
+TIE_THRESHOLD = 0.05  # nats between the reference's top-2 logprobs below which a divergence is a numerical tie
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    required: float | None  # the bound or the baseline value
+    measured: float
+    tolerance: float | None = None
+    ci: tuple[float, float] | None = None
+    ok: bool = True
+    note: str = ""
+    direction: str = "output_throughput"  # a metric name with the row's direction (see measure.derived)
+
+    @property
+    def change(self) -> float | None:
+        """Measured against required, signed so that positive is better (None when either is missing)."""
+        if self.required is None:
+            return None
+        value = relative_change(self.direction, self.measured, self.required)
+        return None if math.isnan(value) else value
+
+
+def _fmt(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "unavailable"
+    if percent:
+        return f"{value:+.1%}"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def render_table(rows: Sequence[Row], required_label: str = "required", extra_columns: dict | None = None) -> str:
+    """The failure table; `extra_columns` maps a header to one cell per row (e.g. what the gate detects)."""
+    extra_columns = extra_columns or {}
+    header = ["metric", required_label, "measured", "change", "tolerance", "95% CI", *extra_columns, ""]
+    body = [
+        [
+            row.metric,
+            _fmt(row.required),
+            _fmt(row.measured),
+            _fmt(row.change, percent=True),
+            f"{row.tolerance:.0%}" if row.tolerance is not None else "-",
+            f"[{_fmt(row.ci[0])}, {_fmt(row.ci[1])}]" if row.ci else "-",
+            *(cells[i] for cells in extra_columns.values()),
+            ("ok" if row.ok else "FAIL") + (f" ({row.note})" if row.note else ""),
+        ]
+        for i, row in enumerate(rows)
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def failure_message(title: str, rows: Sequence[Row], result, *, required_label: str = "required",
+                    extra: str = "", extra_columns: dict | None = None) -> str:
+    parts = [title, render_table(rows, required_label, extra_columns)]
+    if extra:
+        parts.append(extra)
+    parts.append("reproduce by hand:")
+    for name in ("reference_server", "speculative_server", "bench"):
+        if name in result.reproduce:
+            parts.append(f"  {name}: {result.reproduce[name]}")
+    if result.server_log:
+        parts.append(f"server log: {result.server_log}")
+    return "\n".join(parts)
+
+
+def unavailable_message(result, what: str, reasons: dict[str, str]) -> str:
+    """The failure of a check whose figures could not be measured."""
+    lines = [f"{what} for {result.spec.label()}: unavailable, so the check cannot pass"]
+    lines += [f"  {metric}: unavailable: {reason}" for metric, reason in reasons.items()]
+    return failure_message("\n".join(lines), [], result)
+
+
+def speedup_ci(result, metric: str) -> tuple[float, float] | None:
+    """95% bootstrap interval of the speedup (the median of per-repeat speedups), with 2+ repeats."""
+    from .stats import median_ci
+
+    return median_ci(result.repeat_speedups(metric))
+
+
+def check_speedup(result, minimum: float, metric: str) -> None:
+    from ..measure.derived import speedup_name
+
+    why = result.unavailable(speedup_name(metric))
+    if why:
+        raise AssertionError(unavailable_message(result, f"SD speedup on {metric}", {speedup_name(metric): why}))
+    measured = result.speedup(metric)
+    if measured >= minimum:
+        return
+    row = Row(f"speedup ({metric})", minimum, measured, ci=speedup_ci(result, metric), ok=False)
+    per_repeat = ", ".join(f"{value:.3f}" for value in result.repeat_speedups(metric))
+    raise AssertionError(
+        failure_message(
+            f"SD speedup below the required minimum for {result.spec.label()}",
+            [row],
+            result,
+            extra=f"reference {metric}: {_fmt(result.reference_metric(metric))}, "
+            f"SD {metric}: {_fmt(result.speculative_metric(metric))} (medians over repeats); "
+            f"speedup per repeat: {per_repeat}",
+        )
+    )
+
+
+def check_acceptance(result, min_rate: float | None, min_length: float | None,
+                     min_per_position: Sequence[float] | None) -> None:
+    for name, bound in (("min_rate", min_rate), ("min_length", min_length)):
+        if bound is not None and (not isinstance(bound, (int, float)) or bound < 0):
+            raise ValueError(f"assert_acceptance({name}=...) must be a non-negative number, got {bound!r}")
+    if min_rate is not None and min_rate > 1:
+        raise ValueError(f"assert_acceptance(min_rate={min_rate!r}) is a fraction (0.65 for 65%), not a percentage")
+    why = result.unavailable("acceptance_rate")
+    if why:
+        raise AssertionError(unavailable_message(result, "draft acceptance", {"acceptance_rate": why}))
+    counters = result.counters
+    rows = []
+    if min_rate is not None:
+        rows.append(Row("acceptance_rate", min_rate, result.acceptance_rate, ok=result.acceptance_rate >= min_rate))
+    if min_length is not None:
+        rows.append(Row("acceptance_length", min_length, result.acceptance_length,
+                        ok=result.acceptance_length >= min_length))
+    if min_per_position is not None:
+        measured = result.per_position_acceptance
+        for position, bound in enumerate(min_per_position):
+            value = measured[position] if position < len(measured) else math.nan
+            rows.append(Row(f"acceptance at position {position}", bound, value, ok=value >= bound,
+                            note="" if position < len(measured) else "unavailable: no counter for this position"))
+    if any(not row.ok for row in rows):
+        raise AssertionError(
+            failure_message(
+                f"draft acceptance below the required minimum for {result.spec.label()}",
+                rows,
+                result,
+                extra=f"counters over {len(result.speculative_runs)} run(s): {counters.num_drafts:.0f} drafts, "
+                f"{counters.num_draft_tokens:.0f} draft tokens, {counters.num_accepted_tokens:.0f} accepted",
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Divergence:
+    repeat: int
+    index: int
+    position: int
+    tie: bool | None  # None: no logprobs to tell (or outputs compared as text)
+    gap: float | None  # reference's top-1 minus top-2 logprob at the position
+    reference_text: str
+    speculative_text: str
+
+
+def classify_divergences(result, tie_threshold: float = TIE_THRESHOLD) -> list[Divergence]:
+    """Every diverged request of every repeat, told apart as a numerical near-tie or a real divergence."""
+    found = []
+    for repeat, comparison in enumerate(result.outputs_per_repeat or [result.outputs]):
+        run = result.reference_runs[min(repeat, len(result.reference_runs) - 1)]
+        reference = {record.index: record for record in run.records}
+        for request in comparison.diverged:
+            record = reference.get(request.index)
+            gap = None
+            tops = record.top_logprobs if record is not None and comparison.basis == "token ids" else None
+            if tops is not None and request.first_divergence < len(tops):
+                values = sorted(tops[request.first_divergence].values(), reverse=True)
+                if len(values) >= 2:
+                    gap = values[0] - values[1]
+            found.append(Divergence(repeat, request.index, request.first_divergence,
+                                    None if gap is None else gap < tie_threshold, gap,
+                                    request.reference_text, request.speculative_text))
+    return found
+
+
+def check_outputs_equivalent(result, min_match: float, ignore_numerical_ties: bool,
+                             tie_threshold: float = TIE_THRESHOLD) -> None:
+    if not 0 <= min_match <= 1:
+        raise ValueError(f"assert_outputs_equivalent(min_match={min_match!r}) is a fraction between 0 and 1")
+    why = result.unavailable("match_rate")
+    if why:
+        raise AssertionError(unavailable_message(result, "output equivalence", {"match_rate": why}))
+    comparisons = result.outputs_per_repeat or [result.outputs]
+    total = sum(len(c.requests) for c in comparisons)
+    divergences = classify_divergences(result, tie_threshold)
+    ties = [d for d in divergences if d.tie]
+    identical = total - len(divergences)
+    matched = identical + (len(ties) if ignore_numerical_ties else 0)
+    rate = matched / total if total else math.nan
+    if rate >= min_match:
+        return
+    by_text = any(c.basis == "text" for c in comparisons)
+    unit = "character" if by_text else "token"
+    lines = [f"{identical} of {total} requests identical over {len(comparisons)} repeat(s), {len(ties)} diverged "
+             f"at a numerical near-tie (top-2 logprob gap < {tie_threshold}), {len(divergences) - len(ties)} "
+             "diverged for real"]
+    if by_text:
+        lines.append("(compared as text: a server sent no token ids, so near-ties cannot be told apart)")
+    elif any(d.tie is None for d in divergences):
+        lines.append("(no reference logprobs: run specdec.run(logprobs=2) to tell near-ties from real divergences)")
+    for d in divergences[:5]:
+        kind = "near-tie" if d.tie else "unknown" if d.tie is None else "real"
+        gap = f", top-2 gap {d.gap:.3f}" if d.gap is not None else ""
+        lines.append(f"  repeat {d.repeat + 1}, request {d.index}: first difference at {unit} {d.position} "
+                     f"({kind}{gap})")
+        lines.append(f"    reference: {d.reference_text!r}")
+        lines.append(f"    SD:        {d.speculative_text!r}")
+    if len(divergences) > 5:
+        lines.append(f"  ... and {len(divergences) - 5} more")
+    row = Row("output match rate", min_match, rate, ok=False,
+              note="near-ties count as matches" if ignore_numerical_ties and not by_text else "")
+    raise AssertionError(
+        failure_message(f"SD outputs differ from the reference for {result.spec.label()}", [row], result,
+                        extra="\n".join(lines))
+    )

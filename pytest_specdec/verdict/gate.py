@@ -1,0 +1,232 @@
+"""The regression gate: a result against its stored baseline, and the update flow.
+
+Ratios (speedups, acceptance) compare across environments; absolute numbers
+(tok/s, ms) only when the environment fingerprint matches, and the report
+says which comparison was made.  In update mode nothing fails: a missing,
+corrupt or out-of-tolerance baseline is queued and written at session end,
+while one within tolerance is left alone so noise does not churn files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .assertions import Row, failure_message
+from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
+from .fingerprint import same_environment
+from ..measure.derived import SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric
+from ..measure.result import repeat_seed
+from .stats import compare_samples
+from .detection import Detection, detection
+from .tolerances import canonical_keys, resolve_tolerance
+
+# What assert_no_regression() compares when not told: the ratios SD exists
+# for, and the SD run's own throughput and latency.
+DEFAULT_METRICS = (
+    "speedup_output_throughput",
+    "acceptance_rate",
+    "acceptance_length",
+    "output_throughput",
+    "median_tpot_ms",
+    "median_ttft_ms",
+)
+
+
+def is_ratio(metric: str) -> bool:
+    """Speedups and acceptance compare across environments; tok/s and ms only within one."""
+    return metric.startswith(SPEEDUP_PREFIX) or metric in SD_RATIO_METRICS
+
+
+def repeat_seeds(result) -> list[int]:
+    """The prompt/arrival seed of each SD repeat (see result.repeat_seed)."""
+    return [repeat_seed(result.seed, run.repeat) for run in result.speculative_runs]
+
+
+def _side(metric: str) -> str:
+    return "derived" if is_ratio(metric) else "speculative"
+
+
+@dataclass
+class BaselineSession:
+    """Session-wide baseline bookkeeping: what was used, what to write at the end."""
+
+    base_dir: Path
+    update: bool
+    fingerprint: dict
+    ini_tolerances: dict[str, float] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    pending: dict[str, Baseline] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+
+    def flush(self) -> list[Path]:
+        """Write queued baselines (atomically); called at session end."""
+        for test_id, baseline in sorted(self.pending.items()):
+            self.written.append(write_baseline(self.base_dir, baseline))
+        self.pending.clear()
+        return self.written
+
+
+class RegressionGate:
+    """One test's view of the baselines: `check(result)` is ``assert_no_regression``."""
+
+    def __init__(self, session: BaselineSession, test_id: str, marker_tolerances: Any = None):
+        self.session = session
+        self.test_id = test_id
+        self.marker_tolerances = marker_tolerances
+        self.last_report: str = ""
+        # What the last check concluded, for reports: None (never checked),
+        # "passed", "failed", "missing", "unreadable", "unavailable" or "recorded" (update mode).
+        self.outcome: str | None = None
+        self.detections: dict[str, Detection] = {}  # what the last check can detect, per gated metric
+
+    def _baseline_for(self, result, metrics, tolerances) -> Baseline:
+        return Baseline(
+            test_id=self.test_id,
+            fingerprint=self.session.fingerprint,
+            config={
+                "spec": {
+                    "model": result.spec.model,
+                    "speculative_config": result.spec.speculative_config,
+                    "server_args": list(result.spec.server_args),
+                    "tensor_parallel_size": result.spec.tensor_parallel_size,
+                },
+                "workload": result.workload,
+                "pattern": result.pattern,
+                "seed": result.seed,
+                "repeat_seeds": repeat_seeds(result),
+            },
+            repeats=result.repeats(),
+            tolerances=tolerances,
+            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            plugin_version=str(self.session.fingerprint.get("plugin_version", "")),
+        )
+
+    def check(self, result, metrics=None, tolerance=None, allow_unavailable=()) -> None:
+        metrics = [canonical_metric(m) for m in (metrics or DEFAULT_METRICS)]
+        allowed = {canonical_metric(m) for m in allow_unavailable}
+        unknown = sorted(allowed - set(metrics))
+        if unknown:
+            raise ValueError(f"allow_unavailable names metrics this check does not gate: {', '.join(unknown)}")
+        tolerances = {
+            m: resolve_tolerance(m, call=canonical_keys(tolerance), marker=self.marker_tolerances,
+                                 ini=self.session.ini_tolerances)
+            for m in metrics
+        }
+        self.session.used.add(self.test_id)
+        # Figures this run could not measure: never a pass, and never recorded as if they were.
+        unavailable = {m: why for m in metrics if (why := _unavailable(result, m))}
+        refused = {m: why for m, why in unavailable.items() if m not in allowed}
+        if refused:
+            self.outcome = "unavailable"
+            raise AssertionError(_unavailable_message(self.test_id, refused, result, self.session.update))
+        path_hint = self.session.base_dir
+        try:
+            baseline = load_baseline(self.session.base_dir, self.test_id)
+        except BaselineError as exc:
+            missing = isinstance(exc, BaselineMissing)
+            if self.session.update:
+                self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
+                self.last_report = (f"new baseline queued for {self.test_id} (written at session end to {path_hint})"
+                                    if missing else f"unreadable baseline replaced: {exc}")
+                self.outcome = "recorded"
+                return
+            self.outcome = "missing" if missing else "unreadable"
+            raise AssertionError(str(exc) if missing else f"{exc}\nre-record it with --specdec-update-baselines") from None
+
+        same_env = same_environment(baseline.fingerprint, self.session.fingerprint)
+        current = result.repeats()
+        # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
+        paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
+        rows, verdicts, skipped, detects = [], [], [], []
+        self.detections = {}
+        for metric in metrics:
+            if not is_ratio(metric) and not same_env:
+                skipped.append(metric)
+                continue
+            side = _side(metric)
+            before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
+            if metric in unavailable or not any(v is not None and math.isfinite(v) for v in before):
+                why = unavailable.get(metric) or "the baseline has no value for it (recorded unavailable or without it)"
+                allowed_here = metric in allowed
+                rows.append(Row(metric, None, math.nan, tolerances[metric], ok=allowed_here,
+                                note=f"unavailable{' (allowed)' if allowed_here else ''}: {why}", direction=metric))
+                detects.append("-")
+                if not allowed_here:
+                    verdicts.append(None)
+                continue
+            now = [entry[side].get(metric, math.nan) for entry in current]
+            verdict = compare_samples(metric, before, now, tolerance=tolerances[metric], paired=paired)
+            verdicts.append(verdict)
+            found = detection(metric, baseline.per_repeat(side, metric), len(now), tolerances[metric], paired=paired)
+            self.detections[metric] = found
+            detects.append(_detects_cell(found))
+            ci = None
+            if verdict.ci_low is not None:
+                # The CI is of the signed change; show it as values of the metric.
+                as_value = (lambda c: verdict.baseline * (1 + c)) if verdict.higher_is_better else (
+                    lambda c: verdict.baseline / (1 + c))
+                ci = tuple(sorted((as_value(verdict.ci_low), as_value(verdict.ci_high))))
+            rows.append(Row(metric, verdict.baseline, verdict.current, tolerances[metric], ci, not verdict.regression,
+                            direction=metric))
+        comparison = (
+            "same environment: ratios and absolute numbers compared"
+            if same_env
+            else f"different environment from the baseline: ratios only, not compared: {', '.join(skipped) or '-'}"
+        )
+        if baseline.migrated_from:
+            comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
+                           f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
+        judged = [v for v in verdicts if v is not None]
+        failed = [v for v in verdicts if v is None or v.regression]
+        described = [v.describe() for v in judged] + [d.describe() for d in self.detections.values()]
+        self.last_report = comparison + "\n" + "\n".join(described)
+        if self.session.update:
+            moved = any(abs(v.change) > v.tolerance for v in judged if not math.isnan(v.change))
+            # Also re-recorded: a baseline from another environment, in an older file format, or without a figure.
+            rewrite = moved or not same_env or bool(baseline.migrated_from) or any(v is None for v in verdicts)
+            if rewrite:
+                self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
+            self.outcome = "recorded" if rewrite else "passed"
+            return
+        self.outcome = "failed" if failed else "passed"
+        if failed:
+            raise AssertionError(
+                failure_message(
+                    f"performance regressed against the baseline of {self.test_id}",
+                    rows,
+                    result,
+                    required_label="baseline",
+                    extra=comparison + "\n" + "\n".join(described),
+                    extra_columns={"detects": detects},
+                )
+            )
+
+
+def _unavailable(result, metric: str) -> str | None:
+    """Why the result has no value for a gated metric (None when it has one in every repeat)."""
+    if is_ratio(metric):
+        return result.unavailable(metric)
+    missing = [run.repeat + 1 for run in result.speculative_runs
+               if not math.isfinite(run.metrics.as_dict().get(metric, math.nan))]
+    return f"no value in SD repeat {', '.join(map(str, missing))}" if missing else None
+
+
+def _unavailable_message(test_id: str, reasons: dict[str, str], result, update: bool) -> str:
+    doing = "cannot record a baseline" if update else "cannot compare with the baseline"
+    lines = [f"{test_id}: {doing}: figures unavailable"]
+    lines += [f"  {metric}: unavailable: {why}" for metric, why in reasons.items()]
+    lines.append("(a test that knowingly runs without a figure says so: "
+                 f"assert_no_regression(allow_unavailable={sorted(reasons)!r}))")
+    return failure_message("\n".join(lines), [], result)
+
+
+def _detects_cell(found: Detection) -> str:
+    if found.spread is None:
+        return "> tolerance (spread unknown)"
+    if found.smallest_drop is None or found.smallest_drop >= 0.95:
+        return "nothing reliably"
+    return f">= {found.smallest_drop:.0%} (false alarms {found.false_alarm_rate:.1%})"

@@ -1,0 +1,189 @@
+"""A server that lies, stalls or dies on purpose: fault injection for the verdict tests.
+
+Speaks enough of vLLM's OpenAI API (``/health``, ``/v1/models``, streamed
+``/v1/completions``, Prometheus ``/metrics`` with the SD counters) for the
+plugin to measure it in endpoint mode, and breaks in one way per mode.  It
+never stands in for a measurement the product promises: every figure it
+yields is made up, and the tests only check that the plugin either computes
+the figure correctly or fails with the fault named.
+
+    python fault_server.py --port P --model NAME [--mode MODE] [--variant N]
+
+Modes:
+  ok               a well-behaved server (counters grow, token ids, usage)
+  no-counters      /metrics has no vllm:spec_decode_* counters
+  counter-reset    counters start again from zero after the first requests (a pod restart)
+  replica-switch   /metrics alternates between two replicas (other _created times)
+  no-token-ids     streams text without token_ids (older vLLM, other engines)
+  no-usage         the stream ends without the usage chunk
+  error-event      an error event arrives mid-stream
+  broken-stream    the connection closes mid-stream
+  wrong-model      /v1/models lists another model
+  stall            stops answering mid-run (the third request never finishes)
+  die              the process exits mid-run
+  metrics-timeout  /metrics never answers
+``--variant`` changes the generated text, so two servers can disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "error-event",
+         "broken-stream", "wrong-model", "stall", "die", "metrics-timeout")
+
+
+class State:
+    def __init__(self, mode: str, model: str, variant: int):
+        self.mode, self.model, self.variant = mode, model, variant
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.drafts = self.draft_tokens = self.accepted = 0
+        self.created = time.time()
+        self.scrapes = 0
+
+    def count(self, tokens: int) -> None:
+        with self.lock:
+            self.requests += 1
+            steps = max(1, tokens // 2)
+            self.drafts += steps
+            self.draft_tokens += 4 * steps
+            self.accepted += tokens - steps  # acceptance length 2, rate 25%
+            if self.mode == "counter-reset" and self.requests == 4:  # after the warm-up's two requests
+                # The pod restarted: a new process, counters from zero.
+                self.drafts = self.draft_tokens = self.accepted = 0
+                self.created = time.time()
+
+    def metrics(self) -> str:
+        with self.lock:
+            self.scrapes += 1
+            drafts, draft_tokens, accepted, created = self.drafts, self.draft_tokens, self.accepted, self.created
+            if self.mode == "replica-switch" and self.scrapes % 2 == 0:
+                # Another replica behind the load balancer: its own process and history.
+                drafts, draft_tokens, accepted, created = drafts + 500, draft_tokens + 2000, accepted + 700, created - 3600
+        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                 f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0']
+        if self.mode != "no-counters":
+            labels = f'engine="0",model_name="{self.model}"'
+            for name, value in (("num_drafts", drafts), ("num_draft_tokens", draft_tokens),
+                                ("num_accepted_tokens", accepted)):
+                lines += [f"# TYPE vllm:spec_decode_{name} counter",
+                          f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
+                          f"vllm:spec_decode_{name}_created{{{labels}}} {created}"]
+            for position, share in enumerate((0.5, 0.3, 0.15, 0.05)):
+                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
+                             f"{float(round(accepted * share))}")
+        return "\n".join(lines) + "\n"
+
+
+def tokens_for(prompt: str, count: int, variant: int) -> list[int]:
+    seed = hashlib.sha256(f"{variant}:{prompt}".encode()).digest()
+    return [100 + seed[i % len(seed)] % 50 for i in range(count)]
+
+
+def make_handler(state: State):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _json(self, code: int, payload) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._json(200, {})
+            elif self.path == "/v1/models":
+                served = "someone-else" if state.mode == "wrong-model" else state.model
+                self._json(200, {"object": "list", "data": [{"id": served}]})
+            elif self.path == "/metrics":
+                if state.mode == "metrics-timeout":
+                    time.sleep(3600)
+                body = state.metrics().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self._json(404, {"error": "not found"})
+
+        def _event(self, payload) -> None:
+            data = b"data: " + (payload if isinstance(payload, bytes) else json.dumps(payload).encode()) + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if request.get("model") != state.model:
+                self._json(404, {"error": {"message": f"model {request.get('model')!r} does not exist"}})
+                return
+            with state.lock:
+                number = state.requests + 1
+            count = int(request.get("max_tokens", 16))
+            ids = tokens_for(request.get("prompt", ""), count, state.variant)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for position in range(0, count, 2):  # two tokens per chunk, as SD packs them
+                if state.mode == "die" and number >= 3 and position >= 4:
+                    os._exit(17)
+                if state.mode == "stall" and number >= 3 and position >= 4:
+                    time.sleep(3600)
+                if state.mode == "broken-stream" and number >= 2 and position >= 4:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # mid-chunk: the client sees a cut stream
+                    return
+                if state.mode == "error-event" and number >= 2 and position >= 4:
+                    self._event({"error": {"message": "engine crashed", "type": "InternalServerError", "code": 500}})
+                    break
+                chunk_ids = ids[position:position + 2]
+                choice = {"index": 0, "text": "".join(f" t{token}" for token in chunk_ids), "finish_reason": None}
+                if state.mode != "no-token-ids":
+                    choice["token_ids"] = chunk_ids
+                self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]})
+                time.sleep(0.002)
+            else:
+                if state.mode != "no-usage":
+                    self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
+                                 "usage": {"prompt_tokens": len(request.get("prompt", "").split()) or 1,
+                                           "completion_tokens": count, "total_tokens": count + 1}})
+            self._event(b"[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            state.count(count)
+
+    return Handler
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--mode", choices=MODES, default="ok")
+    parser.add_argument("--variant", type=int, default=0)
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(State(args.mode, args.model, args.variant)))
+    server.daemon_threads = True
+    print(f"fault server {args.mode} on {args.port}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""An SD server killed mid-run on the real CPU build: the test fails fast, saying so, and leaves nothing behind.
+
+The inner run measures the reference, starts the n-gram server, and a timer
+sends it SIGKILL while the SD run streams.  The failure must name the server,
+its exit status and its log within 30 s of the kill; afterwards no server
+process may remain, and the report and baseline directories must hold only
+whole files.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_specdec.report.files import load_report
+from pytest_specdec.serving.server import SERVER_TAG_ENV
+
+INNER = '''
+import os, signal, threading, time
+import pytest
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+
+
+@pytest.mark.specdec(model="specdec:smollm2-135m", speculative_config=NGRAM, server_args=["--enforce-eager"])
+@pytest.mark.workload("code_edit", input_len=128, output_len=64)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_killed_mid_run(specdec):
+    server = specdec.server()  # the reference runs are measured first, then the SD server starts
+
+    def kill():
+        time.sleep(6)  # past the warm-up, inside the measured run (~4 x 3 s)
+        print(f"KILLED_AT {time.time():.3f} pid {server.pid}", flush=True)
+        os.kill(server.pid, signal.SIGKILL)
+
+    threading.Thread(target=kill, daemon=True).start()
+    try:
+        specdec.run()
+    finally:
+        print(f"FAILED_AT {time.time():.3f}", flush=True)
+    result.assert_no_regression()
+'''
+
+
+def _server_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"{SERVER_TAG_ENV}=".encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specdec_pool, tmp_path):
+    specdec_pool.stop_running()  # one server at a time on this machine
+    assert not _server_processes()
+    (tmp_path / "test_killed.py").write_text(INNER)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--specdec-cpu", "-s", "-p", "no:cacheprovider", "--specdec-update-baselines",
+         "--specdec-report", "report", f"--basetemp={tmp_path / 'inner'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    out = completed.stdout
+    print(out[-5000:])
+    assert completed.returncode == 1, completed.stderr[-3000:]
+    killed_at = float(re.search(r"KILLED_AT ([\d.]+)", out).group(1))
+    failed_at = float(re.search(r"FAILED_AT ([\d.]+)", out).group(1))
+    print(f"CRASH_FIGURES failed {failed_at - killed_at:.1f} s after the kill")
+    assert failed_at - killed_at < 30, f"the failure took {failed_at - killed_at:.1f} s"
+    assert re.search(r"the vLLM server for specdec:smollm2-135m \[ngram k=4.*died during the run "
+                     r"\(killed by SIGKILL\)", out)
+    log = re.search(r"server log: (\S+server-02-\S+\.log)", out)
+    assert log and Path(log.group(1)).is_file()
+    assert not _server_processes(), "a server process outlived the session"
+    # Whole files only: the report is valid JSON of the schema, and no temporary file is left anywhere.
+    document = load_report(tmp_path / "report")
+    (row,) = document["results"]
+    assert row["outcome"] == "failed" and row["speedup_output_throughput"] is None
+    leftovers = [p for p in tmp_path.rglob("*.tmp") if "inner" not in p.parts]
+    assert not leftovers, leftovers
+    assert not list((tmp_path / "baselines").glob("*.json")) if (tmp_path / "baselines").exists() else True
+    assert json.loads((tmp_path / "report" / "tests.json").read_text())["tests"] == ["test_killed.py::test_killed_mid_run"]

@@ -1,0 +1,168 @@
+"""The fault matrix: the plugin against a server that lies, stalls or dies, one mode at a time.
+
+Each case first records a baseline against two well-behaved fault servers
+(tests/fault_server.py) in endpoint mode, then runs the same test with the
+speculative endpoint broken in one way.  Every mode must end in a correct
+figure or a failure of that test that names the fault: never a pass on a
+figure that was not measured.
+"""
+
+import fnmatch
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+FAULT_SERVER = Path(__file__).resolve().parent.parent / "fault_server.py"
+MODEL = "specdec:smollm2-135m"
+
+# One inner suite, one test per mode; each test's speculative endpoint comes from a JSON file,
+# so a recording run (every endpoint well-behaved) and the faulty run share test ids and baselines.
+SUITE = f"""
+import json, os
+import pytest
+
+URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
+
+
+def case(mode):
+    endpoints = {{"reference": URLS["reference"], "speculative": URLS[mode]}}
+    return pytest.param(mode, id=mode, marks=pytest.mark.specdec(
+        model="{MODEL}", speculative_config={{"method": "ngram", "num_speculative_tokens": 4}}, endpoints=endpoints))
+
+
+@pytest.mark.workload("random_s", input_len=24, output_len=8)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+@pytest.mark.parametrize("mode", [case(mode) for mode in URLS if mode != "reference"])
+def test_fault(specdec, mode):
+    result = specdec.run()
+    print("FIGURES mode=%s speedup=%.3f acceptance=%.3f match=%.3f tokens=%s" % (
+        mode, result.speedup(), result.acceptance_rate, result.match_rate,
+        [r.output_tokens for r in result.speculative_runs[0].records]))
+    result.assert_speedup(min=0.0)
+    result.assert_acceptance(min_rate=0.0)
+    result.assert_outputs_equivalent(min_match=1.0)
+    result.assert_no_regression(metrics=["speedup_output_throughput", "acceptance_rate", "match_rate"])
+"""
+
+# mode -> (outcome, fnmatch patterns the test's output must show; "?" stands for "[" and "]");
+# "ok" and "no-usage" (token ids give the exact count) end in correct figures.
+MATRIX = {
+    "ok": ("passed", ["*FIGURES mode=ok speedup=*acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
+    "no-usage": ("passed", ["*FIGURES mode=no-usage *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
+    "no-counters": ("failed", ["*acceptance_rate: unavailable: no vllm:spec_decode_* counters for "
+                               f"{MODEL} at http://127.0.0.1:*/metrics*"]),
+    "counter-reset": ("failed", ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
+                                 "from different processes*"]),
+    "replica-switch": ("failed", ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
+                                  "from different processes*load balancer*"]),
+    "no-token-ids": ("failed", ["*0 of 4 requests identical*", "*compared as text*"]),
+    "error-event": ("failed", ["*requests failed on*first error: error event in stream*engine crashed*"]),
+    "broken-stream": ("failed", ["*requests failed on*first error: RemoteProtocolError*"]),
+    "wrong-model": ("failed", [f"*endpoint http://127.0.0.1:* serves ?'someone-else'?, not '{MODEL}'*"]),
+    "stall": ("failed", ["*requests failed on*first error: timed out after 3 s*"]),
+    "die": ("failed", ["*requests failed on*first error: RemoteProtocolError*", "*endpoint: http://127.0.0.1:*"]),
+    "metrics-timeout": ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics did not answer "
+                                   "within 10 s*"]),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class FaultServers:
+    """Fault servers started for one test, stopped (and checked gone) at its end."""
+
+    def __init__(self):
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, mode: str, variant: int = 0) -> str:
+        port = _free_port()
+        process = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--port", str(port), "--model", MODEL,
+                                    "--mode", mode, "--variant", str(variant)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.processes.append(process)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError(f"fault server {mode} did not start")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.CompletedProcess:
+    (directory / "urls.json").write_text(json.dumps(urls))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
+    env["FAULT_URLS"] = str(directory / "urls.json")
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA",
+                           "--specdec-request-timeout", "3", f"--basetemp={directory / 'tmp'}", *extra],
+                          cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def fault_runs(tmp_path_factory):
+    """Record baselines against well-behaved servers, then run every mode once; {mode: (outcome, text)}."""
+    from pytest_specdec.serving.models import ModelUnavailableError, resolve_model
+
+    try:
+        resolve_model(MODEL)
+    except ModelUnavailableError as exc:  # a plain install without the [cpu] extra
+        pytest.skip(f"the fault matrix builds prompts with the bundled model's tokenizer: {exc}")
+    directory = tmp_path_factory.mktemp("faults")
+    (directory / "test_fault.py").write_text(SUITE)
+    servers = FaultServers()
+    try:
+        good = servers.start("ok")
+        recorded = _run_suite(directory, {"reference": servers.start("ok"), **{mode: good for mode in MATRIX}},
+                              "--specdec-update-baselines")
+        assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
+        faulty = {mode: servers.start(mode, variant=1 if mode == "no-token-ids" else 0) for mode in MATRIX}
+        run = _run_suite(directory, {"reference": good, **faulty})
+    finally:
+        servers.stop()
+    return _per_test(run.stdout)
+
+
+def _per_test(output: str) -> dict[str, tuple[str, str]]:
+    """Each inner test's outcome (from -rA's summary) and the text that belongs to it."""
+    outcomes = dict((mode, status.lower()) for status, mode in
+                    re.findall(r"^(PASSED|FAILED|ERROR) test_fault.py::test_fault\[([\w-]+)\]", output, flags=re.M))
+    sections = re.split(r"^_+ test_fault\[([\w-]+)\] _+$", output, flags=re.M)
+    texts = {mode: "" for mode in outcomes}
+    for mode, body in zip(sections[1::2], sections[2::2]):
+        texts[mode] = texts.get(mode, "") + body
+    for line in output.splitlines():
+        if "FIGURES mode=" in line:
+            mode = line.split("FIGURES mode=")[1].split()[0]
+            texts[mode] = texts.get(mode, "") + "\n" + line
+    return {mode: (outcomes.get(mode, "missing"), texts.get(mode, "")) for mode in MATRIX}
+
+
+@pytest.mark.parametrize("mode", list(MATRIX))
+def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_runs):
+    outcome, text = fault_runs[mode]
+    expected, lines = MATRIX[mode]
+    assert outcome == expected, text[-3000:]
+    for pattern in lines:
+        assert any(fnmatch.fnmatch(line, pattern) for line in text.splitlines()), (pattern, text[-3000:])
+    assert "Traceback (most recent call last)" not in text
