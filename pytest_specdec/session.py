@@ -29,7 +29,7 @@ from .measure.measurements import Measurements, SpecDecTest
 from .report.files import ReportError, append_step_summary, write_report, write_shard_files
 from .report.progress import LiveProgress, QuietProgress, running_on_ci
 from .report.rows import rows_for_test
-from .report.tables import markdown_summary, terminal_table
+from .report.tables import capacity_lines, markdown_summary, terminal_table
 from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,
                            session_share, skip_reason)
 from .serving.pool import ServerPool, order_for_reuse
@@ -310,7 +310,8 @@ class SpecdecSession:
         if plan is None:
             return None
         gate = RegressionGate(self.baselines, canonical_id(nodeid), plan.tolerances)
-        test = SpecDecTest(plan.spec, self.measurements, plan.workload, plan.pattern, gate=gate)
+        test = SpecDecTest(plan.spec, self.measurements, plan.workload, plan.pattern, gate=gate, slo=plan.slo,
+                           slo_percentile=plan.slo_percentile)
         self.tests[nodeid] = test
         return test
 
@@ -380,6 +381,8 @@ class SpecdecSession:
         sections: list[tuple[str | None, list[str]]] = []
         if self.rows:
             sections.append(("specdec results", terminal_table(self.rows)))
+        if capacities := capacity_lines(self.rows):
+            sections.append(("specdec SLO capacity", capacities))
         if self.report_message:
             sections.append((None, [f"report: {self.report_message}"]))
         written = self._baselines.written if self._baselines is not None else []

@@ -7,7 +7,7 @@ field named.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..load.patterns import CATALOG as PATTERN_CATALOG
@@ -29,6 +29,8 @@ MARKER_DOCS = (
     + ", ".join(PATTERN_CATALOG),
     "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
     "assert_no_regression (over the ini's and the defaults)",
+    "specdec_slo(ttft_ms=None, tpot_ms=None, e2el_ms=None, percentile=99): this test's service-level objectives "
+    "(ms, as vllm bench serve --goodput) for goodput and SLO capacity searches (over the ini's specdec_slo)",
     "specdec_gpu_memory(mib): free GPU memory (MiB per GPU) this test's servers need before they start "
     "(default: the --gpu-memory-utilization share of each GPU, 0.9 unless the server args say otherwise)",
     # pytest-xdist registers it too; without xdist the plugin's groups are inert.
@@ -47,6 +49,8 @@ class Plan:
     # (a run without a device flag skips it like every specdec test).
     missing_data: str | None = None
     gpu_memory_mib: int | None = None  # from @pytest.mark.specdec_gpu_memory
+    slo: dict[str, float] = field(default_factory=dict)  # {"tpot": ms, ...}: the marker's, else the ini's
+    slo_percentile: float = 99.0
 
     @property
     def ok(self) -> bool:
@@ -72,9 +76,11 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     workload_marker = get_marker("workload")
     pattern_marker = get_marker("access_pattern")
     tolerance_marker = get_marker("specdec_tolerance")
+    slo_marker = get_marker("specdec_slo")
     if marker is None:
-        if workload_marker or pattern_marker or tolerance_marker:
-            return Plan(error="@pytest.mark.workload, access_pattern and specdec_tolerance need @pytest.mark.specdec")
+        if workload_marker or pattern_marker or tolerance_marker or slo_marker:
+            return Plan(error="@pytest.mark.workload, access_pattern, specdec_tolerance and specdec_slo need "
+                              "@pytest.mark.specdec")
         return None
     try:
         spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods)
@@ -106,7 +112,30 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
             plan.tolerances = parse_tolerance_marker(tolerance_marker.args, tolerance_marker.kwargs)
         except ValueError as exc:
             return Plan(error=f"invalid @pytest.mark.specdec_tolerance: {exc}")
+    plan.slo, plan.slo_percentile = dict(settings.slo), settings.slo_percentile
+    if slo_marker is not None:
+        try:
+            plan.slo, plan.slo_percentile = parse_slo_marker(slo_marker.args, slo_marker.kwargs)
+        except ValueError as exc:
+            return Plan(error=f"invalid @pytest.mark.specdec_slo: {exc}")
+    if plan.pattern is not None and plan.pattern.search and not plan.slo:
+        return Plan(error=f"access pattern {plan.pattern.name!r} searches for the highest load an SLO holds at, "
+                          "and this test declares none: add @pytest.mark.specdec_slo(tpot_ms=..., ttft_ms=...) "
+                          "or the ini's specdec_slo")
     return plan
+
+
+def parse_slo_marker(args, kwargs) -> tuple[dict[str, float], float]:
+    """``specdec_slo(tpot_ms=50, ttft_ms=2000, percentile=99)`` -> ({"tpot": 50.0, "ttft": 2000.0}, 99.0)."""
+    from ..measure.goodput import parse_slo
+
+    if args:
+        raise ValueError(f"takes keywords only (ttft_ms=, tpot_ms=, e2el_ms=, percentile=), got {args!r}")
+    fields = dict(kwargs)
+    percentile = fields.pop("percentile", 99.0)
+    if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
+        raise ValueError(f"percentile must be a number in (0, 100], got {percentile!r}")
+    return parse_slo(fields), float(percentile)
 
 
 def _one_arg(name, marker):

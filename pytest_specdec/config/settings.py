@@ -120,6 +120,10 @@ class Settings:
     update_baselines: bool = False
     tolerances: Any = field(default_factory=dict)  # specdec_tolerances ini: a fraction or {metric: fraction}
     shard: tuple[int, int] | None = None  # --specdec-shard I/N
+    # Service-level objectives for goodput and capacity searches ({"tpot": ms, ...}, vllm bench serve's keys),
+    # and the percentile of each metric that must meet them; a test's @pytest.mark.specdec_slo wins.
+    slo: tuple[tuple[str, float], ...] = ()
+    slo_percentile: float = 99.0
     deprecations: tuple[str, ...] = ()  # old spellings used, for the plugin to warn about
 
 
@@ -207,6 +211,10 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
     ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
      dict(type="linelist", default=[])),
+    ("specdec_slo", "service-level objectives in ms for goodput and capacity searches, as vllm bench serve's "
+                    "--goodput takes them: 'tpot:50 ttft:2000' (keys ttft, tpot, e2el)", dict(default="")),
+    ("specdec_slo_percentile", "the percentile of each SLO metric a capacity probe must keep under its "
+                               "objective (default 99)", dict(default="")),
 ]
 
 
@@ -251,6 +259,9 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
     except ValueError as exc:
         raise ValueError(f"ini setting specdec_tolerances: {exc}") from None
     deprecations: list[str] = []
+    slo = _slo_from_ini(getini("specdec_slo"))
+    slo_percentile = parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile) \
+        if getini("specdec_slo_percentile") else 99.0
     return Settings(
         device="gpu" if gpu else "cpu" if cpu else None,
         startup_timeout=_option_or_ini(getoption, getini, "--specdec-startup-timeout", "specdec_startup_timeout",
@@ -279,8 +290,32 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         update_baselines=bool(getoption("specdec_update_baselines")),
         tolerances=tolerances,
         shard=getoption("specdec_shard"),
+        slo=tuple(slo.items()),
+        slo_percentile=slo_percentile,
         deprecations=tuple(deprecations),
     )
+
+
+def _slo_from_ini(raw: str) -> dict[str, float]:
+    if not raw or not raw.strip():
+        return {}
+    from ..measure.goodput import parse_slo
+
+    try:
+        return parse_slo(raw)
+    except ValueError as exc:
+        raise ValueError(f"ini setting specdec_slo: {exc}") from None
+
+
+def parse_percentile(value: str) -> float:
+    """A percentile in (0, 100], e.g. ``99`` or ``99.9``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a percentile such as 99, got {value!r}") from None
+    if not 0 < number <= 100:
+        raise argparse.ArgumentTypeError(f"a percentile is in (0, 100], got {value!r}")
+    return number
 
 
 def _data_paths(getini, inipath: Path | None, rootpath: Path, environ: Mapping[str, str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -67,6 +67,13 @@ class RequestRecord:
     # after its arrival time, plus the gap between getting a concurrency slot
     # and sending.  Waiting for a slot is the pattern's; this lag is not.
     dispatch_lag: float = 0.0
+    # Tokens each streamed event with choices carried (when the server streams
+    # token ids): under SD one event is one engine step, so this estimates the
+    # per-step acceptance where the server does not report it.
+    chunk_tokens: list[int] = field(default_factory=list)
+    # The server's own per-request SD figures (vLLM's `metrics.speculative_decoding`
+    # with --per-request-spec-decode-metrics), from the final usage event.
+    spec_decoding: dict[str, Any] | None = None
 
 
 @dataclass
@@ -183,10 +190,14 @@ async def _stream_one(
                     texts.append(choice.get("text") or "")
                     if ids := choice.get("token_ids"):
                         record.token_ids.extend(ids)
+                        record.chunk_tokens.append(len(ids))
                     if want_logprobs and (lp := choice.get("logprobs")):
                         record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
                 if data.get("usage"):
                     usage = data["usage"]
+                metrics = data.get("metrics")
+                if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+                    record.spec_decoding = metrics["speculative_decoding"]
                 if err := data.get("error"):
                     # vLLM reports a failure mid-stream as an error event with
                     # status 200 already sent; vLLM bench would count the

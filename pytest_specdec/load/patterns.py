@@ -27,7 +27,9 @@ __all__ = [
     "resolve_pattern",
 ]
 
-OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts")
+OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_probes")
+# What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
+SEARCH_OVER = ("request_rate", "max_concurrency")
 _SWEEP_NAME = re.compile(r"^concurrency_(\d+)$")
 
 
@@ -63,6 +65,11 @@ class AccessPattern:
     shape of the inter-arrival gaps: 1 is Poisson, below 1 burstier, above 1
     more regular (``inf`` gives evenly spaced arrivals, as in vLLM).
     ``max_concurrency`` caps requests in flight (None: no cap).
+
+    A pattern with ``search`` set is an SLO capacity search rather than one
+    load: ``specdec.run()`` probes loads of ``search`` (``"request_rate"`` or
+    ``"max_concurrency"``) from ``search_start`` up, at most ``max_probes``
+    per side, each probe sending ``num_prompts`` requests (see `at_load`).
     """
 
     name: str
@@ -70,6 +77,9 @@ class AccessPattern:
     burstiness: float = 1.0
     max_concurrency: int | None = None
     num_prompts: int = 16
+    search: str | None = None
+    search_start: float | None = None
+    max_probes: int = 6
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -84,6 +94,26 @@ class AccessPattern:
             _check_count("max_concurrency", self.max_concurrency, allow_none=True),
         )
         object.__setattr__(self, "num_prompts", _check_count("num_prompts", self.num_prompts))
+        if self.search is not None:
+            if self.search not in SEARCH_OVER:
+                raise PatternError(f"search must be one of {', '.join(SEARCH_OVER)} or None, got {self.search!r}")
+            start = 1.0 if self.search_start is None else self.search_start
+            start = _check_rate("search_start", start)
+            if math.isinf(start) or (self.search == "max_concurrency" and not float(start).is_integer()):
+                raise PatternError(f"search_start must be a finite {'whole ' if self.search != 'request_rate' else ''}"
+                                   f"number > 0, got {self.search_start!r}")
+            object.__setattr__(self, "search_start", start)
+            if isinstance(self.max_probes, bool) or not isinstance(self.max_probes, Integral) or self.max_probes < 2:
+                raise PatternError(f"max_probes must be an int >= 2, got {self.max_probes!r}")
+
+    def at_load(self, load: float) -> AccessPattern:
+        """One probe of a capacity search: this pattern at request rate (or concurrency) `load`."""
+        if self.search is None:
+            raise PatternError(f"{self.name!r} is not a capacity search (search is None)")
+        if self.search == "request_rate":
+            return replace(self, name=f"{self.name}@{load:g}/s", request_rate=float(load), search=None)
+        return replace(self, name=f"{self.name}@c{int(load)}", request_rate=math.inf, max_concurrency=int(load),
+                       search=None)
 
     def with_overrides(self, **overrides: Any) -> AccessPattern:
         """A copy with some of request_rate, burstiness, max_concurrency, num_prompts changed."""
@@ -147,7 +177,7 @@ class AccessPattern:
             arrivals = "uniform"
         else:
             arrivals = f"gamma(shape={_fmt(self.burstiness)})"
-        return {
+        described = {
             "name": self.name,
             "request_rate": _json_number(self.request_rate),
             "burstiness": _json_number(self.burstiness),
@@ -155,6 +185,9 @@ class AccessPattern:
             "num_prompts": self.num_prompts,
             "arrivals": arrivals,
         }
+        if self.search is not None:
+            described.update(search=self.search, search_start=self.search_start, max_probes=self.max_probes)
+        return described
 
 
 def _fmt(value: float) -> str:
@@ -176,6 +209,10 @@ CATALOG: dict[str, AccessPattern] = {
         AccessPattern("burstiness_high", 64.0, 0.2, 32, 256),
         AccessPattern("burstiness_mid", 8.0, 1.0, 32, 256),
         AccessPattern("burstiness_low", 2.0, 4.0, 32, 256),
+        # SLO capacity searches: Poisson arrivals at rising rates, or closed loops at rising concurrency.
+        AccessPattern("slo_capacity", 1.0, 1.0, None, 32, search="request_rate", search_start=1.0, max_probes=6),
+        AccessPattern("slo_capacity_concurrency", math.inf, 1.0, 1, 32, search="max_concurrency",
+                      search_start=1, max_probes=6),
     )
 }
 

@@ -24,8 +24,14 @@ import warnings
 # The metrics whose speedups every result, baseline and report carries.
 SPEEDUP_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_e2el_ms")
 SPEEDUP_PREFIX = "speedup_"
-# Figures of the SD side that are ratios already (they travel across machines).
-SD_RATIO_METRICS = ("acceptance_rate", "acceptance_length", "match_rate")
+# Figures of the SD side that are ratios already (they travel across machines): acceptance,
+# output match, the per-request acceptance lengths and what they predict (measure.analysis),
+# and SD against the reference under an SLO (goodput, capacity).
+SD_RATIO_METRICS = ("acceptance_rate", "acceptance_length", "match_rate", "request_acceptance_length_p10",
+                    "request_acceptance_length_p50", "best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
+# Figures a baseline holds exactly: any change is flagged, whatever its direction
+# (a different recommended draft length means the configuration should change).
+EXACT_METRICS = ("best_k",)
 SIDES = ("reference", "speculative")
 _LOWER_IS_BETTER = ("duration_s", "failed")
 
@@ -98,3 +104,9 @@ def derived_metrics(reference: dict[str, float], speculative: dict[str, float]) 
     """``speedup_<metric>`` for every headline metric, from one reference and one SD run's metrics."""
     return {speedup_name(metric): speedup(metric, reference.get(metric, math.nan), speculative.get(metric, math.nan))
             for metric in SPEEDUP_METRICS}
+
+
+def geometric_mean(values) -> float:
+    """Geometric mean of the finite positive numbers in `values` (a sweep's one-number summary); NaN if none."""
+    logs = [math.log(v) for v in values if _finite(v) and v > 0]
+    return math.exp(math.fsum(logs) / len(logs)) if logs else math.nan

@@ -28,6 +28,7 @@ from ..serving.pool import ServerPool
 from ..report.progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
+from .theory import cost_ratio_for
 from ..serving.server import VllmServer
 from ..config.spec import ServerSpec
 from ..load.workloads import Workload
@@ -141,8 +142,10 @@ class Measurements:
         seed: int = 0,
         logprobs: int | None = None,
         what: str = "",
+        repeats: int | None = None,
     ) -> list[Run]:
-        """`repeats` runs under `pattern` on the server for `spec`: `prompts` first, then fresh ones.
+        """`repeats` runs (the session's, unless given) under `pattern` on the server for `spec`:
+        `prompts` first, then fresh ones.
 
         Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)``
         (the reference's repeat r does too, so the two stay paired).
@@ -150,12 +153,13 @@ class Measurements:
         server = self.pool.get(spec)
         self._warm_up(server, spec, workload, pattern, seed)
         runs = []
-        for repeat in range(self.repeats):
+        repeats = self.repeats if repeats is None else repeats
+        for repeat in range(repeats):
             if repeat:
                 prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
             before = server.spec_decode_counters() if spec.speculative_config else None
             label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
-                     f"{f' repeat {repeat + 1}/{self.repeats}' if self.repeats > 1 else ''}")
+                     f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}")
             live = self.progress.start(label, pattern.num_prompts)
             try:
                 load = generate_load(
@@ -240,7 +244,7 @@ class Measurements:
         )
 
     def run(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, *, seed: int = 0,
-            logprobs: int | None = None) -> SpecDecResult:
+            logprobs: int | None = None, slo: dict | None = None) -> SpecDecResult:
         if spec.speculative_config is None and spec.endpoints:
             raise RunError(
                 f"{spec.label()} has no speculative_config. In endpoint mode the plugin starts nothing: "
@@ -276,6 +280,8 @@ class Measurements:
             ),
             seed=seed,
             server_log=str(server.log_path or ""),
+            cost_ratio=cost_ratio_for(spec, self.pool.model_resolver),
+            slo=dict(slo or {}),
         )
 
 
@@ -283,13 +289,16 @@ class SpecDecTest:
     """One test's speculative configuration, traffic, and the servers behind them."""
 
     def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
-                 pattern: AccessPattern | None = None, gate=None):
+                 pattern: AccessPattern | None = None, gate=None, slo: dict | None = None,
+                 slo_percentile: float = 99.0):
         self.spec = spec
         self.measurements = measurements
         self.workload = workload
         self.pattern = pattern
         self.gate = gate  # compares results with stored baselines (assert_no_regression)
-        self.results: list[SpecDecResult] = []
+        self.slo = dict(slo or {})  # {"tpot": ms, ...}: goodput on every run, the objective of capacity searches
+        self.slo_percentile = slo_percentile
+        self.results: list = []  # SpecDecResult, CapacityResult: one report row each
 
     @property
     def pool(self) -> ServerPool:
@@ -312,20 +321,55 @@ class SpecDecTest:
         """The same target and flags without speculation."""
         return self.pool.get(self.reference_spec)
 
-    def run(self, *, seed: int = 0, logprobs: int | None = None) -> SpecDecResult:
-        """Measure the no-SD reference (shared, once per session) and SD on the same traffic."""
-        if self.workload is None or self.pattern is None:
-            missing = [m for m, v in (("workload", self.workload), ("access_pattern", self.pattern)) if v is None]
-            raise RunError(f"specdec.run() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
+    def run(self, *, seed: int = 0, logprobs: int | None = None):
+        """Measure the no-SD reference (shared, once per session) and SD on the same traffic.
+
+        With a capacity-search access pattern (``slo_capacity``, ...) this is the
+        search instead, and the result a `slo_capacity.CapacityResult`.
+        """
+        self._need_traffic("run")
         began = time.monotonic()
-        result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs)
+        if self.pattern.search:
+            from .slo_capacity import measure_capacity
+
+            result = measure_capacity(self.measurements, self.spec, self.workload, self.pattern, self.slo,
+                                      self.slo_percentile, seed=seed)
+            summary = f"SLO capacity ratio {result.capacity_ratio():.2f}x"
+        else:
+            result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs,
+                                           slo=self.slo)
+            summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
         result.gate = self.gate
         self.results.append(result)
-        self.measurements.on_event(
-            f"{self.spec.label()}: speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%} "
-            f"({time.monotonic() - began:.0f} s)"
-        )
+        self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
         return result
+
+    def sweep(self, levels=(1, 5, 25, 50, 100, 200), *, num_prompts: int | None = None,
+              prompts_per_level: int = 4, seed: int = 0):
+        """The test's workload at each closed-loop concurrency level (see `patterns.concurrency_sweep`);
+        returns a `sweep.SweepResult` (speedup per level, the crossover concurrency)."""
+        from ..load.patterns import concurrency_sweep
+        from .sweep import SweepResult
+
+        self._need_traffic("sweep", pattern=False)
+        sweep = SweepResult()
+        patterns = concurrency_sweep(levels, num_prompts=num_prompts, prompts_per_level=prompts_per_level)
+        for pattern in patterns:  # every reference level on one reference server start, then SD's
+            prompts = self.measurements.prompts(self.spec.model, self.workload, pattern, seed)
+            self.measurements.reference(self.spec, self.workload, pattern, prompts, seed=seed)
+        for pattern in patterns:
+            result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
+            result.gate = self.gate
+            self.results.append(result)
+            sweep.results.append(result)
+        self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
+        return sweep
+
+    def _need_traffic(self, what: str, pattern: bool = True) -> None:
+        needed = (("workload", self.workload), ("access_pattern", self.pattern if pattern else True))
+        missing = [name for name, value in needed if value is None]
+        if missing:
+            raise RunError(f"specdec.{what}() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
 
     def __repr__(self) -> str:
         return f"<SpecDecTest {self.spec.label()}>"

@@ -16,10 +16,10 @@ from .counters import SpecDecodeCounters
 from .derived import (SPEEDUP_METRICS, SPEEDUP_PREFIX, derived_metrics, speedup as speedup_of, speedup_metric,
                       speedup_name)
 from .metrics import RunMetrics
-
-CONTEXT_TOKENS = 5  # tokens of context shown on each side of a divergence
-CONTEXT_CHARS = 24  # the same when outputs are compared as text
-
+# Output comparison lives in `outputs`; these names stay importable from here.
+from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
+from .analysis import ANALYSIS_FIGURES
+from .goodput import goodput as goodput_of
 
 @dataclass
 class Run:
@@ -44,78 +44,6 @@ REPEAT_SEED_STRIDE = 7919
 
 def repeat_seed(seed: int, repeat: int) -> int:
     return seed + repeat * REPEAT_SEED_STRIDE
-
-
-@dataclass(frozen=True)
-class RequestComparison:
-    index: int
-    identical: bool
-    first_divergence: int | None  # position of the first difference (token, or character by text), None if identical
-    reference_tokens: int
-    speculative_tokens: int
-    reference_context: list[int] = field(default_factory=list)  # token ids around the divergence
-    speculative_context: list[int] = field(default_factory=list)
-    reference_text: str = ""  # decoded continuation from the divergence, when a tokenizer was given
-    speculative_text: str = ""
-
-
-@dataclass(frozen=True)
-class OutputComparison:
-    """Request-by-request comparison of one SD run's outputs with the reference run's.
-
-    `basis` says what was compared: ``"token ids"`` (exact), ``"text"`` when a
-    server sent no token ids (older vLLM, other engines; positions are then
-    characters), or None when neither side gave anything to compare, in which
-    case `problem` says why and the match rate is unavailable, never 100%.
-    """
-
-    requests: list[RequestComparison]
-    basis: str | None = "token ids"
-    problem: str | None = None
-
-    @property
-    def match_rate(self) -> float:
-        """Fraction of requests whose SD output equals the reference's; NaN when unavailable."""
-        if self.problem or not self.requests:
-            return math.nan
-        return sum(r.identical for r in self.requests) / len(self.requests)
-
-    @property
-    def diverged(self) -> list[RequestComparison]:
-        return [r for r in self.requests if not r.identical]
-
-
-def _lacks_ids(records) -> bool:
-    return any(record.output_tokens > 0 and not record.token_ids for record in records)
-
-
-def compare_outputs(reference_records, speculative_records, decode=None) -> OutputComparison:
-    """Compare outputs request by request (the same prompts, in order): token ids when both
-    sides have them, else text; unavailable when a side has neither."""
-    if len(reference_records) != len(speculative_records):
-        raise ValueError(
-            f"runs differ in request count: reference {len(reference_records)}, SD {len(speculative_records)}"
-        )
-    by_text = _lacks_ids(reference_records) or _lacks_ids(speculative_records)
-    if by_text and any(record.output_tokens > 0 and not record.text
-                       for record in [*reference_records, *speculative_records]):
-        return OutputComparison([], basis=None, problem="a server sent neither token ids nor text for its output, "
-                                "so outputs cannot be compared")
-    compared = []
-    for ref, sd in zip(reference_records, speculative_records):
-        a, b = (ref.text, sd.text) if by_text else (list(ref.token_ids), list(sd.token_ids))
-        if a == b:
-            compared.append(RequestComparison(ref.index, True, None, len(a), len(b)))
-            continue
-        position = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        span = CONTEXT_CHARS if by_text else CONTEXT_TOKENS
-        lo, hi = max(0, position - span), position + span
-        if by_text:
-            compared.append(RequestComparison(ref.index, False, position, len(a), len(b), [], [], a[lo:hi], b[lo:hi]))
-            continue
-        compared.append(RequestComparison(ref.index, False, position, len(a), len(b), a[lo:hi], b[lo:hi],
-                                          decode(a[lo:hi]) if decode else "", decode(b[lo:hi]) if decode else ""))
-    return OutputComparison(compared, basis="text" if by_text else "token ids")
 
 
 def _why_no_value(metric: str) -> str:
@@ -151,6 +79,25 @@ class SpecDecResult:
     outputs_per_repeat: list[OutputComparison] = field(default_factory=list)
     # p99 dispatch lag (ms) above which a run measured the client, not the server (see client_bound).
     dispatch_lag_limit_ms: float = 10.0
+    # Estimated draft/target cost per forward pass (theory.cost_ratio_for); None when unknown.
+    cost_ratio: float | None = None
+    # The test's service-level objectives ({"tpot": ms, ...}, vllm bench serve's keys) for goodput; {} if none.
+    slo: dict = field(default_factory=dict)
+    _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def analysis(self, repeat: int | None = None):
+        """The per-request analyses (`analysis.AcceptanceAnalysis`) of every SD repeat, or of one."""
+        if repeat not in self._analyses:
+            from .analysis import analyse
+
+            self._analyses[repeat] = analyse(self, repeat)
+        return self._analyses[repeat]
+
+    def diagnosis(self) -> list:
+        """Why SD did not pay: `diagnosis.Cause`s, each with the figure behind it."""
+        from .analysis import diagnosis
+
+        return diagnosis(self)
 
     def client_bound(self) -> str | None:
         """Why a run of this result is client-bound (the load generator held requests back), or None.
@@ -189,6 +136,14 @@ class SpecDecResult:
         if metric == "match_rate":
             problems = [o.problem for o in self._comparisons() if o.problem]
             return problems[0] if problems else None
+        if metric in ANALYSIS_FIGURES:
+            return self.analysis().unavailable(metric)
+        if metric == "goodput_ratio":
+            if not self.slo:
+                return "no SLO declared for this test (@pytest.mark.specdec_slo or the ini's specdec_slo)"
+            if not any(math.isfinite(v) for v in self.repeat_goodput_ratios()):
+                return "no reference request met the SLO, so SD's goodput has nothing to be compared with"
+            return None
         name = speedup_metric(metric) if metric.startswith(SPEEDUP_PREFIX) else metric
         if bound := self.client_bound():
             return bound
@@ -233,6 +188,31 @@ class SpecDecResult:
         return [speedup_of(metric, ref.metrics.as_dict().get(metric, math.nan),
                            sd.metrics.as_dict().get(metric, math.nan)) for ref, sd in self.repeat_pairs()]
 
+    def goodput(self, side: str = "speculative") -> float:
+        """Requests per second that met every SLO (`vllm bench serve --goodput`), median over repeats;
+        NaN when the test declares no SLO."""
+        runs = self.speculative_runs if side == "speculative" else self.reference_runs
+        values = [goodput_of(run.records, run.metrics.duration_s, self.slo).request_goodput for run in runs] \
+            if self.slo else []
+        values = [v for v in values if math.isfinite(v)]
+        return statistics.median(values) if values else math.nan
+
+    def repeat_goodput_ratios(self) -> list[float]:
+        """Each repeat's SD goodput over the reference's (NaN without SLOs or without a good reference request)."""
+        if not self.slo:
+            return [math.nan for _ in self.speculative_runs]
+        ratios = []
+        for ref, sd in self.repeat_pairs():
+            before = goodput_of(ref.records, ref.metrics.duration_s, self.slo).request_goodput
+            now = goodput_of(sd.records, sd.metrics.duration_s, self.slo).request_goodput
+            ratios.append(now / before if before > 0 and math.isfinite(now) else math.nan)
+        return ratios
+
+    def goodput_ratio(self) -> float:
+        """SD's goodput over the reference's: the median of the per-repeat ratios (paired, as speedups)."""
+        values = [v for v in self.repeat_goodput_ratios() if math.isfinite(v)]
+        return statistics.median(values) if values else math.nan
+
     def repeat_pairs(self) -> list[tuple[Run, Run]]:
         """(reference run, SD run) per repeat; a reference with fewer repeats reuses its last one."""
         return [(self.reference_runs[min(i, len(self.reference_runs) - 1)], sd)
@@ -249,6 +229,9 @@ class SpecDecResult:
             derived["acceptance_length"] = counters.acceptance_length if counters else math.nan
             comparisons = self._comparisons()
             derived["match_rate"] = comparisons[min(len(entries), len(comparisons) - 1)].match_rate
+            analysis = self.analysis(len(entries))
+            derived.update({name: analysis.figure(name) for name in ANALYSIS_FIGURES})
+            derived["goodput_ratio"] = self.repeat_goodput_ratios()[len(entries)]
             entries.append({"reference": ref, "speculative": sd, "derived": derived})
         return entries
 
@@ -274,11 +257,26 @@ class SpecDecResult:
         return self
 
     def assert_acceptance(self, min_rate: float | None = None, min_length: float | None = None,
-                          min_per_position: list[float] | None = None) -> "SpecDecResult":
-        """Acceptance rate and length (fractions, not percent), and per-position rates."""
-        from ..verdict.assertions import check_acceptance
+                          min_per_position: list[float] | None = None, *,
+                          min_request_p10_length: float | None = None,
+                          min_request_p50_length: float | None = None) -> "SpecDecResult":
+        """Acceptance rate and length (fractions, not percent), per-position rates, and the
+        per-request acceptance length's 10th percentile and median (tokens per drafted step)."""
+        from ..verdict.assertions import check_acceptance, check_request_lengths
 
-        check_acceptance(self, min_rate, min_length, min_per_position)
+        per_request = min_request_p10_length is not None or min_request_p50_length is not None
+        if not per_request or min_rate is not None or min_length is not None or min_per_position is not None:
+            check_acceptance(self, min_rate, min_length, min_per_position)
+        if per_request:
+            check_request_lengths(self, min_request_p10_length, min_request_p50_length)
+        return self
+
+    def assert_best_k(self, expected: int | Sequence[int]) -> "SpecDecResult":
+        """The draft length predicted best from this run (see `acceptance.predict_speedups`) is
+        `expected`, or one of them."""
+        from ..verdict.assertions import check_best_k
+
+        check_best_k(self, expected)
         return self
 
     def assert_outputs_equivalent(self, min_match: float = 1.0, ignore_numerical_ties: bool = True,
@@ -316,6 +314,9 @@ class SpecDecResult:
         values["acceptance_rate"] = self.acceptance_rate
         values["acceptance_length"] = self.acceptance_length
         values["match_rate"] = self.match_rate
+        analysis = self.analysis()
+        values.update({name: analysis.figure(name) for name in ANALYSIS_FIGURES})
+        values["goodput_ratio"] = self.goodput_ratio()
         return values
 
     def summary(self) -> dict[str, Any]:

@@ -10,10 +10,12 @@ low too) or by the implementation (theory is high, measurement is not).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 MODEL_FREE = frozenset({"ngram", "suffix"})
 EAGLE_FAMILY = frozenset({"eagle", "eagle3", "mtp", "medusa", "mlp_speculator"})
@@ -129,6 +131,31 @@ def model_size_from_dir(path: str | Path) -> tuple[int | None, int]:
         layers = data.get("num_hidden_layers", (data.get("text_config") or {}).get("num_hidden_layers"))
     files = sorted(root.glob("*.safetensors")) or sorted(root.glob("*.bin"))
     return layers, sum(f.stat().st_size for f in files if f.is_file())
+
+
+def cost_ratio_for(spec, resolve: Callable[[str], str] | None = None) -> float | None:
+    """Estimated draft/target cost per forward pass for `spec` (None when unknown).
+
+    Sizes are read from local model directories when `resolve` maps the names
+    to them (the bundled model and its truncated drafts always are); hub names
+    that are not on disk leave the estimate to the method alone.
+    """
+    config = spec.speculative_config or {}
+    method = str(config.get("method", ""))
+
+    def size(name):
+        if not name or resolve is None:
+            return None, None
+        with contextlib.suppress(OSError, ValueError):
+            path = resolve(name)
+            if path:
+                return model_size_from_dir(path)
+        return None, None
+
+    target_layers, target_bytes = size(spec.model)
+    draft_layers, draft_bytes = size(config.get("model")) if config.get("model") else (None, None)
+    return estimate_cost_ratio(method, draft_layers=draft_layers, target_layers=target_layers,
+                               draft_params=draft_bytes or None, target_params=target_bytes or None)
 
 
 def cost_per_million_tokens(output_tok_per_s: float, usd_per_hour: float) -> float:

@@ -14,9 +14,10 @@ def junit_properties(result) -> dict:
              "specdec_pattern": result.pattern.get("name")}
     for key, value in result.derived().items():
         props[f"specdec_{key}"] = round(value, 4) if value == value else "nan"
-    for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
-        props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
-        props[f"specdec_speculative_{key}"] = round(result.speculative_metric(key), 3)
+    if hasattr(result, "reference_metric"):  # a capacity search has no single run per side
+        for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
+            props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
+            props[f"specdec_speculative_{key}"] = round(result.speculative_metric(key), 3)
     return props
 
 

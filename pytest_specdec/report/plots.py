@@ -18,20 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
+from ..measure.derived import geometric_mean
+from ..load.patterns import CATALOG as PATTERN_CATALOG
+from ..load.workloads import CATALOG as WORKLOAD_CATALOG
 
 Row = dict[str, Any]
 
-WORKLOAD_ORDER = ("random_s", "random_m", "random_l", "random_x", "code_edit", "sharegpt",
-                  "spec_bench", "burstgpt", "swe_bench", "mlperf", "custom")
-PATTERN_ORDER = ("throughput_low", "throughput_high", "burstiness_high", "burstiness_mid",
-                 "burstiness_low")
+# Axes follow the catalogs' order (the published tables' order); other names come after.
+WORKLOAD_ORDER = tuple(WORKLOAD_CATALOG)
+PATTERN_ORDER = tuple(PATTERN_CATALOG)
 DPI = 110
-
-
-def geometric_mean(values: Iterable[Any]) -> float:
-    """Geometric mean of the finite positive numbers in ``values``; NaN when there are none."""
-    logs = [math.log(v) for v in (_number(x) for x in values) if v is not None and v > 0]
-    return math.exp(math.fsum(logs) / len(logs)) if logs else math.nan
 
 
 def sweeps(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
@@ -105,6 +101,8 @@ def concurrency_sweep_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path
                 points = [(c, y) for c, y in points if y is not None]
                 if points:
                     ax.plot(*zip(*points), style, label=side if side == "reference" else "SD")
+            if metric == "output_throughput" and (cross := _crossover(at, levels)) is not None:
+                ax.axvline(cross, color="tab:red", linestyle=":", label=f"SD stops paying at {cross:.3g}")
             ax.set_xscale("log")
             ax.set_xticks(levels, [str(c) for c in levels], fontsize=8)
             ax.minorticks_off()  # log minor ticks would crowd the few labelled levels
@@ -149,9 +147,15 @@ def write_plots(rows: Iterable[Row], directory: str | os.PathLike) -> list[Path]
     rows = list(rows)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
+    from .slo_plots import capacity_plot
+
     made = (speedup_heatmap(rows, directory / "speedup_heatmap.png"),
             concurrency_sweep_plot(rows, directory / "concurrency_sweep.png"),
-            acceptance_bars(rows, directory / "acceptance_per_position.png"))
+            acceptance_bars(rows, directory / "acceptance_per_position.png"),
+            request_length_plot(rows, directory / "request_acceptance_length.png"),
+            tokens_per_step_heatmap(rows, directory / "tokens_per_step.png"),
+            capacity_plot(rows, directory / "slo_capacity.png"))
     return [p for p in made if p is not None]
 
 
@@ -195,6 +199,15 @@ def _heatmap_data(rows: Iterable[Row]):
     workloads = _ordered((w for _, w, _ in cells), WORKLOAD_ORDER)
     patterns = _ordered((p for _, _, p in cells), PATTERN_ORDER)
     return configs, workloads, patterns, cells
+
+
+def _crossover(at: dict[int, list[Row]], levels: list[int]) -> float | None:
+    """The interpolated concurrency where the sweep's median speedup crosses 1, if it does."""
+    from ..load.capacity import crossover
+
+    speedups = [(c, _median(r.get("speedup_output_throughput") for r in at[c])) for c in levels]
+    found = crossover([(c, math.nan if s is None else s) for c, s in speedups])
+    return found.value if found.status == "crosses" else None
 
 
 def _has_sweep_metrics(members: list[Row]) -> bool:

@@ -8,12 +8,12 @@ they cross pytest-xdist's wire unchanged and a report can be rebuilt from
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Callable
+from typing import Any
 
+from ..measure.analysis import ANALYSIS_FIGURES
 from ..measure.derived import SIDES, SPEEDUP_METRICS, speedup_name
-from ..measure.theory import cost_per_million_tokens, estimate_cost_ratio, model_size_from_dir, theory_for
+from ..measure.theory import cost_per_million_tokens, cost_ratio_for, theory_for
 
 HEADLINE_METRICS = SPEEDUP_METRICS
 SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
@@ -21,6 +21,8 @@ CSV_COLUMNS = (
     "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
     "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
     "acceptance_rate", "acceptance_length", "match_rate", "numerical_ties",
+    "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
+    "reference_request_goodput", "speculative_request_goodput", "goodput_ratio", "capacity_ratio",
     *(f"{side}_{metric}" for metric in HEADLINE_METRICS for side in SIDES),
     "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens",
 )
@@ -39,31 +41,6 @@ def sd_label(spec) -> str:
     label = spec.label()
     inner = label[label.index("[") + 1: label.rindex("]")] if "[" in label else label
     return inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
-
-
-def cost_ratio_for(spec, resolve: Callable[[str], str] | None = None) -> float | None:
-    """Estimated draft/target cost per forward pass for `spec` (None when unknown).
-
-    Sizes are read from local model directories when `resolve` maps the names
-    to them (the bundled model and its truncated drafts always are); hub names
-    that are not on disk leave the estimate to the method alone.
-    """
-    config = spec.speculative_config or {}
-    method = str(config.get("method", ""))
-
-    def size(name):
-        if not name or resolve is None:
-            return None, None
-        with contextlib.suppress(OSError, ValueError):
-            path = resolve(name)
-            if path:
-                return model_size_from_dir(path)
-        return None, None
-
-    target_layers, target_bytes = size(spec.model)
-    draft_layers, draft_bytes = size(config.get("model")) if config.get("model") else (None, None)
-    return estimate_cost_ratio(method, draft_layers=draft_layers, target_layers=target_layers,
-                               draft_params=draft_bytes or None, target_params=target_bytes or None)
 
 
 def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
@@ -91,13 +68,17 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "cost_ratio": _number(cost_ratio),
     }
     for key in (*SPEEDUPS, "expected_speedup", "acceptance_rate", "acceptance_length", "match_rate",
-                "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens"):
+                "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens", *ANALYSIS_FIGURES, "per_step_source"):
         row[key] = None
     row.update(per_position_acceptance=[], numerical_ties=None, reference={}, speculative={}, reproduce={},
-               unavailable={}, detection={}, client_bound=None)
+               unavailable={}, detection={}, client_bound=None, per_request=None, diagnosis=[], slo={},
+               reference_request_goodput=None, speculative_request_goodput=None, goodput_ratio=None, capacity=None,
+               capacity_ratio=None)
     row["detection"] = dict(detection or {})
     if result is None:
         return row
+    if hasattr(result, "capacity_ratio"):
+        return _capacity_row(row, result, gpu_usd_per_hour)
 
     reference = {m: _number(result.reference_metric(m)) for m in HEADLINE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in HEADLINE_METRICS}
@@ -105,8 +86,9 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     theory = theory_for(result.acceptance_length if counters.present else None, row["k"], cost_ratio,
                         result.speedup())
     # Figures that could not be measured are null with their reason: never 0, never blank.
-    unavailable = {name: why for name in (*SPEEDUPS, "acceptance_rate", "acceptance_length", "match_rate")
-                   if (why := result.unavailable(name))}
+    unavailable = {name: why for name in (*SPEEDUPS, "acceptance_rate", "acceptance_length", "match_rate",
+                                          *ANALYSIS_FIGURES) if (why := result.unavailable(name))}
+    analysis = result.analysis()
     if theory is None or theory.expected_speedup is None:
         unavailable["expected_speedup"] = (theory.problem if theory else unavailable.get("acceptance_length")
                                            or "no draft length k in the speculative config")
@@ -124,12 +106,58 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         reference=reference,
         speculative=speculative,
         reproduce=dict(result.reproduce),
+        **{name: _number(analysis.figure(name)) for name in ANALYSIS_FIGURES if name != "best_k"},
+        best_k=analysis.best_k,
+        per_step_source=analysis.source,
+        per_request=analysis.as_dict(),
+        diagnosis=[{"name": cause.name, "figure": cause.figure} for cause in result.diagnosis()],
+        slo=dict(result.slo),
+        reference_request_goodput=_number(result.goodput("reference")),
+        speculative_request_goodput=_number(result.goodput("speculative")),
+        goodput_ratio=_number(result.goodput_ratio()),
     )
+    if result.slo and (why := result.unavailable("goodput_ratio")):
+        row["unavailable"]["goodput_ratio"] = why
     if gpu_usd_per_hour is not None:
         for side, metrics in (("reference", reference), ("speculative", speculative)):
             tok_s = metrics["output_throughput"]
             row[f"{side}_usd_per_1m_tokens"] = (cost_per_million_tokens(tok_s, gpu_usd_per_hour)
                                                if tok_s else None)
+    return row
+
+
+def _json_safe(value):
+    """Nested figures with NaN and infinity as null (JSON has neither)."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _capacity_row(row: dict[str, Any], result, gpu_usd_per_hour: float | None) -> dict[str, Any]:
+    """A capacity search's row: each side's capacity under the SLO, the ratio, every probe."""
+    ratio = result.capacity_ratio()
+    row.update(
+        repeats=1,
+        slo=dict(result.slo),
+        capacity_ratio=_number(ratio),
+        capacity={
+            "over": result.pattern.get("search"),
+            "percentile": result.percentile,
+            "note": result.ratio_note(),
+            "reference": _json_safe(result.reference.as_dict()),
+            "speculative": _json_safe(result.speculative.as_dict()),
+        },
+        reproduce=dict(result.reproduce),
+    )
+    if why := result.unavailable("capacity_ratio"):
+        row["unavailable"]["capacity_ratio"] = why
+    if gpu_usd_per_hour is not None:
+        for side in ("reference", "speculative"):
+            row[f"{side}_usd_per_1m_tokens"] = result.cost_per_million(side, gpu_usd_per_hour)
     return row
 
 

@@ -30,6 +30,12 @@ def _speedup_text(row, name: str = "speedup_output_throughput") -> str:
     return _cell(row, name, ".2f", "x")
 
 
+def _best_k_text(row) -> str:
+    """The draft length predicted best from the run's per-step data; `~` marks the chunk estimate."""
+    text = _cell(row, "best_k", "d")
+    return f"~{text}" if row.get("best_k") is not None and row.get("per_step_source") != "server" else text
+
+
 def _equivalence_text(row) -> str:
     if row["match_rate"] is None:
         return _cell(row, "match_rate", ".0%")
@@ -38,7 +44,7 @@ def _equivalence_text(row) -> str:
 
 
 TABLE_HEADER = ("test", "SD config", "workload", "pattern", "speedup", "expected", "accept", "length",
-                "TPOT", "TTFT", "same output", "baseline", "outcome")
+                "best k", "TPOT", "TTFT", "same output", "baseline", "outcome")
 
 
 def table_cells(row) -> tuple[str, ...]:
@@ -51,6 +57,7 @@ def table_cells(row) -> tuple[str, ...]:
         _cell(row, "expected_speedup", ".2f", "x"),
         _cell(row, "acceptance_rate", ".0%"),
         _cell(row, "acceptance_length", ".2f"),
+        _best_k_text(row),
         _speedup_text(row, "speedup_median_tpot"),
         _speedup_text(row, "speedup_median_ttft"),
         _equivalence_text(row),
@@ -70,7 +77,8 @@ def terminal_table(rows: list[dict]) -> list[str]:
 
 def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = "pytest-specdec results") -> str:
     """The summary.md document (also what goes to a CI step summary)."""
-    from .plots import geometric_mean, sweeps
+    from ..measure.derived import geometric_mean
+    from .plots import sweeps
 
     escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a table cell must not split
     out = [f"## {title}", ""]
@@ -101,6 +109,9 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
                 "| spread |", "|---|---|---|---|---|---|"]
         out += [f"| {escape(r['test'])} | {name} | {_detect_text(found)} | {_fmt(found['false_alarm_rate'], '.1%')} | "
                 f"{found['repeats']} | {_fmt(found['spread'], '.1%')} |" for r, name, found in guarded] + [""]
+    out += per_request_section(rows, escape)
+    out += diagnosis_section(rows, escape)
+    out += slo_section(rows, escape)
     priced = [r for r in rows if r["speculative_usd_per_1m_tokens"] is not None]
     if priced:
         out += ["| test | USD per 1M output tokens, reference | with SD |", "|---|---|---|"]
@@ -109,9 +120,120 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     for (config, workload), group in sweeps(rows).items():
         levels = ", ".join(f"{r['max_concurrency']}: {_speedup_text(r)}" for r in group)
         out.append(f"- sweep {escape(config)} on {workload}: geometric-mean speedup "
-                   f"{geometric_mean([r['speedup_output_throughput'] for r in group]):.2f}x over concurrency ({levels})")
+                   f"{geometric_mean([r['speedup_output_throughput'] for r in group]):.2f}x over concurrency ({levels}); "
+                   f"{sweep_crossover(group).describe()}")
     out += [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(out).rstrip() + "\n"
+
+
+def sweep_crossover(group: list[dict]):
+    """Where a sweep's throughput speedup crosses 1 (`load.capacity.crossover`), from its rows."""
+    import statistics
+
+    from ..load.capacity import crossover
+
+    by_level: dict[int, list[float]] = {}
+    for r in group:  # several rows may share a level (other tests of the same config): their median
+        if r["speedup_output_throughput"] is not None:
+            by_level.setdefault(r["max_concurrency"], []).append(r["speedup_output_throughput"])
+        else:
+            by_level.setdefault(r["max_concurrency"], [])
+    return crossover([(level, statistics.median(values) if values else float("nan"))
+                      for level, values in by_level.items()])
+
+
+def capacity_lines(rows: list[dict]) -> list[str]:
+    """One line per capacity search, for the terminal: each side's capacity under the SLO, and the ratio."""
+    lines = []
+    for r in rows:
+        info = r.get("capacity")
+        if not info:
+            continue
+        slo = ", ".join(f"{key} {value:g} ms" for key, value in r["slo"].items())
+        unit = "req/s" if info["over"] == "request_rate" else "concurrent"
+        ratio = _cell(r, "capacity_ratio", ".2f", "x")
+        lines.append(f"{r['test'].rsplit('::', 1)[-1]} [{r['config']}] p{info['percentile']:g} {slo}: reference "
+                     f"{_capacity_text(info['reference'], unit)}, SD {_capacity_text(info['speculative'], unit)}; "
+                     f"ratio {ratio}" + (f" ({info['note']})" if info.get("note") else ""))
+    return lines
+
+
+def _capacity_text(capacity: dict, unit: str) -> str:
+    value = capacity.get("capacity")
+    if value is None:
+        return "not reached"
+    bound = ">= " if capacity.get("status") == "above_highest_probe" else ""
+    return f"{bound}{value:.3g} {unit} ({len(capacity.get('probes') or [])} probes)"
+
+
+def slo_section(rows: list[dict], escape) -> list[str]:
+    """Goodput on runs with SLOs, and SLO capacity searches."""
+    out = []
+    with_goodput = [r for r in rows if r.get("slo") and not r.get("capacity")]
+    if with_goodput:
+        out += ["**Goodput** (requests per second that met every SLO, as `vllm bench serve --goodput` counts them):",
+                "", "| test | SLO (ms) | reference req/s | SD req/s | ratio |", "|---|---|---|---|---|"]
+        out += [f"| {escape(r['test'])} | {_slo_text(r)} | {_fmt(r['reference_request_goodput'], '.3f')} | "
+                f"{_fmt(r['speculative_request_goodput'], '.3f')} | {_cell(r, 'goodput_ratio', '.2f', 'x')} |"
+                for r in with_goodput] + [""]
+    searched = [r for r in rows if r.get("capacity")]
+    if searched:
+        out += ["**SLO capacity** (the highest load at which every SLO percentile held; a bounded search per side):",
+                "", "| test | SLO | reference | SD | ratio | USD per 1M tokens at capacity, reference / SD |",
+                "|---|---|---|---|---|---|"]
+        for r in searched:
+            info = r["capacity"]
+            unit = "req/s" if info["over"] == "request_rate" else "concurrent"
+            cost = (f"{_fmt(r['reference_usd_per_1m_tokens'], '.3f')} / {_fmt(r['speculative_usd_per_1m_tokens'], '.3f')}"
+                    if r.get("speculative_usd_per_1m_tokens") is not None else "–")
+            out.append(f"| {escape(r['test'])} | p{info['percentile']:g} {_slo_text(r)} | "
+                       f"{_capacity_text(info['reference'], unit)} | {_capacity_text(info['speculative'], unit)} | "
+                       f"{_cell(r, 'capacity_ratio', '.2f', 'x')}{' (' + info['note'] + ')' if info.get('note') else ''}"
+                       f" | {cost} |")
+        out.append("")
+    return out
+
+
+def _slo_text(row: dict) -> str:
+    return ", ".join(f"{key} {value:g}" for key, value in row["slo"].items())
+
+
+def per_request_section(rows: list[dict], escape) -> list[str]:
+    """Per-request acceptance, the best draft length and the oracle bound, beside measured and expected."""
+    analysed = [r for r in rows if (r.get("per_request") or {}).get("source")]
+    if not analysed:
+        return []
+    out = ["**Inside the acceptance numbers** (per-step data from the server's per-request metrics, or "
+           "*estimated* from the tokens of each streamed chunk; length = tokens per drafted step):", "",
+           "| test | per-step data | request length p5 / p25 / p50 / p75 / p95 | predicted speedup by k | best k "
+           "| measured | expected | oracle |", "|---|---|---|---|---|---|---|---|"]
+    for r in analysed:
+        info = r["per_request"]
+        lengths = info["request_acceptance_length"]
+        spread = " / ".join(_fmt(lengths.get(p), ".2f") for p in ("p5", "p25", "p50", "p75", "p95"))
+        predicted = ", ".join(f"{k}: {_fmt(v, '.2f')}x" for k, v in info["predictions"].items()) or "–"
+        source = "server" if info["source"] == "server" else f"*{info['source']}*"
+        out.append(f"| {escape(r['test'])} | {source} ({lengths['count']} requests) | {spread} | {predicted} | "
+                   f"{_best_k_text(r)} | {_speedup_text(r)} | {_cell(r, 'expected_speedup', '.2f', 'x')} | "
+                   f"{_cell(r, 'oracle_speedup', '.2f', 'x')} |")
+    out += ["", "predicted: from this run at k, each step's accepted count cut at k' and its cost modelled "
+            "linear in proposed tokens between a reference step and the measured SD step; oracle: each step "
+            "proposing exactly what it accepted (the bound of the study \"Speculative Decoding: Performance or "
+            "Illusion?\"). See the README's \"Inside the acceptance numbers\".", ""]
+    return out
+
+
+def diagnosis_section(rows: list[dict], escape) -> list[str]:
+    """Why SD did not pay, for the rows where it did not (speedup under 1 or client-bound)."""
+    lost = [r for r in rows if (r.get("speedup_output_throughput") is not None
+                                and r["speedup_output_throughput"] < 1.0) or r.get("client_bound")]
+    if not lost:
+        return []
+    out = ["**Why SD did not pay** (causes the measured figures point at, each with its number):", ""]
+    for r in lost:
+        causes = "; ".join(f"{c['name']}: {escape(c['figure'])}" for c in r.get("diagnosis") or [])
+        out.append(f"- {escape(r['test'])} ({_speedup_text(r)}): {causes or 'no cause found among the measured figures'}")
+    return out + [""]
 
 
 def _detect_text(found: dict) -> str:

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 from .models import resolve_model
 from .ports import claim_port
 from ..config.settings import DEFAULT_KV_CACHE_BYTES
-from .server import LaunchRequest, ServerStartError, VllmServer
+from .server import LaunchRequest, ServerStartError, VllmServer, supports_per_request_metrics
 from ..config.spec import ServerSpec
 
 Launcher = Callable[[LaunchRequest], list]
@@ -82,6 +82,7 @@ class ServerPool:
         self.history: list[StartRecord] = []
         self._failed: dict[str, Exception] = {}
         self._external_servers: dict[str, object] = {}
+        self._per_request_support: bool | None = None
         _live_pools.add(self)
 
     def get(self, spec: ServerSpec) -> VllmServer:
@@ -127,6 +128,7 @@ class ServerPool:
         if spec.model.startswith("specdec:"):
             env.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model is local: never ask a hub
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        per_request_metrics = draft_config is not None and self._per_request_metrics()
         return LaunchRequest(
             spec=spec,
             device=self.device,
@@ -136,7 +138,17 @@ class ServerPool:
             speculative_config=draft_config,
             kv_cache_bytes=self.kv_cache_bytes if self.device == "cpu" else None,
             env=env,
+            per_request_metrics=per_request_metrics,
         )
+
+    def _per_request_metrics(self) -> bool:
+        """Probe the engine once; say so when it cannot report per-request acceptance."""
+        if self._per_request_support is None:
+            self._per_request_support = supports_per_request_metrics()
+            if not self._per_request_support:
+                self.on_event("this vLLM has no --per-request-spec-decode-metrics: per-step acceptance is "
+                              "estimated from the tokens in each streamed chunk (labelled estimated)")
+        return self._per_request_support
 
     def _start(self, spec: ServerSpec) -> VllmServer:
         if self.device not in ("gpu", "cpu"):

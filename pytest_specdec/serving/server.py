@@ -10,6 +10,8 @@ propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
 from __future__ import annotations
 
 import ctypes
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -38,6 +40,8 @@ MAX_CAUSE_LINES = 5
 _EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception):\s")
 _WARNING = re.compile(r"\bWARNING\b")
 _CPU_ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM 0.32 and later put each request's per-step accepted/proposed counts in its response.
+PER_REQUEST_METRICS_FLAG = "--per-request-spec-decode-metrics"
 
 
 class ServerStartError(RuntimeError):
@@ -67,6 +71,8 @@ class LaunchRequest:
     kv_cache_bytes: int | None  # CPU only
     python: str = sys.executable
     env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the server
+    # The engine can report each request's per-step acceptance (see supports_per_request_metrics).
+    per_request_metrics: bool = False
 
     def default_command(self) -> list[str]:
         return build_command(self)
@@ -100,8 +106,36 @@ def build_command(launch: LaunchRequest) -> list[str]:
         command += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
     if launch.speculative_config is not None:
         command += ["--speculative-config", json.dumps(dict(launch.speculative_config), sort_keys=True)]
+        if launch.per_request_metrics and not _has_flag(spec.server_args, PER_REQUEST_METRICS_FLAG):
+            # Each response then carries its per-step accepted/proposed arrays: the
+            # per-request analyses (measure/acceptance.py) use them instead of an estimate.
+            command += [PER_REQUEST_METRICS_FLAG, "detailed"]
     command += list(spec.server_args)
     return command
+
+
+_PROBE = ("import importlib.util, pathlib, sys; spec = importlib.util.find_spec('vllm'); "
+          "path = spec and spec.origin and pathlib.Path(spec.origin).parent / 'engine' / 'arg_utils.py'; "
+          f"sys.stdout.write(str(bool(path and path.is_file() and {PER_REQUEST_METRICS_FLAG!r} in path.read_text())))")
+
+
+@functools.lru_cache(maxsize=None)
+def supports_per_request_metrics(python: str = sys.executable) -> bool:
+    """Whether the vLLM that `python` would run knows ``--per-request-spec-decode-metrics``.
+
+    Read from vLLM's argument definitions on disk rather than by importing
+    vLLM (seconds, and torch) or asking a server (an unknown flag would stop
+    it): checked once per Python.
+    """
+    if python == sys.executable:
+        spec = importlib.util.find_spec("vllm")
+        path = spec.origin and Path(spec.origin).parent / "engine" / "arg_utils.py" if spec else None
+        return bool(path and path.is_file() and PER_REQUEST_METRICS_FLAG in path.read_text(encoding="utf-8"))
+    try:
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.stdout.strip() == "True"
 
 
 METRICS_TIMEOUT_S = 10.0

@@ -122,9 +122,58 @@ def check_speedup(result, minimum: float, metric: str) -> None:
             result,
             extra=f"reference {metric}: {_fmt(result.reference_metric(metric))}, "
             f"SD {metric}: {_fmt(result.speculative_metric(metric))} (medians over repeats); "
-            f"speedup per repeat: {per_repeat}",
+            f"speedup per repeat: {per_repeat}\n{why_sd_did_not_pay(result)}",
         )
     )
+
+
+def why_sd_did_not_pay(result) -> str:
+    """The causes the measured figures point at, each with its number (see measure.diagnosis)."""
+    from ..measure.diagnosis import describe
+
+    return "why SD did not pay:\n" + describe(result.diagnosis())
+
+
+def check_request_lengths(result, min_p10: float | None, min_p50: float | None) -> None:
+    """Per-request acceptance length (tokens per drafted step, 1 + accepted / steps): its p10 and p50."""
+    bounds = {"request_acceptance_length_p10": min_p10, "request_acceptance_length_p50": min_p50}
+    for name, bound in bounds.items():
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float)) or bound < 1):
+            raise ValueError(f"assert_acceptance(min_{name.split('_')[-1]}...) is a length in tokens per step "
+                             f"(>= 1), got {bound!r}")
+    asked = {name: bound for name, bound in bounds.items() if bound is not None}
+    reasons = {name: why for name in asked if (why := result.unavailable(name))}
+    if reasons:
+        raise AssertionError(unavailable_message(result, "per-request acceptance", reasons))
+    analysis = result.analysis()
+    rows = [Row(name, bound, analysis.figure(name), ok=analysis.figure(name) >= bound,
+                note="estimated from streamed chunks" if analysis.estimated else "")
+            for name, bound in asked.items()]
+    if any(not row.ok for row in rows):
+        lengths = analysis.request_lengths
+        raise AssertionError(failure_message(
+            f"per-request acceptance below the required minimum for {result.spec.label()}", rows, result,
+            extra=f"per-request acceptance length over {lengths.count} requests ({analysis.source} per-step data): "
+                  f"p5 {lengths.p5:.2f}, p25 {lengths.p25:.2f}, p50 {lengths.p50:.2f}, p75 {lengths.p75:.2f}, "
+                  f"p95 {lengths.p95:.2f}"))
+
+
+def check_best_k(result, expected) -> None:
+    allowed = {expected} if isinstance(expected, int) else set(expected)
+    if not allowed or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in allowed):
+        raise ValueError(f"assert_best_k(expected=...) takes a draft length or a set of them, got {expected!r}")
+    why = result.unavailable("best_k")
+    if why:
+        raise AssertionError(unavailable_message(result, "the best draft length", {"best_k": why}))
+    analysis = result.analysis()
+    if analysis.best_k in allowed:
+        return
+    predictions = ", ".join(f"k={k}: {v:.2f}x" for k, v in sorted(analysis.predictions.items()))
+    wanted = " or ".join(map(str, sorted(allowed)))
+    raise AssertionError(failure_message(
+        f"the best draft length predicted for {result.spec.label()} is k={analysis.best_k}, not {wanted}",
+        [], result, extra=f"predicted throughput speedups ({analysis.source} per-step data): {predictions}; "
+                          f"oracle (each step proposing exactly what is accepted): {analysis.oracle_speedup:.2f}x"))
 
 
 def check_acceptance(result, min_rate: float | None, min_length: float | None,

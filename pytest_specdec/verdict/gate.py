@@ -18,9 +18,9 @@ from typing import Any
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
 from .fingerprint import same_environment
-from ..measure.derived import SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric
+from ..measure.derived import EXACT_METRICS, SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric
 from ..measure.result import repeat_seed
-from .stats import compare_samples
+from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
 from .tolerances import canonical_keys, resolve_tolerance
 
@@ -43,6 +43,8 @@ def is_ratio(metric: str) -> bool:
 
 def repeat_seeds(result) -> list[int]:
     """The prompt/arrival seed of each SD repeat (see result.repeat_seed)."""
+    if hasattr(result, "repeat_seeds"):
+        return result.repeat_seeds()
     return [repeat_seed(result.seed, run.repeat) for run in result.speculative_runs]
 
 
@@ -159,6 +161,13 @@ class RegressionGate:
                     verdicts.append(None)
                 continue
             now = [entry[side].get(metric, math.nan) for entry in current]
+            if metric in EXACT_METRICS:
+                verdict = compare_exact(metric, before, now)
+                verdicts.append(verdict)
+                rows.append(Row(metric, verdict.baseline, verdict.current, None, ok=not verdict.regression,
+                                note="must equal the baseline's", direction=metric))
+                detects.append("any change")
+                continue
             verdict = compare_samples(metric, before, now, tolerance=tolerances[metric], paired=paired)
             verdicts.append(verdict)
             found = detection(metric, baseline.per_repeat(side, metric), len(now), tolerances[metric], paired=paired)

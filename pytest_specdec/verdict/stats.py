@@ -242,3 +242,19 @@ def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[fl
     return Verdict(change=change, ci_low=ci_low, ci_high=ci_high, regression=beyond_tolerance and ci_high < 0,
                    method=f"bootstrap {confidence * 100:g}% CI of the ratio of medians ({int(resamples)} resamples)",
                    **common)
+
+
+def compare_exact(metric: str, baseline: Sequence[float | None], current: Sequence[float | None]) -> Verdict:
+    """A figure that must not change at all (see derived.EXACT_METRICS): the medians must be equal."""
+    base, cur = _clean(baseline), _clean(current)
+    before = float(np.median(base)) if base.size else math.nan
+    now = float(np.median(cur)) if cur.size else math.nan
+    if before == now:
+        change = 0.0
+    elif before and math.isfinite(before) and math.isfinite(now):
+        change = now / before - 1.0
+    else:
+        change = math.nan
+    return Verdict(metric=metric, higher_is_better=True, baseline=before, current=now, change=change, tolerance=0.0,
+                   ci_low=None, ci_high=None, confidence=0.95, regression=not before == now,
+                   method="exact: any change is flagged")

@@ -40,6 +40,14 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "median_e2el_ms": 0.15,
     "acceptance_rate": 0.05,
     "acceptance_length": 0.05,
+    # Per-request figures: the median holds like the aggregate length; the 10th
+    # percentile rests on the few worst requests of a run.
+    "request_acceptance_length_p50": 0.05,
+    "request_acceptance_length_p10": 0.10,
+    "oracle_speedup": 0.15,
+    # SD against the reference under the test's SLO: ratios of two servers' figures, like speedups.
+    "goodput_ratio": 0.15,
+    "capacity_ratio": 0.15,
 }
 # Families matched by prefix, checked in order (speedup first, so a speedup of
 # a p99 latency is still held to the ratio tolerance).

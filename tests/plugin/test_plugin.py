@@ -529,7 +529,7 @@ def test_workload_and_pattern_markers_are_validated_at_collection(pytester):
     assert "invalid @pytest.mark.access_pattern:" in out and "burstiness_extreme" in out
     assert "max_concurrency" in out
     assert "takes one catalog name" in out
-    assert "@pytest.mark.workload, access_pattern and specdec_tolerance need @pytest.mark.specdec" in out
+    assert "@pytest.mark.workload, access_pattern, specdec_tolerance and specdec_slo need @pytest.mark.specdec" in out
 
 
 def test_data_paths_come_from_env_then_ini(pytester, monkeypatch):

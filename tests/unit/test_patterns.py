@@ -29,14 +29,33 @@ def test_catalog_values(name, rate, burstiness, concurrency, prompts):
     assert CATALOG[name] == AccessPattern(name, rate, burstiness, concurrency, prompts)
 
 
-def test_catalog_has_exactly_the_field_patterns():
+def test_catalog_has_exactly_the_field_patterns_and_the_capacity_searches():
     assert set(CATALOG) == {
         "throughput_low",
         "throughput_high",
         "burstiness_high",
         "burstiness_mid",
         "burstiness_low",
+        "slo_capacity",
+        "slo_capacity_concurrency",
     }
+    assert CATALOG["slo_capacity"].search == "request_rate"
+    assert CATALOG["slo_capacity_concurrency"].search == "max_concurrency"
+
+
+def test_a_capacity_search_probes_one_load_at_a_time():
+    search = CATALOG["slo_capacity"].with_overrides(search_start=0.5, max_probes=4, num_prompts=12)
+    probe = search.at_load(2.0)
+    assert (probe.request_rate, probe.search, probe.num_prompts, probe.burstiness) == (2.0, None, 12, 1.0)
+    closed = CATALOG["slo_capacity_concurrency"].at_load(8)
+    assert (closed.max_concurrency, closed.request_rate) == (8, math.inf)
+    assert search.describe()["search_start"] == 0.5 and search.describe()["max_probes"] == 4
+    with pytest.raises(PatternError, match="max_probes must be an int >= 2"):
+        search.with_overrides(max_probes=1)
+    with pytest.raises(PatternError, match="search_start must be a finite whole number"):
+        CATALOG["slo_capacity_concurrency"].with_overrides(search_start=2.5)
+    with pytest.raises(PatternError, match="is not a capacity search"):
+        CATALOG["throughput_low"].at_load(2.0)
 
 
 def test_overrides_return_a_changed_copy():

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_specdec.measure.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.report.rows import CSV_COLUMNS, cost_ratio_for, row_for
+from pytest_specdec.measure.theory import cost_ratio_for
+from pytest_specdec.report.rows import CSV_COLUMNS, row_for
 from pytest_specdec.report.files import ReportError, append_step_summary, load_report, report_document, validate_report, write_report
 from pytest_specdec.report.tables import csv_text, markdown_summary, terminal_table
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs

@@ -1,0 +1,238 @@
+"""The per-request analyses of one result: inside the acceptance numbers.
+
+Aggregate counters say how much of the draft was accepted on average; the
+published studies look inside (per request, per output position, per draft
+length).  This module turns a result's SD records into those figures with the
+functions of `acceptance`: the per-step arrays the server reported
+(``--per-request-spec-decode-metrics detailed``) or, where a server gave none,
+an estimate from the tokens of each streamed chunk, labelled ``estimated``.
+
+`analyse(result)` pools every SD repeat; `analyse(result, repeat=i)` takes
+repeat i alone (what baselines store per repeat).  Nothing here raises on
+measured input: a figure that cannot be computed is NaN with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from .acceptance import (Percentiles, RequestSteps, StepTiming, acceptance_by_position, best_k, compare_estimate,
+                         oracle_speedup, per_position_rates, predict_speedups, request_length_distribution,
+                         steps_from_chunks, steps_from_server, why_no_prediction)
+from .diagnosis import Cause, diagnose
+
+# The per-request figures a result carries, and the names baselines and reports use for them.
+REQUEST_LENGTH_FIGURES = ("request_acceptance_length_p10", "request_acceptance_length_p50")
+ANALYSIS_FIGURES = (*REQUEST_LENGTH_FIGURES, "best_k", "oracle_speedup")
+
+
+@dataclass(frozen=True)
+class AcceptanceAnalysis:
+    """What the per-step data of one result (or one repeat) say."""
+
+    source: str | None  # "server", "estimate", "mixed"; None when no request had per-step data
+    problem: str | None  # why there is nothing to analyse (then every figure is NaN)
+    requests: tuple[RequestSteps, ...] = ()
+    request_lengths: Percentiles = field(default_factory=lambda: Percentiles.of([]))
+    requests_without_steps: int = 0  # requests that never drafted (left out of the distribution)
+    by_position: dict[str, list[float]] = field(default_factory=dict)
+    per_position: list[float] = field(default_factory=list)  # from the per-step data
+    predictions: dict[int, float] = field(default_factory=dict)  # k' -> predicted throughput speedup
+    best_k: int | None = None
+    oracle_speedup: float = math.nan
+    prediction_problem: str | None = None
+    estimate_check: dict[str, Any] | None = None  # the chunk estimate against the server's arrays
+
+    @property
+    def estimated(self) -> bool:
+        """Figures rest (at least partly) on the chunk estimate, not the server's arrays."""
+        return self.source in ("estimate", "mixed")
+
+    def figure(self, name: str) -> float:
+        """One of ANALYSIS_FIGURES (NaN when unavailable)."""
+        if name == "request_acceptance_length_p10":
+            return self.request_lengths.p10
+        if name == "request_acceptance_length_p50":
+            return self.request_lengths.p50
+        if name == "best_k":
+            return float(self.best_k) if self.best_k is not None else math.nan
+        if name == "oracle_speedup":
+            return self.oracle_speedup
+        raise KeyError(name)
+
+    def unavailable(self, name: str) -> str | None:
+        if self.problem:
+            return self.problem
+        if name in ("best_k", "oracle_speedup") and self.prediction_problem:
+            return self.prediction_problem
+        if name in REQUEST_LENGTH_FIGURES and not self.request_lengths.count:
+            return "no SD request drafted a token"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able (NaN as None), for report rows."""
+        lengths = {key: _json(getattr(self.request_lengths, key))
+                   for key in ("p5", "p10", "p25", "p50", "p75", "p95", "mean", "std")}
+        return {
+            "source": self.source,
+            "estimated": self.estimated,
+            "problem": self.problem,
+            "requests": len(self.requests),
+            "requests_without_steps": self.requests_without_steps,
+            "request_acceptance_length": {**lengths, "count": self.request_lengths.count},
+            "per_request_lengths": [_json(r.acceptance_length) for r in self.requests],
+            "tokens_per_step": [r.tokens_per_step for r in self.requests[:64]],
+            "by_position": {label: [_json(v) for v in values] for label, values in self.by_position.items()},
+            "per_position": [_json(v) for v in self.per_position],
+            "predictions": {str(k): _json(v) for k, v in self.predictions.items()},
+            "best_k": self.best_k,
+            "oracle_speedup": _json(self.oracle_speedup),
+            "prediction_problem": self.prediction_problem,
+            "estimate_check": self.estimate_check,
+        }
+
+
+def _json(value):
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _k(result) -> int | None:
+    k = (result.spec.speculative_config or {}).get("num_speculative_tokens")
+    return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
+
+
+def request_steps(record, k: int) -> tuple[RequestSteps | None, RequestSteps | None]:
+    """(the server's per-step data, the chunk estimate) for one SD record; either may be None."""
+    server = None
+    reported = getattr(record, "spec_decoding", None)  # records from other clients may lack both fields
+    chunks = getattr(record, "chunk_tokens", None)
+    if reported:
+        try:
+            server = steps_from_server(reported, record.output_tokens)
+        except ValueError:
+            server = None  # malformed arrays: fall back to the estimate rather than trust them
+    estimate = steps_from_chunks(chunks, k) if chunks else None
+    return server, estimate
+
+
+def _timing(reference_runs, speculative_runs, k: int) -> StepTiming | None:
+    ref = [r for run in reference_runs for r in run.records if r.success]
+    sd = [r for run in speculative_runs for r in run.records if r.success]
+    ref_tokens = sum(max(r.output_tokens - 1, 0) for r in ref)
+    if not ref or not sd or not ref_tokens:
+        return None
+    return StepTiming(
+        reference_step_ms=1000 * sum(r.latency - r.ttft for r in ref) / ref_tokens,
+        sd_decode_ms=1000 * sum(r.latency - r.ttft for r in sd),
+        sd_prefill_ms=1000 * sum(r.ttft for r in sd),
+        k=k,
+    )
+
+
+def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
+    """The per-request analyses of `result` (every SD repeat pooled, or repeat `repeat` alone)."""
+    k = _k(result)
+    if k is None:
+        return AcceptanceAnalysis(None, "no draft length k (num_speculative_tokens) in the speculative config")
+    pairs = result.repeat_pairs()
+    if repeat is not None:
+        pairs = [pairs[repeat]]
+    reference_runs = [ref for ref, _ in pairs]
+    speculative_runs = [sd for _, sd in pairs]
+    steps: list[RequestSteps] = []
+    checks = []
+    for run in speculative_runs:
+        for record in run.records:
+            if not record.success:
+                continue
+            server, estimate = request_steps(record, k)
+            if server is not None and estimate is not None:
+                checks.append(compare_estimate(server, estimate))
+            if server is not None or estimate is not None:
+                steps.append(server or estimate)
+    if not steps:
+        return AcceptanceAnalysis(None, "no per-step data: the server reported no per-request SD metrics and "
+                                        "streamed no token ids to estimate them from")
+    sources = {s.source for s in steps}
+    source = sources.pop() if len(sources) == 1 else "mixed"
+    lengths, without = request_length_distribution(steps)
+    measured = result.speedup()
+    timing = _timing(reference_runs, speculative_runs, k)
+    if timing is None:
+        predictions, best, oracle = {}, None, math.nan
+        problem = "no completed reference and SD requests to time the steps with"
+    else:
+        problem = why_no_prediction(steps, timing, measured)
+        predictions = predict_speedups(steps, timing, measured)
+        best = best_k(predictions)
+        oracle = oracle_speedup(steps, timing, measured)
+    return AcceptanceAnalysis(
+        source=source,
+        problem=None,
+        requests=tuple(steps),
+        request_lengths=lengths,
+        requests_without_steps=without,
+        by_position=acceptance_by_position(steps),
+        per_position=per_position_rates(steps, k),
+        predictions=predictions,
+        best_k=best,
+        oracle_speedup=oracle,
+        prediction_problem=problem,
+        estimate_check=_estimate_summary(checks),
+    )
+
+
+def _estimate_summary(checks: list[dict]) -> dict[str, Any] | None:
+    """How close the chunk estimate came to the server's own arrays, over the requests that had both."""
+    if not checks:
+        return None
+
+    def median(key):
+        values = [c[key] for c in checks if isinstance(c[key], (int, float)) and math.isfinite(c[key])]
+        return statistics.median(values) if values else None
+
+    return {
+        "requests": len(checks),
+        "server_acceptance_length_p50": median("server_acceptance_length"),
+        "estimate_acceptance_length_p50": median("estimate_acceptance_length"),
+        "acceptance_length_difference_p50": median("acceptance_length_difference"),
+        "step_agreement_p50": median("step_agreement"),
+    }
+
+
+def diagnosis(result, sweep: list[tuple[float, float]] | None = None) -> list[Cause]:
+    """Why SD did not pay for `result`, each cause with its figure (see `diagnosis`)."""
+    from .theory import theory_for
+
+    analysis = result.analysis()
+    counters = result.counters
+    k = _k(result)
+    theory = theory_for(result.acceptance_length if counters.present else None, k, result.cost_ratio,
+                        result.speedup())
+    figures: dict[str, Any] = {
+        "speedup": result.speedup(),
+        "expected_speedup": theory.expected_speedup if theory else None,
+        "acceptance_rate": result.acceptance_rate if counters.present else None,
+        "acceptance_length": result.acceptance_length if counters.present else None,
+        "k": k,
+        "per_position_acceptance": result.per_position_acceptance if counters.present else analysis.per_position,
+        "best_k": analysis.best_k,
+        "predicted_best_speedup": analysis.predictions.get(analysis.best_k) if analysis.best_k else None,
+        "client_bound": result.client_bound(),
+        "sweep": sweep,
+    }
+    figures.update(_warm_up_figures(result))
+    return diagnose(figures)
+
+
+def _warm_up_figures(result) -> dict[str, float]:
+    """The first SD request's TPOT against the others' median (a warm-up measured as load)."""
+    run = result.speculative_runs[0] if result.speculative_runs else None
+    tpots = [(r.latency - r.ttft) / (r.output_tokens - 1) * 1000 for r in (run.records if run else [])
+             if r.success and r.output_tokens > 1]
+    if len(tpots) < 3:
+        return {}
+    return {"first_request_tpot_ms": tpots[0], "median_tpot_ms_others": statistics.median(tpots[1:])}

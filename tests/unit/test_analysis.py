@@ -1,0 +1,155 @@
+"""A result's per-request analyses end to end: per-step data from the server or the chunk estimate,
+the figures on the result, the checks, the gate, the report rows, the summary and the plots.
+
+The numbers are hand-computed.  Four SD requests of 6 output tokens each take
+four drafted steps accepting 1, 0, 0, 0 of k=4 drafts (the first token comes
+from the prefill, so 1 + 2 + 1 + 1 + 1 = 6); a reference step costs 20 ms, an
+SD step 40 ms, every TTFT is 50 ms.  Then (acceptance.py's model):
+t(k') = 20 + 5 k' ms, each drafted step yields 1.25 tokens whatever k',
+SD time per request 50 + 4 t(k'): 210 ms at k=4, 150 ms at k'=1, so the
+prediction at k'=1 is 210/150 = 1.4 times the measured speedup; the oracle
+costs 25 + 20 + 20 + 20 = 85 ms of steps: 210/135.
+"""
+
+import math
+
+import pytest
+
+from pytest_specdec.config.spec import ServerSpec
+from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.report.plots import write_plots
+from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.tables import markdown_summary, terminal_table
+from pytest_specdec.verdict.baselines import Baseline, write_baseline
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
+
+SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
+ACCEPTED = [1, 0, 0, 0]
+SERVER_METRICS = {"per_step_accepted": ACCEPTED, "per_step_drafted": [4, 4, 4, 4], "num_spec_tokens": 4,
+                  "mean_acceptance_length": 1.25}
+CHUNKS = [1, 2, 1, 1, 1]  # the prefill token, then one chunk per step: a + 1 tokens
+
+
+class Rec:
+    def __init__(self, index, *, step_ms, spec_decoding=None, chunk_tokens=(), tokens=6):
+        self.index, self.prompt_len, self.output_tokens = index, 16, tokens
+        self.ttft = 0.05
+        self.latency = self.ttft + step_ms / 1000 * (4 if spec_decoding is not None or chunk_tokens else tokens - 1)
+        self.itl = [0.01] * (tokens - 1)
+        self.token_ids, self.text, self.top_logprobs, self.success = list(range(tokens)), "x", None, True
+        self.spec_decoding, self.chunk_tokens = spec_decoding, list(chunk_tokens)
+
+
+def make_result(*, server=True, chunks=True):
+    reference = [Rec(i, step_ms=20) for i in range(4)]
+    speculative = [Rec(i, step_ms=40, spec_decoding=dict(SERVER_METRICS) if server else None,
+                       chunk_tokens=CHUNKS if chunks else ()) for i in range(4)]
+    counters = SpecDecodeCounters(16, 64, 4, {0: 4, 1: 0, 2: 0, 3: 0})
+    ref_run = Run(SPEC.reference(), 0, summarize(reference, 1.0), reference, None, ["vllm"], 0.0)
+    sd_run = Run(SPEC, 0, summarize(speculative, 1.0), speculative, counters, ["vllm"], 0.0)
+    outputs = compare_outputs(reference, speculative)
+    return SpecDecResult(SPEC, {"name": "code_edit"}, {"name": "throughput_low"}, [ref_run], [sd_run], outputs,
+                         {}, outputs_per_repeat=[outputs], cost_ratio=0.0)
+
+
+def test_the_servers_arrays_give_every_figure_and_the_estimate_agrees_with_them():
+    result = make_result()
+    analysis = result.analysis()
+    assert analysis.source == "server" and not analysis.estimated
+    assert analysis.request_lengths.p50 == pytest.approx(1.25) and analysis.request_lengths.count == 4
+    assert analysis.per_position == pytest.approx([0.25, 0.0, 0.0, 0.0])
+    assert result.speedup() == pytest.approx(1.0)  # same tokens over the same duration
+    assert analysis.predictions[4] == pytest.approx(1.0)  # the measurement itself
+    assert analysis.predictions[1] == pytest.approx(210 / 150)
+    assert analysis.best_k == 1
+    assert analysis.oracle_speedup == pytest.approx(210 / 135)
+    assert analysis.estimate_check["step_agreement_p50"] == pytest.approx(1.0)
+    assert analysis.estimate_check["requests"] == 4
+
+
+def test_without_the_servers_arrays_the_chunk_estimate_is_used_and_labelled():
+    result = make_result(server=False)
+    analysis = result.analysis()
+    assert analysis.source == "estimate" and analysis.estimated
+    assert analysis.best_k == 1 and analysis.estimate_check is None
+    row = row_for("t.py::test", SPEC, result.workload, result.pattern, outcome="passed", result=result)
+    assert row["per_step_source"] == "estimate" and row["per_request"]["estimated"] is True
+    assert "~1" in terminal_table([row])[2]  # the table marks an estimated best k
+
+
+def test_no_per_step_data_leaves_the_figures_unavailable_and_the_checks_failing():
+    result = make_result(server=False, chunks=False)
+    assert "no per-step data" in result.unavailable("request_acceptance_length_p10")
+    assert math.isnan(result.analysis().figure("best_k"))
+    with pytest.raises(AssertionError, match="request_acceptance_length_p10: unavailable: no per-step data"):
+        result.assert_acceptance(min_request_p10_length=1.1)
+    with pytest.raises(AssertionError, match="best_k: unavailable"):
+        result.assert_best_k(1)
+
+
+def test_assert_acceptance_on_per_request_lengths():
+    result = make_result()
+    result.assert_acceptance(min_request_p10_length=1.2, min_request_p50_length=1.25)
+    with pytest.raises(AssertionError) as failure:
+        result.assert_acceptance(min_request_p10_length=1.5)
+    assert "request_acceptance_length_p10" in str(failure.value) and "p50 1.25" in str(failure.value)
+    with pytest.raises(ValueError, match="length in tokens per step"):
+        result.assert_acceptance(min_request_p50_length=0.5)
+
+
+def test_assert_best_k_takes_one_k_or_a_set():
+    result = make_result()
+    result.assert_best_k(1)
+    result.assert_best_k({1, 2})
+    with pytest.raises(AssertionError, match=r"(?s)is k=1, not 3.*k=1: 1\.40x.*k=4: 1\.00x"):
+        result.assert_best_k(3)
+    with pytest.raises(ValueError):
+        result.assert_best_k(0)
+
+
+def test_a_failed_speedup_says_why_sd_did_not_pay_with_the_figures():
+    result = make_result()
+    with pytest.raises(AssertionError) as failure:
+        result.assert_speedup(min=1.2)
+    message = str(failure.value)
+    assert "why SD did not pay:" in message
+    assert "low_acceptance: acceptance length 1.25" in message
+    assert "acceptance_collapse:" in message and "predicted best k=1" in message
+    # 1.0x measured against the 1.25x a free draft with this acceptance predicts: within theory's reach.
+    assert "verification_cost" not in message
+
+
+def test_per_repeat_figures_reach_the_baseline_and_the_gate_holds_best_k_exactly(tmp_path):
+    result = make_result()
+    derived = result.repeats()[0]["derived"]
+    assert derived["best_k"] == 1 and derived["request_acceptance_length_p50"] == pytest.approx(1.25)
+    fingerprint = {"engine": "vllm", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "x",
+                   "device_count": 2, "driver": None, "torch_version": "2.13.0"}
+    config = {"spec": {"model": "m", "speculative_config": None, "server_args": [], "tensor_parallel_size": 1},
+              "workload": {}, "pattern": {}, "seed": 0, "repeat_seeds": [0]}
+    for stored, fails in ((1.0, False), (2.0, True)):
+        write_baseline(tmp_path, Baseline("t.py::test", fingerprint, config,
+                                          [{"reference": {}, "speculative": {},
+                                            "derived": {**derived, "best_k": stored}}], {}))
+        result.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=fingerprint), "t.py::test")
+        if fails:
+            with pytest.raises(AssertionError, match=r"best_k\s+2\.000\s+1\.000"):
+                result.assert_no_regression(metrics=["best_k", "request_acceptance_length_p50"])
+        else:
+            result.assert_no_regression(metrics=["best_k", "request_acceptance_length_p50"])
+
+
+def test_rows_summary_and_plots_carry_the_analyses(tmp_path):
+    result = make_result()
+    row = row_for("t.py::test", SPEC, result.workload, result.pattern, outcome="passed", result=result)
+    assert row["best_k"] == 1 and row["oracle_speedup"] == pytest.approx(210 / 135)
+    assert row["request_acceptance_length_p50"] == pytest.approx(1.25)
+    assert {c["name"] for c in row["diagnosis"]} >= {"low_acceptance", "acceptance_collapse"}
+    slow = dict(row, speedup_output_throughput=0.8)
+    summary = markdown_summary([slow])
+    assert "**Inside the acceptance numbers**" in summary and "| server (4 requests) |" in summary
+    assert "**Why SD did not pay**" in summary and "low_acceptance: acceptance length 1.25" in summary
+    names = [p.name for p in write_plots([row], tmp_path)]
+    assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names

@@ -1,0 +1,113 @@
+"""Goodput on results, the crossover of a sweep and capacity results: the figures and their checks.
+
+Records and probes are synthetic (hand-computed expectations); the search and
+goodput functions themselves are tested in test_capacity.py and test_goodput.py.
+"""
+
+import math
+
+import pytest
+
+from pytest_specdec.config.spec import ServerSpec
+from pytest_specdec.load.capacity import CapacitySearch, Probe, search_capacity
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.measure.slo_capacity import CapacityResult, probe_seed
+from pytest_specdec.measure.sweep import SweepResult
+
+SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
+
+
+class Rec:
+    def __init__(self, index, ttft, tpot, tokens=5):
+        self.index, self.prompt_len, self.output_tokens, self.success = index, 8, tokens, True
+        self.ttft, self.itl = ttft, [tpot] * (tokens - 1)
+        self.latency = ttft + tpot * (tokens - 1)
+        self.token_ids, self.text, self.top_logprobs = list(range(tokens)), "x", None
+
+
+def result(ref_tpots, sd_tpots, *, slo=None, pattern=None, duration=2.0):
+    ref = [Rec(i, 0.1, t) for i, t in enumerate(ref_tpots)]
+    sd = [Rec(i, 0.1, t) for i, t in enumerate(sd_tpots)]
+    runs = (Run(SPEC.reference(), 0, summarize(ref, duration), ref, None, ["vllm"], 0.0),
+            Run(SPEC, 0, summarize(sd, duration * 0.8), sd, None, ["vllm"], 0.0))
+    outputs = compare_outputs(ref, sd)
+    return SpecDecResult(SPEC, {"name": "w"}, pattern or {"name": "p"}, [runs[0]], [runs[1]], outputs, {},
+                         outputs_per_repeat=[outputs], slo=slo or {})
+
+
+def test_goodput_counts_the_requests_that_met_every_slo_per_second():
+    # TPOT SLO 50 ms: reference 1 of 4 within (40 ms), SD 3 of 4; durations 2.0 s and 1.6 s.
+    r = result([0.04, 0.06, 0.07, 0.08], [0.03, 0.04, 0.045, 0.09], slo={"tpot": 50.0})
+    assert r.goodput("reference") == pytest.approx(1 / 2.0)
+    assert r.goodput("speculative") == pytest.approx(3 / 1.6)
+    assert r.goodput_ratio() == pytest.approx((3 / 1.6) / (1 / 2.0))
+    assert r.repeats()[0]["derived"]["goodput_ratio"] == pytest.approx(r.goodput_ratio())
+    assert r.unavailable("goodput_ratio") is None
+
+
+def test_goodput_is_unavailable_without_an_slo_or_a_good_reference_request():
+    without = result([0.04] * 4, [0.03] * 4)
+    assert math.isnan(without.goodput("speculative"))
+    assert "no SLO declared" in without.unavailable("goodput_ratio")
+    none_good = result([0.09] * 4, [0.03] * 4, slo={"tpot": 50.0})
+    assert "no reference request met the SLO" in none_good.unavailable("goodput_ratio")
+
+
+def sweep(*speedups):
+    """A sweep whose level i has SD TPOT giving `speedups[i]` on throughput (same tokens, scaled duration)."""
+    results = []
+    for level, speedup in zip((1, 4, 16, 64), speedups):
+        r = result([0.04] * 4, [0.04] * 4, pattern={"name": f"concurrency_{level}", "max_concurrency": level})
+        r.speculative_runs[0].metrics = summarize(r.speculative_runs[0].records, 2.0 / speedup)
+        results.append(r)
+    return SweepResult(results)
+
+
+def test_the_crossover_is_interpolated_between_levels_and_asserted():
+    found = sweep(1.4, 1.2, 0.8, 0.6).crossover()  # crosses 1 halfway from 4 to 16: 10
+    assert found.status == "crosses" and found.value == pytest.approx(10.0)
+    sweep(1.4, 1.2, 0.8, 0.6).assert_crossover(min_concurrency=8)
+    with pytest.raises(AssertionError, match="SD stops paying below concurrency 12"):
+        sweep(1.4, 1.2, 0.8, 0.6).assert_crossover(min_concurrency=12)
+
+
+def test_never_crossing_passes_only_as_far_as_the_sweep_went():
+    paying = sweep(1.4, 1.3, 1.2, 1.1)
+    assert paying.crossover().status == "never" and paying.crossover().highest == 64
+    paying.assert_crossover(min_concurrency=64)
+    with pytest.raises(AssertionError, match="the sweep stops at concurrency 64, below 100"):
+        paying.assert_crossover(min_concurrency=100)
+    with pytest.raises(AssertionError, match="SD stops paying"):
+        sweep(0.9, 0.8, 0.7, 0.6).assert_crossover(min_concurrency=1)
+    assert sweep(1.4, 1.2, 0.8, 0.6).geometric_mean_speedup() == pytest.approx((1.4 * 1.2 * 0.8 * 0.6) ** 0.25)
+
+
+def capacity(reference_limit, sd_limit, max_probes=6):
+    def side(limit):
+        return search_capacity(lambda load: Probe(load, load <= limit, {"reason": "synthetic"}),
+                               CapacitySearch("request_rate", start=1.0, max_probes=max_probes))
+    return CapacityResult(SPEC, {"name": "w"}, {"name": "slo_capacity", "search": "request_rate"},
+                          {"tpot": 50.0}, 99.0, side(reference_limit), side(sd_limit))
+
+
+def test_capacity_ratio_and_its_check():
+    found = capacity(3.0, 4.5)
+    assert found.reference.capacity <= 3.0 and found.speculative.capacity <= 4.5
+    assert found.capacity_ratio() == pytest.approx(found.speculative.capacity / found.reference.capacity)
+    assert found.repeats()[0]["derived"]["capacity_ratio"] == found.capacity_ratio()
+    found.assert_capacity(min_ratio=1.2)
+    with pytest.raises(AssertionError, match=r"SD's SLO capacity is below 2x"):
+        found.assert_capacity(min_ratio=2.0)
+
+
+def test_a_capacity_not_reached_is_unavailable_never_a_pass():
+    found = capacity(0.1, 4.5)  # the reference failed even at the lowest load probed
+    assert math.isnan(found.capacity_ratio())
+    assert found.unavailable("capacity_ratio")
+    with pytest.raises(AssertionError, match="capacity_ratio: unavailable"):
+        found.assert_capacity(min_ratio=0.5)
+
+
+def test_probes_of_one_load_share_arrivals_across_sides_and_differ_between_loads():
+    assert probe_seed(0, 2.0) == probe_seed(0, 2.0) != probe_seed(0, 4.0)
