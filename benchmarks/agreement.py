@@ -7,8 +7,10 @@ its custom dataset, in order), at each concurrency: rounds interleaved
 and concurrency, the medians over rounds and the ratio plugin / peer.
 
 `vllm bench serve` runs in its own process, as the reproduce commands run it
-(``python -m pytest_specdec bench``).  Peers other than vLLM's are not driven
-by this script yet (see the README).
+(``python -m pytest_specdec bench``).  GuideLLM and AIPerf run when their
+executables are given (each installed in a virtual environment of its own,
+see `agreement_peers.py` for how they are driven and how their definitions
+differ); a peer that cannot be found is skipped, and the script says so.
 
 How the two define the figures (vllm/benchmarks/serve.py, calculate_metrics
 and benchmark): both time a request from just before the POST; TTFT to the
@@ -18,13 +20,15 @@ starts after its own one-request test run and ends with the last reply; the
 plugin's starts at the schedule's offset 0 and ends with the last reply.
 Both take the SD counters from /metrics before and after.
 
-    .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 3]
+    .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 3] \
+        [--guidellm PATH/bin/guidellm] [--aiperf PATH/bin/aiperf]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +41,9 @@ from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.reproduce import bench_serve_flags
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agreement_peers import DEFINITIONS, PEERS, PeerError  # noqa: E402
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -63,7 +70,17 @@ def vllm_round(flags: list[str], work: Path, name: str) -> dict:
     return json.loads((work / name).read_text())
 
 
-def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, output_len: int) -> dict:
+def peer_round(peer: str, executable: str, server, tokenizer: str, prompts, level: int, work: Path,
+               name: str) -> dict:
+    before = server.spec_decode_counters()
+    figures = PEERS[peer](executable, server.url, server.model, tokenizer, prompts, level, work, name)
+    counters = server.spec_decode_counters().delta(before, where=server.url)
+    return {**figures, "spec_decode_acceptance_rate": counters.acceptance_rate * 100,
+            "spec_decode_acceptance_length": counters.acceptance_length}
+
+
+def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, output_len: int,
+            peers: dict[str, str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="specdec-agreement-"))
     pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
                       startup_timeout=600)
@@ -79,28 +96,43 @@ def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, o
             prompts = measurements.prompts(MODEL, workload, pattern, seed=0)
             flags = bench_serve_flags(server.url, server.model, tokenizer, measurements.prompts_file(prompts), pattern)
             generate_load(server.url, server.model, prompts, pattern)  # warm both paths' prompts into the cache
-            ours, theirs = [], []
-            for round_ in range(rounds):
-                ours.append(plugin_round(server, prompts, pattern))
-                theirs.append(vllm_round(flags, work, f"c{level}-r{round_}.json"))
-                print(f"  concurrency {level} round {round_ + 1}: plugin {ours[-1]['output_throughput']:.1f} tok/s, "
-                      f"vllm bench serve {theirs[-1]['output_throughput']:.1f} tok/s", flush=True)
-            results[level] = (ours, theirs)
+            runs: dict[str, list[dict]] = {"plugin": [], "vllm bench serve": [], **{p: [] for p in peers or {}}}
+            for round_ in range(rounds):  # interleaved: the machine's drift falls on every client alike
+                runs["plugin"].append(plugin_round(server, prompts, pattern))
+                runs["vllm bench serve"].append(vllm_round(flags, work, f"c{level}-r{round_}.json"))
+                for peer, executable in (peers or {}).items():
+                    try:
+                        runs[peer].append(peer_round(peer, executable, server, tokenizer, prompts, level, work,
+                                                     f"c{level}-r{round_}"))
+                    except (PeerError, OSError, KeyError, ValueError) as exc:
+                        print(f"  {peer} failed at concurrency {level}: {exc}", flush=True)
+                print(f"  concurrency {level} round {round_ + 1}: " + ", ".join(
+                    f"{client} {values[-1]['output_throughput']:.1f} tok/s" for client, values in runs.items()
+                    if values), flush=True)
+            results[level] = runs
     finally:
         pool.close()
     return results
 
 
 def table(results: dict) -> list[str]:
-    lines = [f"{'concurrency':>11}  {'metric':<30} {'plugin':>10} {'vllm bench':>10} {'ratio':>7}", "-" * 74]
-    for level, (ours, theirs) in results.items():
+    """Per concurrency and metric: the plugin's median over rounds, each peer's, and plugin / peer."""
+    peers = [client for client in next(iter(results.values())) if client != "plugin"]
+    head = f"{'concurrency':>11}  {'metric':<30} {'plugin':>9}" + "".join(
+        f" {peer[:16]:>16} {'ratio':>6}" for peer in peers)
+    lines = [head, "-" * len(head)]
+    for level, runs in results.items():
         for metric in METRICS:
-            mine = [run[metric] for run in ours if metric in run]
-            vllm = [run[metric] for run in theirs if metric in run]
-            if not mine or not vllm:
+            mine = [run[metric] for run in runs["plugin"] if metric in run]
+            if not mine:
                 continue
-            a, b = statistics.median(mine), statistics.median(vllm)
-            lines.append(f"{level:>11}  {metric:<30} {a:>10.2f} {b:>10.2f} {a / b:>7.3f}")
+            a = statistics.median(mine)
+            cells = []
+            for peer in peers:
+                theirs = [run[metric] for run in runs[peer] if metric in run]
+                b = statistics.median(theirs) if theirs else None
+                cells.append(f" {b:>16.2f} {a / b:>6.3f}" if b else f" {'–':>16} {'–':>6}")
+            lines.append(f"{level:>11}  {metric:<30} {a:>9.2f}" + "".join(cells))
     return lines
 
 
@@ -111,11 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--input-len", type=int, default=192)
     parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--guidellm", help="the guidellm executable of its own virtual environment")
+    parser.add_argument("--aiperf", help="the aiperf executable of its own virtual environment")
     args = parser.parse_args(argv)
-    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len)
+    peers = {}
+    for peer, path in (("GuideLLM", args.guidellm), ("AIPerf", args.aiperf)):
+        if path and Path(path).is_file() and os.access(path, os.X_OK):
+            peers[peer] = path
+        else:
+            print(f"{peer}: skipped ({'not found at ' + path if path else 'no executable given'}; "
+                  f"install it in a virtual environment of its own and pass --{peer.lower()} PATH)")
+    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len, peers)
     print(f"\nn-gram k=4, code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
           f"{args.rounds} interleaved rounds per client; medians over rounds")
     print("\n".join(table(results)))
+    print("\nratio: plugin / peer.  How vllm bench serve defines each figure is how the plugin does "
+          "(vllm/benchmarks/serve.py, calculate_metrics); the peers differ where noted:")
+    for peer in peers:
+        print(f"  {peer}:")
+        print("\n".join(f"    - {line}" for line in DEFINITIONS[peer]))
     return 0
 
 

@@ -148,7 +148,43 @@ def _vllm_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: fl
     return [(o.ttft, o.itl) for o in outputs], duration
 
 
-CLIENTS = {"plugin": _plugin_client, "vllm bench serve": _vllm_client}
+def _httpx_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float) -> list[tuple]:
+    """A streaming client on httpx (what the plugin used before its own transport), done the library's way:
+    one AsyncClient with a pool as large as the concurrency, ``aiter_lines`` and ``json.loads`` per event."""
+    import httpx
+
+    async def drive():
+        limits = httpx.Limits(max_connections=level, max_keepalive_connections=level)
+        payload = {"model": f"gap={gap_ms}", "prompt": "hello", "max_tokens": chunks, "stream": True,
+                   "stream_options": {"include_usage": True}, "ignore_eos": True}
+        semaphore = asyncio.Semaphore(level)
+        async with httpx.AsyncClient(limits=limits, timeout=None, trust_env=False) as client:
+            async def one():
+                async with semaphore:
+                    start = last = time.perf_counter()
+                    ttft, itl = None, []
+                    async with client.stream("POST", f"{url}/v1/completions", json=payload) as response:
+                        async for line in response.aiter_lines():
+                            if not line.startswith("data: ") or line == "data: [DONE]":
+                                continue
+                            data = json.loads(line[6:])
+                            now = time.perf_counter()
+                            if data.get("choices"):
+                                if ttft is None:
+                                    ttft = now - start
+                                else:
+                                    itl.append(now - last)
+                                last = now
+                    return ttft, itl
+
+            start = time.perf_counter()
+            outputs = await asyncio.gather(*(one() for _ in range(num_prompts)))
+            return outputs, time.perf_counter() - start
+
+    return asyncio.run(drive())
+
+
+CLIENTS = {"plugin": _plugin_client, "vllm bench serve": _vllm_client, "httpx": _httpx_client}
 
 
 def _measure(client: str, url: str, level: int, waves: int, chunks: int, server_pid: int, gap_ms: float) -> dict:
@@ -201,6 +237,15 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _cpus(spec: str) -> set[int]:
+    """"0,2-3" -> {0, 2, 3}; "" -> no pinning."""
+    cpus: set[int] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus & set(range(os.cpu_count() or 1))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="1,32,200,500", help="concurrent streams, comma-separated")
@@ -208,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waves", type=int, default=2, help="requests per level = max(16, waves * streams)")
     parser.add_argument("--paced-gap-ms", type=float, default=10.0,
                         help="the server waits this long between events, as a decoding server would")
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="which clients, comma-separated")
+    parser.add_argument("--server-cpus", default="0", help="CPUs the server is pinned to (taskset style: 0 or 0,1)")
+    parser.add_argument("--client-cpus", default="1", help="CPUs this process (the clients) is pinned to")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -215,30 +263,37 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    server_cpus, client_cpus = _cpus(args.server_cpus), _cpus(args.client_cpus)
+    # The server and the clients on separate cores, so neither's cost is the other's latency.
     server = subprocess.Popen([sys.executable, __file__, "--serve", "--chunks", str(args.chunks)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True,
+                              preexec_fn=(lambda: os.sched_setaffinity(0, server_cpus)) if server_cpus else None)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)
     rows = {"instant": [], "paced": []}
     try:
         url = f"http://127.0.0.1:{int(server.stdout.readline())}"
-        for client in CLIENTS:  # warm-up: imports, first connections
+        for client in clients:  # warm-up: imports, first connections
             _measure(client, url, 4, 1, args.chunks, server.pid, 0.0)
         for level in levels:
             for kind, gap in (("instant", 0.0), ("paced", args.paced_gap_ms)):
-                for client in CLIENTS:  # interleaved, so drift of the machine falls on both
+                for client in clients:  # interleaved, so drift of the machine falls on both
                     rows[kind].append(_measure(client, url, level, args.waves, args.chunks, server.pid, gap))
                     print(f"  {kind} {client} at {level} streams done", file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(10)
-    print(f"client overhead: {args.chunks} one-token events per request, server in its own process, "
-          f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
+    print(f"client overhead: {args.chunks} one-token events per request, server in its own process on CPUs "
+          f"{sorted(server_cpus) or 'any'}, clients on CPUs {sorted(client_cpus) or 'any'} of {os.cpu_count()}, "
+          f"python {sys.version.split()[0]}")
     print("\ninstant server (events as fast as it writes them; added ITL is the whole gap):")
     print(_table(rows["instant"]))
     print(f"\npaced server ({args.paced_gap_ms:g} ms between events, {1e3 / args.paced_gap_ms:.0f} events/s per "
           "stream; added ITL is what the client saw beyond that):")
     print(_table(rows["paced"]))
     print("\nceiling (most events/s followed with the p50 ITL distorted by less than 1 ms, paced server):")
-    for client in CLIENTS:
+    for client in clients:
         fine = [r for r in rows["paced"] if r["client"] == client and r["p50_added_itl_ms"] < 1.0]
         best = max(fine, key=lambda r: r["events_per_s"], default=None)
         print(f"  {client}: " + (f"{best['events_per_s']:,.0f} events/s ({best['streams']} streams)" if best

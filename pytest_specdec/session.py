@@ -276,7 +276,9 @@ class SpecdecSession:
                                               request_timeout=self.settings.request_timeout,
                                               max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms)
             for plan in self.plans.values():
-                if self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config:
+                # A capacity search probes loads of its own: there is no one reference run to announce.
+                if (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config
+                        and not plan.pattern.search):
                     self._measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
         return self._measurements
 

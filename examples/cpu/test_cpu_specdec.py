@@ -24,8 +24,9 @@ prompts can flatter SD, because a small model loops on them and the loop is
 easy to predict.
 
 Baselines for these tests are stored in baselines/ at the repository root;
-`assert_no_regression` compares ratios only (speedup, acceptance), which hold
-across machines, so baselines recorded on one 2-core box gate another.
+`assert_no_regression` compares ratios only (speedup, acceptance, per-request
+acceptance, the recommended k, the SLO capacity ratio), which hold across
+machines better than tok/s, so baselines recorded on one 2-core box gate another.
 """
 
 import pytest
@@ -38,9 +39,14 @@ SUFFIX = {"method": "suffix", "num_speculative_tokens": 4}
 # but it predicts the target's next token only ~2-5% of the time.
 POOR_DRAFT = {"method": "draft_model", "model": f"{MODEL}@layers=8", "num_speculative_tokens": 3}
 RATIOS = ["speedup_output_throughput", "acceptance_rate"]
+# The per-request median of tokens per drafted step (from vLLM's per-request metrics): a drafter
+# that starts failing on some requests moves it even while the aggregate rate holds.
+PER_REQUEST = ["request_acceptance_length_p50"]
 
 code_edit = pytest.mark.workload("code_edit", input_len=192, output_len=64)
 random_s = pytest.mark.workload("random_s", input_len=192, output_len=64)
+# A poor draft decodes at ~6 tok/s here: half the output keeps its test to a minute.
+random_s_short = pytest.mark.workload("random_s", input_len=192, output_len=32)
 one_at_a_time = pytest.mark.access_pattern("throughput_low", num_prompts=4)
 
 
@@ -56,7 +62,12 @@ def test_ngram_pays_on_code_edits(specdec):
     # decode step, which the formula does not model.
     result.assert_acceptance(min_rate=0.25, min_length=1.8)
     result.assert_speedup(min=1.10)
-    result.assert_no_regression(metrics=RATIOS)
+    # From this run at k=4, the predicted best draft length (benchmarks/best_k.py checks such
+    # predictions against runs at every k): measured here, every k up to 5 paid more than the one
+    # below it on code edits, so k=4 is at or next to the best; a k that collapses shows as 1 or 2.
+    # (Not gated exactly against the baseline here: k=3 and k=4 were predicted 1% apart.)
+    result.assert_best_k(expected={3, 4})
+    result.assert_no_regression(metrics=RATIOS + PER_REQUEST)
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=SUFFIX, server_args=EAGER)
@@ -71,8 +82,11 @@ def test_suffix_pays_on_code_edits(specdec):
     # Suffix decoding matches against a tree of the prompt and of earlier
     # outputs (measured here: ~55% accepted, 2.2-2.3 tokens per step, 1.7-1.9x).
     result.assert_acceptance(min_rate=0.3, min_length=1.5)
+    # Per request (vLLM's per-step arrays): measured here, p5 1.45 and p50 2.67 tokens per drafted
+    # step at k=5; one request in ten below 1.2 means suffix stopped matching some code edits.
+    result.assert_acceptance(min_request_p10_length=1.2)
     result.assert_speedup(min=1.15)
-    result.assert_no_regression(metrics=RATIOS)
+    result.assert_no_regression(metrics=RATIOS + PER_REQUEST)
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
@@ -90,7 +104,7 @@ def test_ngram_on_random_tokens(specdec):
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=POOR_DRAFT, server_args=EAGER)
-@random_s
+@random_s_short
 @one_at_a_time
 def test_a_poor_draft_makes_sd_slower(specdec):
     result = specdec.run()
@@ -103,3 +117,27 @@ def test_a_poor_draft_makes_sd_slower(specdec):
     assert result.speedup() < 0.9, f"a draft that is rarely right cannot pay: speedup {result.speedup():.2f}x"
     # Acceptance this close to zero moves by 100% with one token: gate the speedup only.
     result.assert_no_regression(metrics=["speedup_output_throughput"])
+
+
+@pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
+@code_edit
+# Poisson arrivals of 16 code edits at 0.5, 1, 2 requests/s, then bisection to within 10%: at
+# most five probes per side (about four minutes for both sides on two cores).
+@pytest.mark.access_pattern("slo_capacity", search_start=0.5, max_probes=5, num_prompts=16)
+# On two cores, a median TPOT under 105 ms holds to about 1-1.5 requests/s: between 1 and 2
+# requests/s the batch grows and TPOT jumps by ~30 ms (measured here), so the capacity falls
+# where the curve is steep, not where the machine's drift of +-15 ms decides it.
+@pytest.mark.specdec_slo(tpot_ms=105, percentile=50)
+# Each side's capacity is bisected to within 10%, so the ratio of two of them moves by up to
+# ~20% with nothing changed; the band says so. SD losing its gain (ratio to 1.0 or below) fails.
+@pytest.mark.specdec_tolerance(capacity_ratio=0.25)
+def test_ngram_slo_capacity_on_code_edits(specdec):
+    result = specdec.run()
+    print(result.describe())
+    # Under load the CPU build's n-gram gain shrinks (its throughput falls behind the
+    # reference's from about 4 concurrent requests), so SD adds little or nothing to the load
+    # a server carries within a TPOT objective, whatever its single-stream 1.3x (measured here:
+    # both sides held at 1.68 requests/s and failed at 2, a ratio of 1.0): the baseline holds
+    # the measured ratio, and the check asks that SD not cost capacity.
+    result.assert_capacity(min_ratio=0.9)
+    result.assert_no_regression()

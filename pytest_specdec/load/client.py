@@ -12,6 +12,9 @@ vLLM's tool on the same server:
 - latency is the last event with ``choices`` minus ``start_time``;
 - the run's duration runs from the start of the arrival schedule (offset 0)
   to the last completion, as vLLM's ``benchmark_duration`` does.
+
+Each event's time is when its bytes were read from the socket (see
+`transport`, the hand-written HTTP/1.1 client this runs on, and why).
 """
 
 from __future__ import annotations
@@ -20,16 +23,15 @@ import asyncio
 import contextlib
 import gc
 import json
-import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Protocol
 
-import httpx
-
 from .patterns import AccessPattern
+from .transport import Transport
 
 __all__ = ["LoadRun", "PromptLike", "RequestRecord", "generate_load", "run_load"]
 
@@ -90,58 +92,6 @@ class LoadRun:
         return [r for r in self.records if not r.success]
 
 
-class _SSEDecoder:
-    """Splits a byte stream into SSE ``data:`` payloads, whatever the TCP framing.
-
-    Works on bytes and decodes whole lines: a newline never occurs inside a
-    UTF-8 multi-byte sequence, so a character split across reads is safe.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, data: bytes) -> list[str]:
-        self._buffer += data
-        out: list[str] = []
-        if b"\n" in self._buffer:
-            *lines, self._buffer = self._buffer.split(b"\n")
-            for line in lines:
-                self._take(line, out)
-        # vLLM bench's handler dispatches a complete event before its
-        # terminating newline arrives; doing the same keeps TTFT/ITL equal
-        # when the server's write is split just before the "\n\n".
-        tail = self._buffer.strip()
-        if tail.startswith(b"data:") and (tail.endswith(b"}") or tail.endswith(b"[DONE]")):
-            payload = tail[5:].strip()
-            if payload == b"[DONE]" or _is_json(payload):
-                out.append(payload.decode("utf-8"))
-                self._buffer = b""
-        return out
-
-    def close(self) -> list[str]:
-        out: list[str] = []
-        if self._buffer:
-            self._take(self._buffer, out)
-            self._buffer = b""
-        return out
-
-    @staticmethod
-    def _take(line: bytes, out: list[str]) -> None:
-        line = line.strip()
-        # Blank lines end events; ":" lines are comments (keep-alive pings);
-        # event:/id:/retry: fields carry nothing a completion stream needs.
-        if line.startswith(b"data:"):
-            out.append(line[5:].strip().decode("utf-8"))
-
-
-def _is_json(payload: bytes) -> bool:
-    try:
-        json.loads(payload)
-    except ValueError:
-        return False
-    return True
-
-
 def _completions_url(base_url: str) -> str:
     base = base_url.rstrip("/")
     if base.endswith("/v1/completions"):
@@ -156,58 +106,48 @@ def _excerpt(body: bytes) -> str:
     return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
 
 
-async def _stream_one(
-    client: httpx.AsyncClient, url: str, payload: dict[str, Any], record: RequestRecord
-) -> None:
+async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) -> None:
     """Fill ``record`` from one streamed completion; raises on transport errors."""
     want_logprobs = record.top_logprobs is not None
     usage: dict[str, Any] | None = None
     chunks_with_choices = 0
     texts: list[str] = []
     most_recent = record.start_time
-    async with client.stream("POST", url, json=payload) as response:
-        if response.status_code != 200:
-            body = await response.aread()
-            record.error = f"HTTP {response.status_code} {response.reason_phrase}: {_excerpt(body)}"
+
+    def handle(message: bytes, timestamp: float) -> None:
+        nonlocal usage, chunks_with_choices, most_recent
+        if message == b"[DONE]" or not message:
             return
-        decoder = _SSEDecoder()
+        data = json.loads(message)
+        if choices := data.get("choices"):
+            if chunks_with_choices == 0:
+                record.ttft = timestamp - record.start_time
+            else:
+                record.itl.append(timestamp - most_recent)
+            most_recent = timestamp
+            chunks_with_choices += 1
+            choice = choices[0]
+            texts.append(choice.get("text") or "")
+            if ids := choice.get("token_ids"):
+                record.token_ids.extend(ids)
+                record.chunk_tokens.append(len(ids))
+            if want_logprobs and (lp := choice.get("logprobs")):
+                record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
+        if data.get("usage"):
+            usage = data["usage"]
+        metrics = data.get("metrics")
+        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+            record.spec_decoding = metrics["speculative_decoding"]
+        if err := data.get("error"):
+            # vLLM reports a failure mid-stream as an error event with
+            # status 200 already sent; vLLM bench would count the
+            # request a success, but its output is truncated.
+            record.error = f"error event in stream: {_excerpt(json.dumps(err).encode())}"
 
-        def handle(messages: list[str]) -> None:
-            nonlocal usage, chunks_with_choices, most_recent
-            for message in messages:
-                if message == "[DONE]" or not message:
-                    continue
-                data = json.loads(message)
-                timestamp = time.perf_counter()
-                if choices := data.get("choices"):
-                    if chunks_with_choices == 0:
-                        record.ttft = timestamp - record.start_time
-                    else:
-                        record.itl.append(timestamp - most_recent)
-                    most_recent = timestamp
-                    chunks_with_choices += 1
-                    choice = choices[0]
-                    texts.append(choice.get("text") or "")
-                    if ids := choice.get("token_ids"):
-                        record.token_ids.extend(ids)
-                        record.chunk_tokens.append(len(ids))
-                    if want_logprobs and (lp := choice.get("logprobs")):
-                        record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
-                if data.get("usage"):
-                    usage = data["usage"]
-                metrics = data.get("metrics")
-                if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-                    record.spec_decoding = metrics["speculative_decoding"]
-                if err := data.get("error"):
-                    # vLLM reports a failure mid-stream as an error event with
-                    # status 200 already sent; vLLM bench would count the
-                    # request a success, but its output is truncated.
-                    record.error = f"error event in stream: {_excerpt(json.dumps(err).encode())}"
-
-        async for raw in response.aiter_bytes():
-            handle(decoder.feed(raw))
-        handle(decoder.close())
-
+    status, error_body = await transport.post(body, handle)
+    if status != 200:
+        record.error = f"HTTP {status} {_reason(status)}: {_excerpt(error_body)}"
+        return
     record.text = "".join(texts)
     record.latency = most_recent - record.start_time
     if usage is not None:
@@ -225,53 +165,11 @@ async def _stream_one(
         record.success = True
 
 
-class _ConnectionPool:
-    """One single-connection httpx client per request in flight, reused when free.
-
-    One shared AsyncClient would do, but httpcore's pool scans every
-    connection on every request and stream event (O(connections) each), which
-    at 200 streams cost ~4x more CPU per request than at 1 (see
-    benchmarks/client_overhead.py). Leasing a client per in-flight request
-    keeps that scan at one connection and, as there is always a free
-    connection, nothing queues inside httpx after start_time.
-    """
-
-    def __init__(self, request_timeout: float) -> None:
-        # The total deadline is enforced per request with wait_for; httpx's
-        # timeouts are per read, and a slow but live stream must not be cut.
-        self._timeout = httpx.Timeout(request_timeout, pool=None)
-        self._limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        # Building a verifying SSL context costs ~15 ms; share one.
-        make_ssl = getattr(httpx, "create_ssl_context", None) or ssl.create_default_context
-        self._ssl = make_ssl()
-        self._free: list[httpx.AsyncClient] = []
-        self._all: list[httpx.AsyncClient] = []
-
-    def _new_client(self) -> httpx.AsyncClient:
-        # Environment proxies would put a hop between us and a local
-        # server and distort every latency: endpoints are reached directly.
-        client = httpx.AsyncClient(limits=self._limits, timeout=self._timeout, verify=self._ssl, trust_env=False)
-        self._all.append(client)
-        return client
-
-    def prepare(self, count: int) -> None:
-        """Build `count` clients before the schedule starts: building one costs milliseconds that
-        would otherwise hold back the first requests (and count as dispatch lag)."""
-        while len(self._free) < count:
-            self._free.append(self._new_client())
-
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
-        client = self._free.pop() if self._free else self._new_client()
-        try:
-            yield client
-        finally:
-            self._free.append(client)
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*(client.aclose() for client in self._all), return_exceptions=True)
-        self._all.clear()
-        self._free.clear()
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 async def run_load(
@@ -307,7 +205,7 @@ async def run_load(
     cap = pattern.max_concurrency
     slots: contextlib.AbstractAsyncContextManager[Any]
     slots = asyncio.Semaphore(cap) if cap is not None else contextlib.nullcontext()
-    connections = _ConnectionPool(request_timeout)
+    transport = Transport(url)
     done = 0
 
     async def one(index: int, due: float) -> RequestRecord:
@@ -326,37 +224,36 @@ async def run_load(
         }
         if logprobs is not None:
             payload["logprobs"] = logprobs
+        body = json.dumps(payload).encode()
         async with slots:
             slot_at = time.perf_counter()
-            async with connections.lease() as client:
-                record = RequestRecord(
-                    index=index,
-                    prompt_len=prompt.prompt_len,
-                    output_tokens=0,
-                    start_time=time.perf_counter(),
-                    ttft=0.0,
-                    itl=[],
-                    latency=0.0,
-                    token_ids=[],
-                    text="",
-                    top_logprobs=[] if logprobs is not None else None,
-                    success=False,
-                )
-                record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
-                try:
-                    await asyncio.wait_for(_stream_one(client, url, payload, record), request_timeout)
-                except asyncio.TimeoutError:
-                    record.success = False
-                    record.error = f"timed out after {request_timeout:g} s"
-                except Exception as exc:  # noqa: BLE001 - one bad request must not end the run
-                    record.success = False
-                    record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            record = RequestRecord(
+                index=index,
+                prompt_len=prompt.prompt_len,
+                output_tokens=0,
+                start_time=time.perf_counter(),
+                ttft=0.0,
+                itl=[],
+                latency=0.0,
+                token_ids=[],
+                text="",
+                top_logprobs=[] if logprobs is not None else None,
+                success=False,
+            )
+            record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
+            try:
+                await asyncio.wait_for(_stream_one(transport, body, record), request_timeout)
+            except asyncio.TimeoutError:
+                record.success = False
+                record.error = f"timed out after {request_timeout:g} s"
+            except Exception as exc:  # noqa: BLE001 - one bad request must not end the run
+                record.success = False
+                record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         done += 1
         if on_progress is not None:
             on_progress(done, total)
         return record
 
-    connections.prepare(min(cap or total, total))
     # A full garbage collection in a process that imported torch and a tokenizer
     # pauses it for 10-20 ms: requests due meanwhile would go out late and the
     # run would read as client-bound.  Collect now, then not while measuring
@@ -385,7 +282,7 @@ async def run_load(
         duration = time.perf_counter() - start
         if gc_was_enabled:
             gc.enable()
-        await connections.aclose()
+        transport.close()
     return LoadRun(records=list(records), duration_s=duration, started_at=started_at, start_perf=start)
 
 

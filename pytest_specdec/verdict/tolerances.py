@@ -24,7 +24,7 @@ from ..measure.derived import canonical_metric
 # at different times, and a baseline was recorded on two other instances, so
 # each side carries its own instance's drift (~4% on CI machines): a speedup
 # moves by up to ~10% between sessions with nothing changed (seen in CI: an
-# unchanged draft gave 0.473x, then 0.431x; benchmarks/restart_noise.py
+# unchanged draft gave 0.473x, then 0.431x; benchmarks/gate_calibration.py
 # measures it).  15% is ~2.5 sd of that.
 DEFAULT_TOLERANCES: dict[str, float] = {
     "output_throughput": 0.10,

@@ -32,23 +32,35 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     out = completed.stdout
     print(out[-6000:])
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "4 passed" in out
+    assert "5 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}
-    assert len(rows) == 4
+    assert len(rows) == 5
     for name in ("test_ngram_pays_on_code_edits", "test_suffix_pays_on_code_edits"):
         assert rows[name]["workload"] == "code_edit" and rows[name]["speedup_output_throughput"] > 1.0, rows[name]
         assert rows[name]["regression"] == "passed" and rows[name]["repeats"] == 3
+        # Per-request figures from the server's own per-step arrays, the oracle beside measured and expected.
+        assert rows[name]["per_step_source"] == "server" and rows[name]["request_acceptance_length_p50"] > 1.0
+        assert rows[name]["oracle_speedup"] >= 0.95 * rows[name]["speedup_output_throughput"], rows[name]
+    assert rows["test_ngram_pays_on_code_edits"]["best_k"] in (3, 4)
     assert rows["test_a_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
+    assert rows["test_a_poor_draft_makes_sd_slower"]["diagnosis"], "SD lost: the report must say why, with figures"
+    capacity = rows["test_ngram_slo_capacity_on_code_edits"]
+    assert capacity["capacity_ratio"] >= 0.9 and capacity["capacity"]["reference"]["status"] == "found"
     summary = (report / "summary.md").read_text()
     assert "| test_ngram_pays_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
-    assert (report / "results.csv").read_text().count("\n") == 5
-    for plot in ("speedup_heatmap.png", "acceptance_per_position.png"):
+    assert "**Inside the acceptance numbers**" in summary and "**Why SD did not pay**" in summary
+    assert "**SLO capacity**" in summary and "= specdec SLO capacity =" in out
+    assert (report / "results.csv").read_text().count("\n") == 6
+    for plot in ("speedup_heatmap.png", "acceptance_per_position.png", "request_acceptance_length.png",
+                 "tokens_per_step.png", "slo_capacity.png"):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
     # In a CI log: one line per measured run (3 repeats x 6 runs), no live line.
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
     assert len(runs) == 18, "\n".join(runs)
+    # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
+    assert "/slo_capacity repeat" not in out
     assert "requests, " not in out and "elapsed" not in out
     assert "= specdec results =" in out

@@ -61,6 +61,35 @@ def test_sd_against_the_reference_on_code_edit(specdec, num_prompts):
     result = specdec.run()
     check_measured(result, num_prompts)
     print(result)
+    check_per_step_data(result)
+
+
+def check_per_step_data(result: SpecDecResult) -> None:
+    """vLLM's per-request SD metrics, as the CPU build returns them in the last streamed event."""
+    k = result.spec.speculative_config["num_speculative_tokens"]
+    for record in result.speculative_runs[0].records:
+        reported = record.spec_decoding
+        assert reported and reported["num_spec_tokens"] == k
+        accepted, drafted = reported["per_step_accepted"], reported["per_step_drafted"]
+        assert len(accepted) == len(drafted) == reported["num_spec_steps"]
+        assert all(0 <= a <= d <= k for a, d in zip(accepted, drafted))
+        assert sum(accepted) == reported["num_accepted_draft_tokens"]
+        # The prefill's token plus a + 1 per drafted step never exceed the output (max_tokens may cut the last).
+        assert 1 + sum(a + 1 for a in accepted) <= record.output_tokens + k
+        assert sum(record.chunk_tokens) == record.output_tokens  # every token arrived in some chunk
+    analysis = result.analysis()
+    assert analysis.source == "server" and not analysis.estimated
+    check = analysis.estimate_check
+    assert check["requests"] == len(result.speculative_runs[0].records) * len(result.speculative_runs)
+    print(f"per-request acceptance length p50: server {check['server_acceptance_length_p50']:.2f}, chunk estimate "
+          f"{check['estimate_acceptance_length_p50']:.2f}; steps agreeing {check['step_agreement_p50']:.0%}")
+    # Summed over requests, the server's per-step arrays are the Prometheus counters' delta.
+    counters = result.counters
+    assert sum(sum(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs
+               for r in run.records) == counters.num_accepted_tokens
+    assert sum(len(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs
+               for r in run.records) == counters.num_drafts
+    assert math.isfinite(analysis.oracle_speedup) and analysis.best_k in range(1, k + 1)
 
 
 @pytest.mark.specdec(model=BUNDLED, speculative_config=POOR_DRAFT, server_args=EAGER)

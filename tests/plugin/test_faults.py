@@ -66,10 +66,10 @@ MATRIX = {
                                   "from different processes*load balancer*"]),
     "no-token-ids": ("failed", ["*0 of 4 requests identical*", "*compared as text*"]),
     "error-event": ("failed", ["*requests failed on*first error: error event in stream*engine crashed*"]),
-    "broken-stream": ("failed", ["*requests failed on*first error: RemoteProtocolError*"]),
+    "broken-stream": ("failed", ["*requests failed on*first error: ProtocolError: the server closed the connection mid-response*"]),
     "wrong-model": ("failed", [f"*endpoint http://127.0.0.1:* serves ?'someone-else'?, not '{MODEL}'*"]),
     "stall": ("failed", ["*requests failed on*first error: timed out after 3 s*"]),
-    "die": ("failed", ["*requests failed on*first error: RemoteProtocolError*", "*endpoint: http://127.0.0.1:*"]),
+    "die": ("failed", ["*requests failed on*first error: ProtocolError: the server closed the connection mid-response*", "*endpoint: http://127.0.0.1:*"]),
     "metrics-timeout": ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics did not answer "
                                    "within 10 s*"]),
 }

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.load.client import _SSEDecoder, generate_load, run_load
+from pytest_specdec.load.client import generate_load, run_load
+from pytest_specdec.load.transport import _SSE
 from pytest_specdec.load.patterns import AccessPattern
 
 
@@ -239,14 +240,15 @@ def test_complete_event_is_dispatched_before_its_newline(server):
 def test_decoder_byte_by_byte_equals_whole():
     stream_bytes = (b": keepalive\n\n" + sse(token_event([1], text="ü")) + b"data: {\"a\": 1}\r\n\r\n"
                     + sse(b"[DONE]"))
-    whole = _SSEDecoder()
-    expected = whole.feed(stream_bytes) + whole.close()
-    assert [m for m in expected if m != "[DONE]"][1] == '{"a": 1}' and expected[-1] == "[DONE]"
-    split = _SSEDecoder()
-    got = []
+    whole, expected = _SSE(), []
+    whole.feed(stream_bytes, expected)
+    whole.close(expected)
+    assert [m for m in expected if m != b"[DONE]"][1] == b'{"a": 1}' and expected[-1] == b"[DONE]"
+    split, got = _SSE(), []
     for i in range(len(stream_bytes)):
-        got += split.feed(stream_bytes[i:i + 1])
-    assert got + split.close() == expected
+        split.feed(stream_bytes[i:i + 1], got)
+    split.close(got)
+    assert got == expected
 
 
 def test_concurrency_cap_is_honoured(server):
@@ -306,7 +308,7 @@ def test_connection_refused_becomes_failed_records():
     sock.close()  # nothing listens there now
     run = generate_load(f"http://127.0.0.1:{port}", "m", [P("x", 1, 1)], one(2))
     assert [r.success for r in run.records] == [False, False]
-    assert all("ConnectError" in r.error for r in run.records)
+    assert all("ConnectionRefusedError" in r.error for r in run.records)
 
 
 def test_stream_without_choices_fails(server):
