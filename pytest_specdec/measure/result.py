@@ -46,7 +46,8 @@ def repeat_seed(seed: int, repeat: int) -> int:
     return seed + repeat * REPEAT_SEED_STRIDE
 
 
-def _why_no_value(metric: str) -> str:
+def why_no_value(metric: str) -> str:
+    """Why a run metric (vllm bench serve's keys) has no value in a run that completed."""
     if "tpot" in metric:
         return "TPOT needs requests with more than one output token"
     if "itl" in metric:
@@ -151,7 +152,7 @@ class SpecDecResult:
             missing = [run.repeat + 1 for run in runs if not math.isfinite(run.metrics.as_dict().get(name, math.nan))]
             if missing:
                 return (f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
-                        f"(repeat {', '.join(map(str, missing))}): " + _why_no_value(name))
+                        f"(repeat {', '.join(map(str, missing))}): " + why_no_value(name))
         return None
 
     @property

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..measure.analysis import ANALYSIS_FIGURES
 from ..measure.derived import SIDES, SPEEDUP_METRICS, speedup_name
+from ..measure.result import why_no_value
 from ..measure.theory import cost_per_million_tokens, cost_ratio_for, theory_for
 
 HEADLINE_METRICS = SPEEDUP_METRICS
@@ -116,6 +117,11 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         speculative_request_goodput=_number(result.goodput("speculative")),
         goodput_ratio=_number(result.goodput_ratio()),
     )
+    # A side's figure without a value (TPOT of one-token outputs) says why, in the CSV too: never blank.
+    for side, metrics in (("reference", reference), ("speculative", speculative)):
+        for metric, value in metrics.items():
+            if value is None:
+                row["unavailable"][f"{side}_{metric}"] = why_no_value(metric)
     if result.slo and (why := result.unavailable("goodput_ratio")):
         row["unavailable"]["goodput_ratio"] = why
     if gpu_usd_per_hour is not None:

@@ -57,9 +57,9 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
-    # In a CI log: one line per measured run (3 repeats x 6 runs), no live line.
+    # In a CI log: one line per measured run (3 repeats x 7 runs: references of three traffics, four SD), no live line.
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
-    assert len(runs) == 18, "\n".join(runs)
+    assert len(runs) == 21, "\n".join(runs)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
     assert "requests, " not in out and "elapsed" not in out

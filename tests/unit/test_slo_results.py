@@ -111,3 +111,36 @@ def test_a_capacity_not_reached_is_unavailable_never_a_pass():
 
 def test_probes_of_one_load_share_arrivals_across_sides_and_differ_between_loads():
     assert probe_seed(0, 2.0) == probe_seed(0, 2.0) != probe_seed(0, 4.0)
+
+
+def test_specdec_sweep_measures_every_reference_level_first_then_sd(monkeypatch):
+    """One reference server start for the whole sweep: every level's reference before any SD level."""
+    from pytest_specdec.load.workloads import resolve_workload
+    from pytest_specdec.measure.measurements import SpecDecTest
+
+    calls = []
+
+    class FakeMeasurements:
+        def prompts(self, model, workload, pattern, seed):
+            return ["p"]
+
+        def reference(self, spec, workload, pattern, prompts, seed=0):
+            calls.append(("reference", pattern.max_concurrency))
+
+        def run(self, spec, workload, pattern, seed=0, slo=None):
+            calls.append(("SD", pattern.max_concurrency))
+            speedup = {1: 1.4, 4: 1.2, 16: 0.8}[pattern.max_concurrency]
+            r = result([0.04] * 4, [0.04] * 4, pattern=pattern.describe())
+            r.speculative_runs[0].metrics = summarize(r.speculative_runs[0].records, 2.0 / speedup)
+            return r
+
+        def on_event(self, message):
+            calls.append(("event", message))
+
+    test = SpecDecTest(SPEC, FakeMeasurements(), resolve_workload("random_s", {"input_len": 8, "output_len": 4}))
+    sweep_result = test.sweep(levels=(1, 4, 16), num_prompts=4)
+    assert [c for c in calls if c[0] != "event"] == [("reference", 1), ("reference", 4), ("reference", 16),
+                                                     ("SD", 1), ("SD", 4), ("SD", 16)]
+    assert sweep_result.levels == [1, 4, 16] and len(test.results) == 3
+    assert sweep_result.crossover().value == pytest.approx(4 + 12 * 0.2 / 0.4)  # 1.2 -> 0.8 crosses 1 halfway
+    assert calls[-1] == ("event", f"{SPEC.label()}: SD stops paying at ≈ 10 concurrent requests (linear between 4 and 16)")

@@ -130,6 +130,19 @@ def test_a_speedup_without_a_value_fails_as_unavailable():
         result.assert_speedup(min=1.0, metric="median_tpot_ms")
 
 
+def test_one_token_outputs_leave_no_blank_and_no_zero_in_the_reports():
+    # vllm bench serve writes a TPOT of 0 here; the plugin says "unavailable" and why, everywhere.
+    one_token = [Rec(i, token_ids=(7,)) for i in range(4)]
+    result = make_result(ref_records=one_token, sd_records=one_token)
+    row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=result)
+    assert row["speculative"]["median_tpot_ms"] is None and row["reference"]["median_tpot_ms"] is None
+    assert "more than one output token" in row["unavailable"]["speculative_median_tpot_ms"]
+    assert "more than one output token" in row["unavailable"]["speedup_median_tpot"]
+    line = dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))
+    assert line["speculative_median_tpot_ms"] == "unavailable" and line["speedup_median_tpot"] == "unavailable"
+    assert "unavailable" in terminal_table([row])[2]
+
+
 def test_assert_speedup_uses_the_one_speedup_and_its_paired_interval():
     result = make_result(repeats=3)
     for run, tpot in zip(result.speculative_runs, (0.02, 0.025, 0.03)):
