@@ -255,11 +255,11 @@ async def run_load(
         return record
 
     # A full garbage collection in a process that imported torch and a tokenizer
-    # pauses it for 10-20 ms: requests due meanwhile would go out late and the
-    # run would read as client-bound.  Collect now, then not while measuring
-    # (reference counting still frees what a run allocates).
+    # pauses it for 100 ms or more: requests due meanwhile would go out late
+    # and the run would read as client-bound.  No cyclic collection while
+    # measuring (reference counting still frees what a run allocates), and none
+    # forced before it either: that would charge every run the same pause.
     gc_was_enabled = gc.isenabled()
-    gc.collect()
     gc.disable()
     started_at = time.time()
     start = time.perf_counter()
