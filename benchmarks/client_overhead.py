@@ -15,6 +15,10 @@ events per second; the ceiling is the most events per second a client
 followed with its p50 ITL distorted by less than 1 ms.
 
     python benchmarks/client_overhead.py [--levels 1,32,200,500] [--chunks 64] [--paced-gap-ms 10]
+        [--clients "plugin,vllm bench serve,httpx,plugin x2"] [--server-cpus 0] [--client-cpus 1]
+
+The client CPU of "plugin xN" counts its worker processes, start-up included
+(about half a second of imports per worker and run).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_specdec.load.client import run_load  # noqa: E402
+from pytest_specdec.load.client import generate_load  # noqa: E402
 from pytest_specdec.load.patterns import AccessPattern  # noqa: E402
 
 
@@ -110,9 +115,10 @@ def _cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def _plugin_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float) -> list[tuple]:
+def _plugin_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float,
+                   workers: int = 1) -> list[tuple]:
     pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
-    run = asyncio.run(run_load(url, f"gap={gap_ms}", [Prompt("hello", 8, chunks)], pattern))
+    run = generate_load(url, f"gap={gap_ms}", [Prompt("hello", 8, chunks)], pattern, workers=workers)
     failed = [r for r in run.records if not r.success]
     if failed:
         raise SystemExit(f"plugin client: {len(failed)} requests failed: {failed[0].error}")
@@ -187,12 +193,25 @@ def _httpx_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: f
 CLIENTS = {"plugin": _plugin_client, "vllm bench serve": _vllm_client, "httpx": _httpx_client}
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # worker processes, once they have been joined
+    return usage.ru_utime + usage.ru_stime
+
+
+def _client(name: str):
+    """A client by name; "plugin x3" is the plugin's client over three worker processes."""
+    if name.startswith("plugin x"):
+        workers = int(name.removeprefix("plugin x"))
+        return lambda *args: _plugin_client(*args, workers=workers)
+    return CLIENTS[name]
+
+
 def _measure(client: str, url: str, level: int, waves: int, chunks: int, server_pid: int, gap_ms: float) -> dict:
     num_prompts = max(16, waves * level)
-    server_cpu0, cpu0, wall0 = _cpu_seconds(server_pid), time.process_time(), time.perf_counter()
-    timings, duration = CLIENTS[client](url, level, num_prompts, chunks, gap_ms)
+    server_cpu0, cpu0, wall0 = _cpu_seconds(server_pid), time.process_time() + _children_cpu(), time.perf_counter()
+    timings, duration = _client(client)(url, level, num_prompts, chunks, gap_ms)
     wall = time.perf_counter() - wall0
-    cpu = time.process_time() - cpu0
+    cpu = time.process_time() + _children_cpu() - cpu0
     server_cpu = _cpu_seconds(server_pid) - server_cpu0
     ttfts = sorted(ttft for ttft, _ in timings)
     itls = sorted(g for _, itl in timings for g in itl)
@@ -253,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waves", type=int, default=2, help="requests per level = max(16, waves * streams)")
     parser.add_argument("--paced-gap-ms", type=float, default=10.0,
                         help="the server waits this long between events, as a decoding server would")
-    parser.add_argument("--clients", default=",".join(CLIENTS), help="which clients, comma-separated")
+    parser.add_argument("--clients", default=",".join(CLIENTS),
+                        help="which clients, comma-separated; 'plugin x2' is the plugin's client over two worker "
+                             "processes (--specdec-client-workers 2)")
     parser.add_argument("--server-cpus", default="0", help="CPUs the server is pinned to (taskset style: 0 or 0,1)")
     parser.add_argument("--client-cpus", default="1", help="CPUs this process (the clients) is pinned to")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)

@@ -274,7 +274,8 @@ class SpecdecSession:
             self._measurements = Measurements(self.pool, self._scratch() / "specdec", repeats=self.settings.repeats,
                                               on_event=self.pool.on_event, progress=self._progress(),
                                               request_timeout=self.settings.request_timeout,
-                                              max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms)
+                                              max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
+                                              client_workers=self.settings.client_workers)
             for plan in self.plans.values():
                 # A capacity search probes loads of its own: there is no one reference run to announce.
                 if (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config

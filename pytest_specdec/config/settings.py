@@ -110,6 +110,7 @@ class Settings:
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
     repeats: int = 1  # measured runs per configuration, all kept
+    client_workers: int = 1  # processes the load client spreads each run over
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
     report_dir: Path | None = None  # --specdec-report: results.json, CSV, Markdown, plots
     gpu_usd_per_hour: float | None = None  # prices cost per 1M output tokens in reports
@@ -163,6 +164,9 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                                                 f"{DEFAULT_MAX_DISPATCH_LAG_MS:g}; ini specdec_max_dispatch_lag_ms).")),
     ("--specdec-log-dir", dict(default=None, metavar="DIR",
                                help="where server logs go (default: specdec-servers/ under pytest's basetemp).")),
+    ("--specdec-client-workers", dict(type=parse_positive_int, default=None, metavar="N",
+                                      help="spread each run's requests over N client processes, for loads one "
+                                           "process cannot follow (default 1; ini specdec_client_workers).")),
     ("--specdec-repeats", dict(type=parse_positive_int, default=None, metavar="N",
                                help="measure each reference and SD run N times and keep every repeat (default 1; "
                                     "ini specdec_repeats).")),
@@ -201,6 +205,7 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_tolerances", "regression tolerances: one 'metric = fraction' per line, or one fraction for every "
                            "metric", dict(type="linelist", default=[])),
     ("specdec_repeats", "measured runs per configuration", dict(default="")),
+    ("specdec_client_workers", "client processes each run's requests are spread over", dict(default="")),
     *[(f"specdec_{name}_path", f"data file of the {name} workload (env {data_path_env_var(name)} wins; a "
                                f"marker's path= wins over both)", dict(default="")) for name in _data_workloads()],
     ("specdec_gpu_memory_mib", "free MiB each GPU of a share needs before a server starts (default: 90% of "
@@ -278,6 +283,8 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         extra_methods=tuple(getini("specdec_extra_methods")),
         repeats=_option_or_ini(getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1,
                                deprecations),
+        client_workers=_option_or_ini(getoption, getini, "--specdec-client-workers", "specdec_client_workers",
+                                      parse_positive_int, 1, deprecations),
         data_paths=tuple(_data_paths(getini, inipath, rootpath, environ).items()),
         report_dir=report_dir,
         gpu_usd_per_hour=_option_or_ini(getoption, getini, "--specdec-gpu-usd-per-hour", "specdec_gpu_usd_per_hour",

@@ -78,12 +78,14 @@ class Measurements:
         progress=None,
         request_timeout: float = 600.0,
         max_dispatch_lag_ms: float = 10.0,
+        client_workers: int = 1,
     ):
         self.pool = pool
         self.work_dir = Path(work_dir)
         self.repeats = repeats
         self.request_timeout = request_timeout  # seconds one request may take (a stalled server ends here)
         self.max_dispatch_lag_ms = max_dispatch_lag_ms  # p99 above which a run is client-bound
+        self.client_workers = client_workers  # processes each measured run's requests are spread over
         self.on_event = on_event or (lambda message: None)
         # A progress.LiveProgress on a terminal; QuietProgress elsewhere.
         self.progress = progress or QuietProgress()
@@ -172,6 +174,7 @@ class Measurements:
                     logprobs=logprobs,
                     on_progress=live.update,
                     request_timeout=self.request_timeout,
+                    workers=self.client_workers,
                 )
             finally:
                 live.stop()

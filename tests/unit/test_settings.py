@@ -62,3 +62,11 @@ def test_settings_resolve_the_baseline_dir_and_tolerances_once(tmp_path):
     assert settings.tolerances == {"median_tpot_ms": 0.2}
     with pytest.raises(ValueError, match="ini setting specdec_tolerances"):
         _resolve(ini={"specdec_tolerances": ["median_tpot_ms = 20%"]}, tmp_path=tmp_path)
+
+
+def test_client_workers_come_from_the_flag_or_the_ini_and_must_be_positive(tmp_path):
+    assert _resolve(tmp_path=tmp_path).client_workers == 1
+    assert _resolve({"specdec_client_workers": 3}, tmp_path=tmp_path).client_workers == 3
+    assert _resolve(ini={"specdec_client_workers": "2"}, tmp_path=tmp_path).client_workers == 2
+    with pytest.raises(ValueError, match="specdec_client_workers"):
+        _resolve(ini={"specdec_client_workers": "0"}, tmp_path=tmp_path)
