@@ -14,7 +14,7 @@ client saw against what the server paced (added latency, p50 and p99), and
 events per second; the ceiling is the most events per second a client
 followed with its p50 ITL distorted by less than 1 ms.
 
-    python benchmarks/client_overhead.py [--levels 1,32,200,500] [--chunks 64] [--paced-gap-ms 10]
+    python benchmarks/client_overhead.py [--levels 1,32,200,500] [--chunks 64] [--paced-gap-ms 10] [--rounds 3]
         [--clients "plugin,vllm bench serve,httpx,plugin x2"] [--server-cpus 0] [--client-cpus 1]
 
 The client CPU of "plugin xN" counts its worker processes, start-up included
@@ -247,6 +247,15 @@ COLUMNS = [
 ]
 
 
+def _median_row(measured: list[dict]) -> dict:
+    """Each figure's median over the rounds."""
+    row = dict(measured[0])
+    for key, value in row.items():
+        if isinstance(value, float):
+            row[key] = statistics.median(m[key] for m in measured)
+    return row
+
+
 def _table(rows: list[dict]) -> str:
     cells = [[title for _, title, _ in COLUMNS]]
     cells += [[fmt.format(row[key]) for key, _, fmt in COLUMNS] for row in rows]
@@ -270,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,32,200,500", help="concurrent streams, comma-separated")
     parser.add_argument("--chunks", type=int, default=64, help="one-token events per response")
     parser.add_argument("--waves", type=int, default=2, help="requests per level = max(16, waves * streams)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per level; figures are medians")
     parser.add_argument("--paced-gap-ms", type=float, default=10.0,
                         help="the server waits this long between events, as a decoding server would")
     parser.add_argument("--clients", default=",".join(CLIENTS),
@@ -280,7 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        asyncio.run(_serve(args.chunks))
+        try:  # the server must not be what limits a ceiling: uvloop (a vLLM dependency) halves its cost
+            import uvloop
+
+            uvloop.run(_serve(args.chunks))
+        except ImportError:
+            asyncio.run(_serve(args.chunks))
         return 0
 
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
@@ -299,13 +314,17 @@ def main(argv: list[str] | None = None) -> int:
             _measure(client, url, 4, 1, args.chunks, server.pid, 0.0)
         for level in levels:
             for kind, gap in (("instant", 0.0), ("paced", args.paced_gap_ms)):
-                for client in clients:  # interleaved, so drift of the machine falls on both
-                    rows[kind].append(_measure(client, url, level, args.waves, args.chunks, server.pid, gap))
-                    print(f"  {kind} {client} at {level} streams done", file=sys.stderr, flush=True)
+                rounds: dict[str, list[dict]] = {client: [] for client in clients}
+                for _ in range(args.rounds):
+                    for client in clients:  # interleaved, so drift of the machine falls on every client
+                        rounds[client].append(_measure(client, url, level, args.waves, args.chunks, server.pid, gap))
+                        print(f"  {kind} {client} at {level} streams done", file=sys.stderr, flush=True)
+                rows[kind] += [_median_row(measured) for measured in rounds.values()]
     finally:
         server.terminate()
         server.wait(10)
-    print(f"client overhead: {args.chunks} one-token events per request, server in its own process on CPUs "
+    print(f"client overhead: {args.chunks} one-token events per request, medians of {args.rounds} interleaved rounds, "
+          f"server in its own process on CPUs "
           f"{sorted(server_cpus) or 'any'}, clients on CPUs {sorted(client_cpus) or 'any'} of {os.cpu_count()}, "
           f"python {sys.version.split()[0]}")
     print("\ninstant server (events as fast as it writes them; added ITL is the whole gap):")
