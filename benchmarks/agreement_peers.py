@@ -47,10 +47,11 @@ class PeerError(RuntimeError):
     """A peer ran but its result could not be read."""
 
 
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
 def _run(command: list[str], env: dict, timeout: float) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                               "HF_DATASETS_OFFLINE": "1"})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
     if done.returncode:
         raise PeerError(f"{Path(command[0]).name} exited {done.returncode}: {(done.stderr or done.stdout)[-1500:]}")
 
@@ -69,9 +70,10 @@ def guidellm(executable: str, url: str, model: str, tokenizer: str, prompts, con
           "--data", json.dumps({"kind": "json_file", "path": str(data), "load_kwargs": {"split": "train"}}),
           "--data-loader", "kind=pytorch,shuffle=false",
           "--tokenizer", json.dumps({"kind": "huggingface_auto", "model": tokenizer}),
-          "--profile", "kind=concurrent", "--override", f"profile.streams {concurrency}",
+          # --override takes the field and its value as two arguments.
+          "--profile", "kind=concurrent", "--override", "profile.streams", str(concurrency),
           "--constraint", f"kind=max_requests,count={len(prompts)}",
-          "--output", f"kind=json,path={out}", "--disable-console-interactive"], {}, timeout)
+          "--output", f"kind=json,path={out}", "--disable-console-interactive"], OFFLINE, timeout)
     benchmark = json.loads(out.read_text())["benchmarks"][0]
     metrics = benchmark["metrics"]
 
@@ -90,12 +92,15 @@ def aiperf(executable: str, url: str, model: str, tokenizer: str, prompts, concu
     data = work / f"{name}-aiperf.jsonl"
     data.write_text("".join(json.dumps({"text": p.text, "output_length": p.output_len}) + "\n" for p in prompts))
     artifacts = work / f"{name}-aiperf"
-    extra = {"ignore_eos": True, "min_tokens": prompts[0].output_len, "temperature": 0, "return_token_ids": True}
+    # The plugin's request exactly: min_tokens would mask EOS and change greedy outputs (and acceptance with them).
+    extra = {"ignore_eos": True, "temperature": 0, "return_token_ids": True}
     _run([executable, "profile", "-m", model, "--url", url, "--endpoint-type", "completions", "--streaming",
           "--input-file", str(data), "--custom-dataset-type", "single_turn",
           "--dataset-sampling-strategy", "sequential", "--concurrency", str(concurrency),
           "--request-count", str(len(prompts)), "--extra-inputs", json.dumps(extra), "--tokenizer", tokenizer,
           "--use-server-token-count", "--artifact-dir", str(artifacts), "--ui", "none", "--no-gpu-telemetry"],
+         # Not offline: in offline mode AIPerf looks a tokenizer up as a Hub cache entry and rejects a local
+         # directory (src/aiperf/common/tokenizer.py, _from_pretrained_local); online, an absolute path loads as is.
          {}, timeout)
     found = sorted(artifacts.rglob("profile_export_aiperf.json"))
     if not found:
