@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - msgspec is a dependency; a broken inst
     _DecodeError = json.JSONDecodeError  # type: ignore[assignment,misc]
     _decode_event = json.loads
 
-__all__ = ["LoadRun", "PromptLike", "RequestRecord", "generate_load", "run_load"]
+__all__ = ["LoadRun", "PromptLike", "RequestOptions", "RequestRecord", "generate_load", "run_load", "run_schedule"]
 
 _BODY_EXCERPT = 500
 
@@ -210,9 +210,23 @@ async def run_load(
     if not prompts:
         raise ValueError("run_load needs at least one prompt")
     schedule = list(enumerate(pattern.arrival_offsets(seed)))
+    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout)
     return await run_schedule(base_url, model, prompts, schedule, pattern.max_concurrency, time.perf_counter(),
-                              ignore_eos=ignore_eos, temperature=temperature, logprobs=logprobs,
-                              request_timeout=request_timeout, on_progress=on_progress)
+                              options, on_progress)
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """What every request of a run asks for, and how long one may take."""
+
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    logprobs: int | None = None
+    request_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.logprobs is not None and self.logprobs < 0:
+            raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
 
 
 async def run_schedule(
@@ -222,11 +236,7 @@ async def run_schedule(
     schedule: Sequence[tuple[int, float]],
     max_concurrency: int | None,
     start: float,
-    *,
-    ignore_eos: bool = True,
-    temperature: float = 0.0,
-    logprobs: int | None = None,
-    request_timeout: float = 600.0,
+    options: RequestOptions,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LoadRun:
     """Send request ``index`` at ``start + offset`` for each ``(index, offset)`` of ``schedule``.
@@ -235,8 +245,8 @@ async def run_schedule(
     (`workers`) can share one schedule: on Linux and macOS that clock is the
     same for every process of the machine.
     """
-    if logprobs is not None and logprobs < 0:
-        raise ValueError(f"logprobs must be >= 0, got {logprobs}")
+    ignore_eos, temperature, logprobs = options.ignore_eos, options.temperature, options.logprobs
+    request_timeout = options.request_timeout
     total = len(schedule)
     url = _completions_url(base_url)
     slots: contextlib.AbstractAsyncContextManager[Any]

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
-from .client import LoadRun, PromptLike, RequestRecord, run_schedule
+from .client import LoadRun, PromptLike, RequestOptions, RequestRecord, run_schedule
 from .patterns import AccessPattern
 
 __all__ = ["assign", "run_in_workers", "split_concurrency"]
@@ -72,12 +72,12 @@ def assign(offsets: Sequence[float], caps: Sequence[int | None]) -> list[list[tu
 
 
 def _worker(conn: Connection, base_url: str, model: str, prompts: list[_Prompt],
-            schedule: list[tuple[int, float]], cap: int | None, options: dict[str, Any]) -> None:
+            schedule: list[tuple[int, float]], cap: int | None, options: RequestOptions) -> None:
     try:
         conn.send(("ready",))
         _, start = conn.recv()
-        run = asyncio.run(run_schedule(base_url, model, prompts, schedule, cap, start,
-                                       on_progress=lambda done, total: conn.send(("done",)), **options))
+        run = asyncio.run(run_schedule(base_url, model, prompts, schedule, cap, start, options,
+                                       lambda done, total: conn.send(("done",))))
         conn.send(("finished", run.records, start + run.duration_s))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which owns the error
         try:
@@ -106,6 +106,7 @@ def run_in_workers(
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    request_options = RequestOptions(**options)  # a bad option fails here, before any process starts
     plain = [_Prompt(p.text, p.prompt_len, p.output_len) for p in prompts]
     if not plain:
         raise ValueError("run_in_workers needs at least one prompt")
@@ -120,7 +121,7 @@ def run_in_workers(
         for w, (schedule, cap) in enumerate(zip(schedules, caps)):
             parent, child = context.Pipe()
             process = context.Process(target=_worker, name=f"specdec-client-{w}", daemon=True,
-                                      args=(child, base_url, model, plain, schedule, cap, options))
+                                      args=(child, base_url, model, plain, schedule, cap, request_options))
             process.start()
             child.close()
             conns[parent] = w
