@@ -154,6 +154,41 @@ def _vllm_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: fl
     return [(o.ttft, o.itl) for o in outputs], duration
 
 
+def _payload(chunks: int, gap_ms: float) -> dict:
+    return {"model": f"gap={gap_ms}", "prompt": "hello", "max_tokens": chunks, "stream": True,
+            "stream_options": {"include_usage": True}, "ignore_eos": True}
+
+
+class _Stamps:
+    """One stream's TTFT and ITL, stamped as vLLM's client does: once per event with choices."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.ttft: float | None = None
+        self.itl: list[float] = []
+
+    def event(self, now: float) -> None:
+        if self.ttft is None:
+            self.ttft = now - self.start
+        else:
+            self.itl.append(now - self.last)
+        self.last = now
+
+
+async def _streams(stream_one, level: int, num_prompts: int):
+    """``num_prompts`` streams, ``level`` at a time; each ``stream_one()`` fills and returns its _Stamps."""
+    semaphore = asyncio.Semaphore(level)
+
+    async def one():
+        async with semaphore:
+            stamps = await stream_one()
+            return stamps.ttft, stamps.itl
+
+    start = time.perf_counter()
+    outputs = await asyncio.gather(*(one() for _ in range(num_prompts)))
+    return outputs, time.perf_counter() - start
+
+
 def _httpx_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float) -> list[tuple]:
     """A streaming client on httpx (what the plugin used before its own transport), done the library's way:
     one AsyncClient with a pool as large as the concurrency, ``aiter_lines`` and ``json.loads`` per event."""
@@ -161,31 +196,19 @@ def _httpx_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: f
 
     async def drive():
         limits = httpx.Limits(max_connections=level, max_keepalive_connections=level)
-        payload = {"model": f"gap={gap_ms}", "prompt": "hello", "max_tokens": chunks, "stream": True,
-                   "stream_options": {"include_usage": True}, "ignore_eos": True}
-        semaphore = asyncio.Semaphore(level)
         async with httpx.AsyncClient(limits=limits, timeout=None, trust_env=False) as client:
-            async def one():
-                async with semaphore:
-                    start = last = time.perf_counter()
-                    ttft, itl = None, []
-                    async with client.stream("POST", f"{url}/v1/completions", json=payload) as response:
-                        async for line in response.aiter_lines():
-                            if not line.startswith("data: ") or line == "data: [DONE]":
-                                continue
-                            data = json.loads(line[6:])
-                            now = time.perf_counter()
-                            if data.get("choices"):
-                                if ttft is None:
-                                    ttft = now - start
-                                else:
-                                    itl.append(now - last)
-                                last = now
-                    return ttft, itl
+            async def stream_one():
+                stamps = _Stamps()
+                async with client.stream("POST", f"{url}/v1/completions", json=_payload(chunks, gap_ms)) as response:
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data: ") or line == "data: [DONE]":
+                            continue
+                        data = json.loads(line[6:])
+                        if data.get("choices"):
+                            stamps.event(time.perf_counter())
+                return stamps
 
-            start = time.perf_counter()
-            outputs = await asyncio.gather(*(one() for _ in range(num_prompts)))
-            return outputs, time.perf_counter() - start
+            return await _streams(stream_one, level, num_prompts)
 
     return asyncio.run(drive())
 
@@ -200,32 +223,20 @@ def _aiohttp_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms:
 
     async def drive():
         connector = aiohttp.TCPConnector(limit=level, limit_per_host=level, force_close=False)
-        payload = {"model": f"gap={gap_ms}", "prompt": "hello", "max_tokens": chunks, "stream": True,
-                   "stream_options": {"include_usage": True}, "ignore_eos": True}
-        semaphore = asyncio.Semaphore(level)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
-            async def one():
-                async with semaphore:
-                    start = last = time.perf_counter()
-                    ttft, itl, pending = None, [], b""
-                    async with session.post(f"{url}/v1/completions", json=payload) as response:
-                        async for data in response.content.iter_any():
-                            now = time.perf_counter()
-                            *events, pending = (pending + data).split(b"\n\n")
-                            for event in events:
-                                if not event.startswith(b"data: ") or event == b"data: [DONE]":
-                                    continue
-                                if decode(event[6:]).get("choices"):
-                                    if ttft is None:
-                                        ttft = now - start
-                                    else:
-                                        itl.append(now - last)
-                                    last = now
-                    return ttft, itl
+            async def stream_one():
+                stamps, pending = _Stamps(), b""
+                async with session.post(f"{url}/v1/completions", json=_payload(chunks, gap_ms)) as response:
+                    async for data in response.content.iter_any():
+                        now = time.perf_counter()
+                        *events, pending = (pending + data).split(b"\n\n")
+                        for event in events:
+                            if event.startswith(b"data: ") and event != b"data: [DONE]" \
+                                    and decode(event[6:]).get("choices"):
+                                stamps.event(now)
+                return stamps
 
-            start = time.perf_counter()
-            outputs = await asyncio.gather(*(one() for _ in range(num_prompts)))
-            return outputs, time.perf_counter() - start
+            return await _streams(stream_one, level, num_prompts)
 
     return asyncio.run(drive())
 
