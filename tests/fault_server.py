@@ -16,6 +16,9 @@ Modes:
   replica-switch   /metrics alternates between two replicas (other _created times)
   no-token-ids     streams text without token_ids (older vLLM, other engines)
   no-usage         the stream ends without the usage chunk
+  bare-stream      neither token ids nor usage: text only (llama.cpp, older vLLM)
+  alias            serves two names; the counters carry the first, the test uses the second
+  mixed-k          drafts 8 tokens a step with acceptance length 7, where the marker says k=4
   error-event      an error event arrives mid-stream
   broken-stream    the connection closes mid-stream
   wrong-model      /v1/models lists another model
@@ -37,8 +40,14 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "error-event",
-         "broken-stream", "wrong-model", "stall", "die", "metrics-timeout")
+MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "bare-stream",
+         "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout")
+# Words the bundled model's tokenizer keeps as one token each (with their leading space):
+# a text-only stream of n of them tokenizes back to exactly n tokens.
+WORDS = ("the of and to in is that for it with as on was be at by this have from or one had not but what all "
+         "were when we there can an your which their said if do will each about how up out them then she many "
+         "some so").split()
+ALIAS = "first-served-name"
 
 
 class State:
@@ -53,10 +62,16 @@ class State:
     def count(self, tokens: int) -> None:
         with self.lock:
             self.requests += 1
-            steps = max(1, tokens // 2)
-            self.drafts += steps
-            self.draft_tokens += 4 * steps
-            self.accepted += tokens - steps  # acceptance length 2, rate 25%
+            if self.mode == "mixed-k":  # a server run with k=8, accepting 6 of 8 per step
+                steps = max(1, tokens // 7)
+                self.drafts += steps
+                self.draft_tokens += 8 * steps
+                self.accepted += 6 * steps
+            else:
+                steps = max(1, tokens // 2)
+                self.drafts += steps
+                self.draft_tokens += 4 * steps
+                self.accepted += tokens - steps  # acceptance length 2, rate 25%
             if self.mode == "counter-reset" and self.requests == 4:  # after the warm-up's two requests
                 # The pod restarted: a new process, counters from zero.
                 self.drafts = self.draft_tokens = self.accepted = 0
@@ -72,15 +87,20 @@ class State:
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                  f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0']
         if self.mode != "no-counters":
-            labels = f'engine="0",model_name="{self.model}"'
+            # vLLM labels its counters with the first served name only.
+            labels = f'engine="0",model_name="{ALIAS if self.mode == "alias" else self.model}"'
             for name, value in (("num_drafts", drafts), ("num_draft_tokens", draft_tokens),
                                 ("num_accepted_tokens", accepted)):
                 lines += [f"# TYPE vllm:spec_decode_{name} counter",
                           f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
                           f"vllm:spec_decode_{name}_created{{{labels}}} {created}"]
-            for position, share in enumerate((0.5, 0.3, 0.15, 0.05)):
+            # Per position as vLLM counts them: never more acceptances at a position than drafts.
+            shares = (1, 1, 1, 1, 1, 1, 0, 0) if self.mode == "mixed-k" else (0.5, 0.3, 0.15, 0.05)
+            per_position = [drafts * share for share in shares] if self.mode == "mixed-k" else \
+                [round(accepted * share) for share in shares]
+            for position, value in enumerate(per_position):
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
-                             f"{float(round(accepted * share))}")
+                             f"{float(value)}")
         return "\n".join(lines) + "\n"
 
 
@@ -108,8 +128,9 @@ def make_handler(state: State):
             if self.path == "/health":
                 self._json(200, {})
             elif self.path == "/v1/models":
-                served = "someone-else" if state.mode == "wrong-model" else state.model
-                self._json(200, {"object": "list", "data": [{"id": served}]})
+                served = ["someone-else"] if state.mode == "wrong-model" else \
+                    [ALIAS, state.model] if state.mode == "alias" else [state.model]
+                self._json(200, {"object": "list", "data": [{"id": name} for name in served]})
             elif self.path == "/metrics":
                 if state.mode == "metrics-timeout":
                     time.sleep(3600)
@@ -153,13 +174,14 @@ def make_handler(state: State):
                     self._event({"error": {"message": "engine crashed", "type": "InternalServerError", "code": 500}})
                     break
                 chunk_ids = ids[position:position + 2]
-                choice = {"index": 0, "text": "".join(f" t{token}" for token in chunk_ids), "finish_reason": None}
-                if state.mode != "no-token-ids":
+                choice = {"index": 0, "text": "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids),
+                          "finish_reason": None}
+                if state.mode not in ("no-token-ids", "bare-stream"):
                     choice["token_ids"] = chunk_ids
                 self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]})
                 time.sleep(0.002)
             else:
-                if state.mode != "no-usage":
+                if state.mode not in ("no-usage", "bare-stream"):
                     self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
                                  "usage": {"prompt_tokens": len(request.get("prompt", "").split()) or 1,
                                            "completion_tokens": count, "total_tokens": count + 1}})

@@ -85,6 +85,10 @@ class RequestRecord:
     # The server's own per-request SD figures (vLLM's `metrics.speculative_decoding`
     # with --per-request-spec-decode-metrics), from the final usage event.
     spec_decoding: dict[str, Any] | None = None
+    # Where output_tokens came from: the usage event, the streamed token ids, or
+    # nowhere yet ("text": neither was sent, and output_tokens is 0 until
+    # `count_output_tokens` counts the text with the model's tokenizer).
+    output_tokens_from: str = "usage"
 
 
 @dataclass
@@ -114,6 +118,17 @@ def _excerpt(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace").strip()
     return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
 
+
+def count_output_tokens(records: list[RequestRecord], tokenizer) -> int:
+    """Count the output of requests whose server sent neither usage nor token ids by
+    tokenizing their text, as `vllm bench serve` does (vllm/benchmarks/serve.py,
+    calculate_metrics); returns how many records were counted so."""
+    counted = 0
+    for record in records:
+        if record.success and record.output_tokens_from == "text":
+            record.output_tokens = len(tokenizer(record.text, add_special_tokens=False).input_ids)
+            counted += 1
+    return counted
 
 async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) -> None:
     """Fill ``record`` from one streamed completion; raises on transport errors."""
@@ -168,9 +183,11 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) 
         if usage.get("completion_tokens") is not None:
             record.output_tokens = int(usage["completion_tokens"])
     if usage is None or usage.get("completion_tokens") is None:
-        # Without a usage event, token ids are exact; a server that sends
-        # neither leaves only the event count, a lower bound under SD.
-        record.output_tokens = len(record.token_ids) or chunks_with_choices
+        # Without a usage event, token ids are exact.  A server that sends neither
+        # leaves the count to the tokenizer (`count_output_tokens`), as vllm bench
+        # serve does: the event count would be a lower bound under SD, not a count.
+        record.output_tokens = len(record.token_ids)
+        record.output_tokens_from = "token_ids" if record.token_ids else "text"
     if chunks_with_choices == 0:
         record.error = record.error or "stream ended without any event carrying choices"
     elif record.error is None:

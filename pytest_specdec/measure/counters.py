@@ -142,6 +142,15 @@ class SpecDecodeCounters:
             detail = ", ".join(f"{name} {value:+g}" for name, value in fallen.items())
             raise CounterError(f"{where}: SD counters went backwards during the run ({detail}): the server was "
                                "restarted or its counters reset; acceptance from them would be garbage")
+        # One process never accepts more than it drafted; counters that say so are summed
+        # over something else (several models under one name, a proxy's sums).
+        over = [f"{difference.num_accepted_tokens:g} tokens accepted of {difference.num_draft_tokens:g} drafted"] \
+            if difference.num_accepted_tokens > difference.num_draft_tokens else []
+        over += [f"position {p} accepted {v:g} times in {difference.num_drafts:g} drafts"
+                 for p, v in difference.accepted_per_position.items() if v > difference.num_drafts]
+        if over:
+            raise CounterError(f"{where}: the SD counters are inconsistent ({'; '.join(over)}): they cannot come "
+                               "from one server drafting for one model; acceptance from them would be garbage")
         return difference
 
     @property

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..atomic import write_atomic
-from ..load.client import generate_load
+from ..load.client import count_output_tokens, generate_load
 from .counters import CounterError
 from .metrics import summarize
 from ..load.patterns import AccessPattern
@@ -62,7 +62,7 @@ def check_run(server, spec: ServerSpec, records, what: str) -> None:
         raise RunError(f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
                        f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}")
     if failed:
-        where = f"server log: {server.log_path}" if server.log_path else f"endpoint: {server.url}"
+        where = f"server log: {server.log_path}\n{server.log_tail()}" if server.log_path else f"endpoint: {server.url}"
         raise RunError(f"{what}: {len(failed)} of {len(records)} requests failed on {spec.label()}; first error: "
                        f"{failed[0].error}\n{where}")
 
@@ -188,6 +188,9 @@ class Measurements:
                     counters = server.spec_decode_counters().delta(before, where=f"{server.url}/metrics")
                 except CounterError as exc:
                     raise RunError(f"{label}: {exc}") from None
+            if counted := count_output_tokens(load.records, self.tokenizer(spec.model)):
+                self.on_event(f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
+                              "their output tokens were counted by tokenizing the text, as vllm bench serve does")
             metrics = summarize(load.records, load.duration_s)
             runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at))
             self.on_event(

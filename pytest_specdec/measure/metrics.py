@@ -83,10 +83,16 @@ def summarize(records, duration_s: float) -> RunMetrics:
 
     As in `vllm bench serve`: throughputs divide by the whole run's duration;
     TPOT = (latency - TTFT) / (output_tokens - 1) for requests with more than
-    one output token; ITL pools every inter-chunk gap of every request.
+    one output token (none at all when every output came in one streamed
+    event, where `vllm bench serve` prints 0); ITL pools every inter-chunk gap
+    of every request.
     """
     done = [r for r in records if r.success]
     tpots = [(r.latency - r.ttft) / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
+    if not any(tpots):
+        # Every output arrived in one event (TTFT = E2E): the time per token was not
+        # observed.  vllm bench serve would print 0; a 0 ms TPOT would read as infinitely fast.
+        tpots = []
     output_tokens = sum(r.output_tokens for r in done)
     input_tokens = sum(r.prompt_len for r in done)
     per_second = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: math.nan)

@@ -49,7 +49,8 @@ def repeat_seed(seed: int, repeat: int) -> int:
 def why_no_value(metric: str) -> str:
     """Why a run metric (vllm bench serve's keys) has no value in a run that completed."""
     if "tpot" in metric:
-        return "TPOT needs requests with more than one output token"
+        return ("TPOT needs requests with more than one output token, streamed in more than one event "
+                "(a whole output in one event leaves no time between tokens to measure)")
     if "itl" in metric:
         return "ITL needs at least two streamed chunks in a request"
     return "no request of the run completed"
@@ -153,6 +154,12 @@ class SpecDecResult:
             if missing:
                 return (f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
                         f"(repeat {', '.join(map(str, missing))}): " + why_no_value(name))
+        if metric.startswith(SPEEDUP_PREFIX):
+            for reference, speculative in zip(self.reference_runs, self.speculative_runs):
+                ref, sd = reference.metrics.as_dict()[name], speculative.metrics.as_dict()[name]
+                if not math.isfinite(speedup_of(name, ref, sd)):
+                    return (f"{metric} is undefined in repeat {speculative.repeat + 1}: "
+                            f"{name} is {ref:g} for the reference and {sd:g} for SD")
         return None
 
     @property

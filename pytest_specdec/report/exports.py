@@ -6,6 +6,10 @@ that read JUnit XML, get the SD figures without new tooling.
 
 from __future__ import annotations
 
+import math
+
+from ..measure.result import why_no_value
+
 
 def junit_properties(result) -> dict:
     """Key figures as JUnit XML properties (and pytest-benchmark extra info)."""
@@ -13,12 +17,19 @@ def junit_properties(result) -> dict:
              "specdec_workload": result.workload.get("name"),
              "specdec_pattern": result.pattern.get("name")}
     for key, value in result.derived().items():
-        props[f"specdec_{key}"] = round(value, 4) if value == value else "nan"
+        props[f"specdec_{key}"] = _figure(value, 4, lambda: result.unavailable(key))
     if hasattr(result, "reference_metric"):  # a capacity search has no single run per side
         for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
-            props[f"specdec_reference_{key}"] = round(result.reference_metric(key), 3)
-            props[f"specdec_speculative_{key}"] = round(result.speculative_metric(key), 3)
+            props[f"specdec_reference_{key}"] = _figure(result.reference_metric(key), 3, lambda: why_no_value(key))
+            props[f"specdec_speculative_{key}"] = _figure(result.speculative_metric(key), 3, lambda: why_no_value(key))
     return props
+
+
+def _figure(value: float, digits: int, why) -> float | str:
+    """A number, or "unavailable: <why>": never "nan", which dashboards chart as a value or drop silently."""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return round(value, digits)
+    return f"unavailable: {why() or 'not measured'}"
 
 
 class BenchmarkFixtureView:

@@ -21,7 +21,7 @@ SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
 CSV_COLUMNS = (
     "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
     "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
-    "acceptance_rate", "acceptance_length", "match_rate", "numerical_ties",
+    "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
     "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
     "reference_request_goodput", "speculative_request_goodput", "goodput_ratio", "capacity_ratio",
     *(f"{side}_{metric}" for metric in HEADLINE_METRICS for side in SIDES),
@@ -71,7 +71,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     for key in (*SPEEDUPS, "expected_speedup", "acceptance_rate", "acceptance_length", "match_rate",
                 "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens", *ANALYSIS_FIGURES, "per_step_source"):
         row[key] = None
-    row.update(per_position_acceptance=[], numerical_ties=None, reference={}, speculative={}, reproduce={},
+    row.update(per_position_acceptance=[], match_basis=None, numerical_ties=None, reference={}, speculative={}, reproduce={},
                unavailable={}, detection={}, client_bound=None, per_request=None, diagnosis=[], slo={},
                reference_request_goodput=None, speculative_request_goodput=None, goodput_ratio=None, capacity=None,
                capacity_ratio=None)
@@ -103,6 +103,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         acceptance_length=_number(result.acceptance_length) if counters.present else None,
         per_position_acceptance=[_number(v) for v in result.per_position_acceptance] if counters.present else [],
         match_rate=_number(result.match_rate),
+        match_basis=_match_basis(result),
         numerical_ties=_numerical_ties(result),
         reference=reference,
         speculative=speculative,
@@ -187,6 +188,12 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
                     result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
                     cost_ratio=cost_ratio, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection)
             for result in results or [None]]
+
+
+def _match_basis(result) -> str | None:
+    """What the output match compared: "token ids" (exact) or "text" (a server sent no ids); None if nothing."""
+    bases = {o.basis for o in (getattr(result, "outputs_per_repeat", None) or [result.outputs]) if o.basis}
+    return "text" if "text" in bases else bases.pop() if bases else None
 
 
 def _numerical_ties(result) -> int | None:

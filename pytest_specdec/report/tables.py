@@ -40,7 +40,8 @@ def _equivalence_text(row) -> str:
     if row["match_rate"] is None:
         return _cell(row, "match_rate", ".0%")
     ties = f" ({row['numerical_ties']} ties)" if row.get("numerical_ties") else ""
-    return f"{row['match_rate']:.0%}{ties}"
+    as_text = " as text" if row.get("match_basis") == "text" else ""  # no token ids: near-ties cannot be told
+    return f"{row['match_rate']:.0%}{as_text}{ties}"
 
 
 TABLE_HEADER = ("test", "SD config", "workload", "pattern", "speedup", "expected", "accept", "length",

@@ -139,6 +139,8 @@ def supports_per_request_metrics(python: str = sys.executable) -> bool:
 
 
 METRICS_TIMEOUT_S = 10.0
+# Counters created this long before the launch belong to another process (same machine, same clock).
+CLOCK_SLACK_S = 1.0
 
 
 def scrape_counters(server, names) -> SpecDecodeCounters:
@@ -150,7 +152,14 @@ def scrape_counters(server, names) -> SpecDecodeCounters:
         return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s")
     except (httpx.HTTPError, ValueError) as exc:
         return SpecDecodeCounters.unavailable(f"{where} could not be read: {type(exc).__name__}: {exc}")
-    return spec_decode_counters(samples, names, where=where)
+    counters = spec_decode_counters(samples, names, where=where)
+    started = getattr(server, "started_at", None)  # wall time of a managed server's launch
+    older = [t for _, t in counters.created if t > 0 and started is not None and t < started - CLOCK_SLACK_S]
+    if counters.present and older:
+        return SpecDecodeCounters.unavailable(
+            f"{where}: the SD counters were created at {min(older):.0f}, before this server was started at "
+            f"{started:.0f}: another process answers on port {server.port}, so its counters are not this server's")
+    return counters
 
 
 def _has_flag(args, flag: str) -> bool:
@@ -208,6 +217,7 @@ class VllmServer:
         self.tag = uuid.uuid4().hex
         self.env = {**os.environ, **(env or {}), SERVER_TAG_ENV: self.tag}
         self.process: subprocess.Popen | None = None
+        self.started_at: float | None = None  # wall time of the launch
         self.startup_seconds: float | None = None
         self._log_file = None
 
@@ -234,6 +244,7 @@ class VllmServer:
         self._log_file.write(f"$ {' '.join(self.command)}\n".encode())
         self._log_file.flush()
         began = time.monotonic()
+        self.started_at = time.time()
         try:
             self.process = subprocess.Popen(
                 self.command,

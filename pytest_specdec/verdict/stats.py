@@ -159,7 +159,7 @@ class Verdict:
         """One line for a failure table or report."""
         head = f"{self.metric}: {_fmt(self.baseline)} -> {_fmt(self.current)}"
         if math.isnan(self.change):
-            return f"{head} (not compared: {self.method})"
+            return f"{head} (not compared: {self.method}) {'REGRESSION' if self.regression else 'ok'}"
         if self.ci_low is not None and self.ci_high is not None:
             interval = f", {self.confidence * 100:g}% CI [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
         else:
@@ -227,8 +227,9 @@ def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[fl
 
     if not base.size or not cur.size:
         empty = " and ".join(side for side, values in (("baseline", base), ("current", cur)) if not values.size)
-        return Verdict(change=math.nan, ci_low=None, ci_high=None, regression=False,
-                       method=f"no valid {empty} samples (all missing or NaN)", **common)
+        # Unmeasured is never a pass: the gate names why before it gets here; this is the backstop.
+        return Verdict(change=math.nan, ci_low=None, ci_high=None, regression=True,
+                       method=f"no valid {empty} samples (all missing or NaN): unavailable, so not a pass", **common)
 
     # Order the ratio so that > 1 is better whatever the metric's direction.
     num, den = (cur, base) if higher else (base, cur)

@@ -54,10 +54,14 @@ def test_fault(specdec, mode):
 """
 
 # mode -> (outcome, fnmatch patterns the test's output must show; "?" stands for "[" and "]");
-# "ok" and "no-usage" (token ids give the exact count) end in correct figures.
+# "ok", "no-usage" (token ids give the exact count), "bare-stream" (the text is tokenized, as
+# vllm bench serve does), "alias" and "mixed-k" end in correct figures.
 MATRIX = {
     "ok": ("passed", ["*FIGURES mode=ok speedup=*acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
     "no-usage": ("passed", ["*FIGURES mode=no-usage *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
+    "bare-stream": ("passed", ["*FIGURES mode=bare-stream *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
+    "alias": ("passed", ["*FIGURES mode=alias *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
+    "mixed-k": ("passed", ["*FIGURES mode=mixed-k *acceptance=0.750 match=1.000 tokens=?8, 8, 8, 8?*"]),
     "no-counters": ("failed", ["*acceptance_rate: unavailable: no vllm:spec_decode_* counters for "
                                f"{MODEL} at http://127.0.0.1:*/metrics*"]),
     "counter-reset": ("failed", ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
@@ -137,10 +141,12 @@ def fault_runs(tmp_path_factory):
                               "--specdec-update-baselines")
         assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
         faulty = {mode: servers.start(mode, variant=1 if mode == "no-token-ids" else 0) for mode in MATRIX}
-        run = _run_suite(directory, {"reference": good, **faulty})
+        run = _run_suite(directory, {"reference": good, **faulty}, "--specdec-report", str(directory / "report"))
     finally:
         servers.stop()
-    return _per_test(run.stdout)
+    report = json.loads((directory / "report" / "results.json").read_text())
+    rows = {row["test"].split("[")[-1].rstrip("]"): row for row in report["results"]}
+    return {mode: (*outcome_text, rows.get(mode)) for mode, outcome_text in _per_test(run.stdout).items()}
 
 
 def _per_test(output: str) -> dict[str, tuple[str, str]]:
@@ -160,9 +166,25 @@ def _per_test(output: str) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", list(MATRIX))
 def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_runs):
-    outcome, text = fault_runs[mode]
+    outcome, text, row = fault_runs[mode]
     expected, lines = MATRIX[mode]
     assert outcome == expected, text[-3000:]
     for pattern in lines:
         assert any(fnmatch.fnmatch(line, pattern) for line in text.splitlines()), (pattern, text[-3000:])
     assert "Traceback (most recent call last)" not in text
+    if expected == "passed":  # the report has the test's figures, and none silently blank
+        assert row is not None and row["outcome"] == "passed", row
+        assert row["acceptance_rate"] is not None and row["speedup_output_throughput"] is not None
+
+
+def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed(fault_runs):
+    # The endpoint drafts 8 tokens a step where the marker says 4: acceptance length 7 > k + 1.
+    _, _, row = fault_runs["mixed-k"]
+    assert row["acceptance_length"] == 7.0 and row["expected_speedup"] is None
+    assert "outside [1, k+1] = [1, 5]" in row["unavailable"]["expected_speedup"]
+
+
+def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_runs):
+    # The matrix checks the count (8 tokens in 4 events per request); the report says how outputs were compared.
+    _, _, row = fault_runs["bare-stream"]
+    assert row["match_basis"] == "text" and fault_runs["ok"][2]["match_basis"] == "token ids"

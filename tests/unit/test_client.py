@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.load.client import generate_load, run_load
+from pytest_specdec.load.client import count_output_tokens, generate_load, run_load
 from pytest_specdec.load.transport import _SSE
 from pytest_specdec.load.patterns import AccessPattern
 
@@ -209,6 +209,20 @@ def test_without_usage_counts_token_ids_and_keeps_prompt_len(server):
     assert rec.success and rec.output_tokens == 3 and rec.prompt_len == 5
     assert server.requests[0][1] == "/v1/completions"
 
+
+
+def test_without_usage_or_token_ids_the_text_is_counted_never_the_events(server):
+    # llama.cpp and older vLLM stream text only; under SD one event carries several tokens,
+    # so counting events would undercount.  vllm bench serve tokenizes the text; so does the plugin.
+    def bare(payload):
+        events = [Event(0.0, [sse({"id": "c", "choices": [{"index": 0, "text": text}]})]) for text in (" a b", " c")]
+        return Reply(events=events + [Event(0.0, [sse(b"[DONE]")])])
+
+    server.respond = bare
+    (rec,) = generate_load(server.url, "m", [P("x", 5, 3)], one()).records
+    assert rec.success and rec.output_tokens == 0 and rec.output_tokens_from == "text"
+    words = lambda text, add_special_tokens: type("Encoding", (), {"input_ids": text.split()})()  # noqa: E731
+    assert count_output_tokens([rec], words) == 1 and rec.output_tokens == 3
 
 def test_sse_split_across_writes_comments_and_crlf(server):
     snowman = token_event([42], text="é☃")

@@ -69,12 +69,14 @@ def test_single_samples_use_the_tolerance_band_only():
     assert not compare_samples("output_throughput", [100.0], [95.0]).regression
 
 
-def test_missing_samples_are_dropped_and_empty_sides_never_fail():
+def test_missing_samples_are_dropped_and_an_empty_side_is_never_a_pass():
     verdict = compare_samples("output_throughput", [100.0, None, math.nan, 101.0, 99.0], [75.0, 76.0, 74.0])
     assert verdict.baseline == 100.0 and verdict.regression
     empty = compare_samples("output_throughput", [math.nan, None], [75.0])
-    assert not empty.regression and math.isnan(empty.change) and "no valid baseline samples" in empty.method
-    assert "not compared" in empty.describe()
+    assert empty.regression and math.isnan(empty.change) and "no valid baseline samples" in empty.method
+    assert "not compared" in empty.describe() and empty.describe().endswith("REGRESSION")
+    unmeasured = compare_samples("speedup_median_tpot", [1.47, 1.50, 1.53], [math.nan, math.nan, math.nan])
+    assert unmeasured.regression and "no valid current samples" in unmeasured.method
 
 
 def test_bootstrap_is_deterministic_for_a_seed():

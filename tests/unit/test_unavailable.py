@@ -29,7 +29,7 @@ def scrape(drafts, tokens, accepted, *, name="m", created=1700000000.0, engine="
         f"vllm:spec_decode_num_drafts_created{{{labels}}} {created}",
         f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {tokens}",
         f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}",
-        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="0"}} {accepted}',
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="0"}} {min(accepted, drafts)}',
     ])
     return spec_decode_counters(parse_prometheus(text), ["m", "m-alias"], where=URL)
 
@@ -103,6 +103,10 @@ def test_without_token_ids_outputs_are_compared_as_text_never_100_percent_by_def
     sd = [Rec(i, token_ids=(), text=f"same start, other text {i}", tokens=8) for i in range(4)]
     result = make_result(ref_records=ref, sd_records=sd)
     assert result.outputs.basis == "text" and result.match_rate == 0.0
+    same = make_result(ref_records=ref, sd_records=ref)  # 100% by text says so in every report
+    row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=same)
+    assert row["match_basis"] == "text" and "100% as text" in terminal_table([row])[2]
+    assert dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))["match_basis"] == "text"
     with pytest.raises(AssertionError, match=r"(?s)0 of 4 requests identical.*compared as text.*"
                                              r"first difference at character 12"):
         result.assert_outputs_equivalent(min_match=0.95)
@@ -142,6 +146,35 @@ def test_one_token_outputs_leave_no_blank_and_no_zero_in_the_reports():
     assert line["speculative_median_tpot_ms"] == "unavailable" and line["speedup_median_tpot"] == "unavailable"
     assert "unavailable" in terminal_table([row])[2]
 
+
+
+def one_event(index, tokens=8):
+    """A request whose whole output came in one streamed event: TTFT = E2E, no gap to time."""
+    record = Rec(index, token_ids=tuple(range(tokens)))
+    record.itl, record.latency = [], record.ttft
+    return record
+
+
+def test_outputs_in_one_event_leave_tpot_unavailable_never_zero(tmp_path):
+    # vllm bench serve would print a TPOT of 0 ms here: read as infinitely fast, it would pass any gate.
+    result = make_result(ref_records=[one_event(i) for i in range(4)], sd_records=[one_event(i) for i in range(4)])
+    assert math.isnan(result.speculative_runs[0].metrics.tpot.median)
+    assert "streamed in more than one event" in result.unavailable("speedup_median_tpot")
+    row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=result)
+    assert row["speculative"]["median_tpot_ms"] is None and "in one event" in row["unavailable"]["speedup_median_tpot"]
+    gate = gate_with_baseline(tmp_path, {"speedup_median_tpot": 1.5})
+    result.gate = gate
+    with pytest.raises(AssertionError, match=r"(?s)cannot compare.*speedup_median_tpot: unavailable"):
+        result.assert_no_regression(metrics=["speedup_median_tpot"])
+
+
+def test_an_undefined_speedup_names_both_sides():
+    # A server that streamed text but counted no tokens: throughput 0, and no speedup to take of it.
+    result = make_result(sd_records=[Rec(i, token_ids=(), text="x", tokens=0) for i in range(4)])
+    assert result.unavailable("speedup_output_throughput") == (
+        "speedup_output_throughput is undefined in repeat 1: output_throughput is 16 for the reference and 0 for SD")
+    with pytest.raises(AssertionError, match="speedup_output_throughput: unavailable"):
+        result.assert_speedup(min=0.5)
 
 def test_assert_speedup_uses_the_one_speedup_and_its_paired_interval():
     result = make_result(repeats=3)
@@ -252,3 +285,48 @@ def test_an_impossible_acceptance_length_does_not_crash_the_report():
     assert row["acceptance_rate"] is None and row["unavailable"]["acceptance_rate"] == "no counters at x"
     assert "unavailable" in terminal_table([row])[2]
     assert csv_text([row]).splitlines()[1].count("unavailable") >= 2
+
+
+def test_exports_say_unavailable_and_why_never_nan():
+    from pytest_specdec.report.exports import junit_properties
+
+    result = make_result(counters=SpecDecodeCounters.unavailable(f"no vllm:spec_decode_* counters for m at {URL}"))
+    props = junit_properties(result)
+    assert props["specdec_acceptance_rate"] == f"unavailable: no vllm:spec_decode_* counters for m at {URL}"
+    assert props["specdec_speedup_output_throughput"] == pytest.approx(1.0, abs=0.5)
+    assert "nan" not in {str(v) for v in props.values()}
+
+
+def test_counters_older_than_the_managed_server_are_another_process():
+    # A stale vLLM still answering on the port the plugin's server should have: not this server's counters.
+    from pytest_specdec.serving.server import scrape_counters
+
+    text = "\n".join([
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10',
+        'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1700000000.0',
+        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 40',
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20'])
+    server = SimpleNamespace(url="http://127.0.0.1:8123", port=8123, metrics=lambda: parse_prometheus(text),
+                             started_at=1700000100.0)
+    counters = scrape_counters(server, ["m"])
+    assert not counters.present and "created at 1700000000, before this server was started at 1700000100" in \
+        counters.problem and "port 8123" in counters.problem
+    server.started_at = 1699999990.0
+    assert scrape_counters(server, ["m"]).present
+    del server.started_at  # an endpoint the plugin did not start: no launch time to check against
+    assert scrape_counters(server, ["m"]).present
+
+
+def test_endpoint_mode_without_speculative_config_says_what_the_config_is_for():
+    from pytest_specdec.measure.measurements import Measurements
+
+    spec = ServerSpec("m", None, endpoints=(("reference", "http://a:1"), ("speculative", "http://b:2")))
+    with pytest.raises(RunError, match=r"(?s)In endpoint mode the plugin starts nothing: speculative_config "
+                                       r"describes what the speculative endpoint \(http://b:2\) runs.*"
+                                       r"num_speculative_tokens"):
+        Measurements.run(SimpleNamespace(), spec, None, None)
+
+
+def test_counters_that_accept_more_than_they_drafted_are_an_error():
+    with pytest.raises(CounterError, match=r"inconsistent \(300 tokens accepted of 200 drafted\)"):
+        scrape(150, 600, 500).delta(scrape(100, 400, 200), where=URL)
