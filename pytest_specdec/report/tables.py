@@ -105,11 +105,12 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         out += [f"- {escape(r['test'])}: {name}: {escape(why)}" for r, name, why in missing] + [""]
     guarded = [(r, name, found) for r in rows for name, found in (r.get("detection") or {}).items()]
     if guarded:
-        out += ["**What the baseline gates can detect** (from each baseline's repeat spread; a server's drift "
-                "between starts is not in it):", "", "| test | metric | flags drops of | false alarms | repeats "
-                "| spread |", "|---|---|---|---|---|---|"]
+        out += ["**What the baseline gates can detect** (noise per side from the paired repeats' ratios, "
+                "server restarts included, or else from the baseline's repeats, without them):", "",
+                "| test | metric | flags drops of | false alarms | repeats | noise | from |", "|---|---|---|---|---|---|---|"]
         out += [f"| {escape(r['test'])} | {name} | {_detect_text(found)} | {_fmt(found['false_alarm_rate'], '.1%')} | "
-                f"{found['repeats']} | {_fmt(found['spread'], '.1%')} |" for r, name, found in guarded] + [""]
+                f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | {found.get('noise_from', 'baseline repeats')} |"
+                for r, name, found in guarded] + [""]
     out += per_request_section(rows, escape)
     out += diagnosis_section(rows, escape)
     out += slo_section(rows, escape)

@@ -1,8 +1,8 @@
 """What the regression gate can detect, stated per gated metric.
 
 A gate that cannot see a 10% drop is worth knowing about before it is
-trusted to block a release.  From the spread of a baseline's repeats and the
-number of repeats compared, this module simulates the gate's own rule (see
+trusted to block a release.  From the noise of the values compared and the
+number of repeats, this module simulates the gate's own rule (see
 `stats`: the median change beyond the tolerance and, with two or more
 repeats, a bootstrap interval entirely on the worse side) on Gaussian noise
 of that spread, and reports
@@ -10,11 +10,21 @@ of that spread, and reports
 - the **false-alarm rate**: how often an unchanged metric is flagged, and
 - the **smallest drop** flagged in at least `power` (90%) of runs.
 
-The noise is the one the baseline's repeats showed within one recording
-session.  A server instance also drifts from one start to the next; that is
-not in the repeats, so the real false-alarm rate can be higher (see
-``benchmarks/gate_calibration.py``, which measures both with restarts).
-Simulations use a fixed seed: the same baseline gives the same statement.
+The noise depends on how the gate compares:
+
+- **paired** (repeat i of the baseline and of the run sent the same prompts):
+  the spread of the ratios run_i / baseline_i, divided by sqrt(2) to give one
+  side's noise.  Those ratios hold everything that moves a pair apart (noise
+  within a session and drift from one server start to the next) and nothing
+  the pairing cancels (one prompt set being easier than another).  The
+  spread of the baseline's own repeats would count that prompt-set variation
+  as noise and understate what the gate can see several times over.
+- **unpaired**: the spread of the baseline's repeats, recorded in one
+  session; drift between server starts comes on top, so the real false-alarm
+  rate can be higher (``benchmarks/gate_calibration.py`` measures both with
+  restarts).
+
+Simulations use a fixed seed: the same values give the same statement.
 """
 
 from __future__ import annotations
@@ -38,10 +48,11 @@ class Detection:
     metric: str
     repeats: int
     tolerance: float
-    spread: float | None  # relative standard deviation of the baseline's repeats; None with fewer than 2
+    spread: float | None  # relative noise of one side's value (see the module docstring); None if unknown
     false_alarm_rate: float | None  # an unchanged metric flagged this often (None: spread unknown)
     smallest_drop: float | None  # flagged in `power` of runs (None: spread unknown; 1.0: never)
     power: float = POWER
+    noise_from: str = "baseline repeats"  # or "paired ratios"
 
     def describe(self) -> str:
         if self.spread is None:
@@ -52,12 +63,15 @@ class Detection:
             drop = "no drop up to 95% is flagged reliably"
         else:
             drop = f"drops of {self.smallest_drop:.1%} or more are flagged in {self.power:.0%} of runs"
+        noise = ("noise per side" + (" from the paired repeats' ratios" if self.noise_from == "paired ratios"
+                                      else " from the baseline's repeats"))
         return (f"{self.metric}: {drop}; an unchanged value is flagged {self.false_alarm_rate:.1%} of the time "
-                f"(repeat spread {self.spread:.1%}, {self.repeats} repeats, tolerance {self.tolerance:.0%})")
+                f"({noise} {self.spread:.1%}, {self.repeats} repeats, tolerance {self.tolerance:.0%})")
 
     def as_dict(self) -> dict:
         return {"repeats": self.repeats, "tolerance": self.tolerance, "spread": self.spread,
-                "false_alarm_rate": self.false_alarm_rate, "smallest_drop": self.smallest_drop, "power": self.power}
+                "false_alarm_rate": self.false_alarm_rate, "smallest_drop": self.smallest_drop, "power": self.power,
+                "noise_from": self.noise_from}
 
 
 def relative_spread(values: Sequence[float | None]) -> float | None:
@@ -66,6 +80,15 @@ def relative_spread(values: Sequence[float | None]) -> float | None:
     if finite.size < 2 or finite.mean() == 0:
         return None
     return float(finite.std(ddof=1) / abs(finite.mean()))
+
+
+def paired_noise(baseline: Sequence[float | None], current: Sequence[float | None]) -> float | None:
+    """One side's relative noise from the spread of current_i / baseline_i over the finite pairs: a ratio
+    of two values with independent noise s varies by about sqrt(2) * s.  None with fewer than 2 pairs."""
+    ratios = [c / b for b, c in zip(baseline, current)
+              if b is not None and c is not None and math.isfinite(b) and math.isfinite(c) and b != 0]
+    spread = relative_spread(ratios)
+    return None if spread is None else spread / math.sqrt(2)
 
 
 def flag_rate(drop: float, spread: float, repeats: int, tolerance: float, *, paired: bool = True,
@@ -95,17 +118,23 @@ def flag_rate(drop: float, spread: float, repeats: int, tolerance: float, *, pai
 
 
 def detection(metric: str, baseline_values: Sequence[float | None], repeats: int, tolerance: float, *,
-              paired: bool = True, power: float = POWER) -> Detection:
-    """The false-alarm rate and smallest reliably flagged drop for `metric` (see the module docstring)."""
-    spread = relative_spread(baseline_values)
+              paired: bool = True, power: float = POWER,
+              current_values: Sequence[float | None] | None = None) -> Detection:
+    """The false-alarm rate and smallest reliably flagged drop for `metric` (see the module docstring).
+
+    With `paired` and the run's `current_values` (repeat i against baseline repeat i), the noise is the
+    paired ratios'; otherwise the baseline repeats'."""
+    from_pairs = paired and current_values is not None
+    spread = paired_noise(baseline_values, current_values) if from_pairs else relative_spread(baseline_values)
+    noise_from = "paired ratios" if from_pairs else "baseline repeats"
     if spread is None or repeats < 1:
-        return Detection(metric, repeats, tolerance, None, None, None, power)
+        return Detection(metric, repeats, tolerance, None, None, None, power, noise_from)
     rate = lambda drop: flag_rate(drop, spread, repeats, tolerance, paired=paired)  # noqa: E731
     false_alarms = rate(0.0)
     if rate(MAX_DROP) < power:
-        return Detection(metric, repeats, tolerance, spread, false_alarms, 1.0, power)
+        return Detection(metric, repeats, tolerance, spread, false_alarms, 1.0, power, noise_from)
     low, high = 0.0, MAX_DROP
     while high - low > 0.0025:  # the flag rate grows with the drop (common random numbers keep it monotone)
         middle = (low + high) / 2
         low, high = (middle, high) if rate(middle) < power else (low, middle)
-    return Detection(metric, repeats, tolerance, spread, false_alarms, high, power)
+    return Detection(metric, repeats, tolerance, spread, false_alarms, high, power, noise_from)

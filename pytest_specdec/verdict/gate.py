@@ -170,7 +170,8 @@ class RegressionGate:
                 continue
             verdict = compare_samples(metric, before, now, tolerance=tolerances[metric], paired=paired)
             verdicts.append(verdict)
-            found = detection(metric, baseline.per_repeat(side, metric), len(now), tolerances[metric], paired=paired)
+            found = detection(metric, baseline.per_repeat(side, metric), len(now), tolerances[metric], paired=paired,
+                              current_values=now if paired else None)
             self.detections[metric] = found
             detects.append(_detects_cell(found))
             ci = None

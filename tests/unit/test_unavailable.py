@@ -78,7 +78,7 @@ class Rec:
         self.text = " ".join(map(str, token_ids)) if text is None else text
 
 
-def make_result(counters=SpecDecodeCounters(100, 400, 200, {0: 120, 1: 80}), ref_records=None, sd_records=None,
+def make_result(counters=SpecDecodeCounters(100, 400, 200, {0: 90, 1: 60, 2: 40, 3: 10}), ref_records=None, sd_records=None,
                 ref_tpot=0.03, sd_tpot=0.02, repeats=1):
     def run(spec, records, tpot, repeat, run_counters):
         records = records or [Rec(i, tpot_s=tpot) for i in range(4)]
@@ -238,14 +238,28 @@ def test_the_gate_says_what_it_can_detect(tmp_path):
     result.gate = gate
     result.assert_no_regression(metrics=["speedup_median_tpot"])
     found = gate.detections["speedup_median_tpot"]
-    assert found.repeats == 3 and found.spread == pytest.approx(0.02, abs=0.001)
-    assert 0.15 < found.smallest_drop < 0.22 and found.false_alarm_rate <= 0.01
-    assert "flagged in 90% of runs" in found.describe()
+    # Paired: the noise is the spread of the ratios 1.5/1.47, 1.5/1.50, 1.5/1.53 (2%), per side 2%/sqrt(2).
+    assert found.repeats == 3 and found.noise_from == "paired ratios"
+    assert found.spread == pytest.approx(0.02 / 2 ** 0.5, abs=0.001)
+    assert 0.15 < found.smallest_drop < 0.20 and found.false_alarm_rate <= 0.01
+    assert "flagged in 90% of runs" in found.describe() and "paired repeats' ratios" in found.describe()
     # A failing check shows it in its table.
     for run in result.speculative_runs:
         run.metrics = summarize([Rec(i, tpot_s=0.03) for i in range(4)], duration_s=1.0)
     with pytest.raises(AssertionError, match=r"(?s)detects.*>= 1\d% \(false alarms 0\.\d%\)"):
         result.assert_no_regression(metrics=["speedup_median_tpot"])
+
+
+def test_prompt_sets_that_differ_are_not_noise_when_repeats_are_paired():
+    # Repeat seeds send different prompts: the baseline's repeats spread 20% across prompt sets, but
+    # each pair moves together.  The baseline's spread would say only drops of ~45% are visible.
+    baseline, current = [1.2, 1.5, 1.8], [1.2 * 0.99, 1.5 * 1.0, 1.8 * 1.01]
+    unpaired = detection("speedup_output_throughput", baseline, 3, 0.15, paired=False)
+    paired = detection("speedup_output_throughput", baseline, 3, 0.15, current_values=current)
+    assert unpaired.noise_from == "baseline repeats" and unpaired.spread == pytest.approx(0.2)
+    assert paired.spread == pytest.approx(0.01 / 2 ** 0.5, abs=0.002)
+    assert paired.smallest_drop < 0.18 < unpaired.smallest_drop and paired.false_alarm_rate == 0.0
+    assert detection("m", baseline, 3, 0.15, current_values=[1.2, None, None]).spread is None  # one pair
 
 
 def test_detection_gets_worse_with_noise_and_false_alarms_fewer_with_repeats():
@@ -330,3 +344,34 @@ def test_endpoint_mode_without_speculative_config_says_what_the_config_is_for():
 def test_counters_that_accept_more_than_they_drafted_are_an_error():
     with pytest.raises(CounterError, match=r"inconsistent \(300 tokens accepted of 200 drafted\)"):
         scrape(150, 600, 500).delta(scrape(100, 400, 200), where=URL)
+
+
+def test_summary_and_results_json_carry_unavailable_figures_and_what_the_gate_detects(tmp_path):
+    from pytest_specdec.report.files import load_report, write_report
+    from pytest_specdec.report.tables import markdown_summary
+
+    gate = gate_with_baseline(tmp_path / "baselines", [{"acceptance_rate": v} for v in (0.49, 0.50, 0.51)])
+    result = make_result(repeats=3)
+    result.gate = gate
+    result.assert_no_regression(metrics=["acceptance_rate"])
+    detection = {metric: found.as_dict() for metric, found in gate.detections.items()}
+    lost = make_result(counters=SpecDecodeCounters.unavailable(f"no vllm:spec_decode_* counters for m at {URL}"))
+    rows = [row_for("t.py::test_gated", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=result,
+                    detection=detection),
+            row_for("t.py::test_lost", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=lost)]
+    summary = markdown_summary(rows)
+    assert f"- t.py::test_lost: acceptance_rate: no vllm:spec_decode_* counters for m at {URL}" in summary
+    assert "**What the baseline gates can detect**" in summary and "| t.py::test_gated | acceptance_rate |" in summary
+    assert "paired ratios" in summary
+    write_report(tmp_path / "report", rows)  # validated against the schema as it is written
+    document = load_report(tmp_path / "report")
+    gated, lost_row = document["results"]
+    assert gated["detection"]["acceptance_rate"]["noise_from"] == "paired ratios"
+    assert lost_row["acceptance_rate"] is None and "no vllm:spec_decode_*" in lost_row["unavailable"]["acceptance_rate"]
+
+
+def test_allow_unavailable_must_name_a_gated_metric(tmp_path):
+    result = make_result()
+    result.gate = gate_with_baseline(tmp_path, {"acceptance_rate": 0.5})
+    with pytest.raises(ValueError, match="allow_unavailable names metrics this check does not gate: match_rate"):
+        result.assert_no_regression(metrics=["acceptance_rate"], allow_unavailable=["match_rate"])
