@@ -125,6 +125,12 @@ def steps_from_server(spec_decoding: Mapping[str, Any] | None, output_tokens: in
     missing = [name for name, value in raw.items() if value is None]
     if missing:
         if len(missing) == 2:
+            # vLLM leaves both arrays out when they would be empty: a request that never
+            # reached a verify step (one output token, or nothing drafted) has zero steps.
+            steps = (spec_decoding or {}).get("num_spec_steps")
+            if steps == 0 and "num_draft_tokens" in (spec_decoding or {}):
+                _counts([output_tokens], "output_tokens")
+                return RequestSteps((), (), output_tokens, "server")
             return None
         raise ValueError(f"speculative_decoding has no {missing[0]} beside the other per-step array")
     accepted, drafted = (_counts(value, name) for name, value in raw.items())

@@ -159,7 +159,8 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
     sources = {s.source for s in steps}
     source = sources.pop() if len(sources) == 1 else "mixed"
     lengths, without = request_length_distribution(steps)
-    measured = result.speedup()
+    # The step timings are this repeat's (or the pooled runs'): so is the speedup they scale.
+    measured = result.speedup() if repeat is None else result.repeat_speedups()[repeat]
     timing = _timing(reference_runs, speculative_runs, k)
     if timing is None:
         predictions, best, oracle = {}, None, math.nan

@@ -271,3 +271,10 @@ def test_compare_estimate_with_server_steps():
     empty = compare_estimate(R1, steps_from_chunks([1], k=3))
     assert empty["steps_compared"] == 0
     assert math.isnan(empty["step_agreement"]) and math.isnan(empty["acceptance_length_difference"])
+
+
+def test_server_without_arrays_and_without_steps_gives_zero_steps():
+    empty = steps_from_server({"num_spec_steps": 0, "num_draft_tokens": 0, "num_spec_tokens": 3}, 1)
+    assert empty.accepted == () and empty.source == "server" and math.isnan(empty.acceptance_length)
+    # summary level: steps taken but no arrays sent, so no per-step data
+    assert steps_from_server({"num_spec_steps": 5, "num_draft_tokens": 15, "num_spec_tokens": 3}, 9) is None

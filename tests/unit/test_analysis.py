@@ -153,3 +153,30 @@ def test_rows_summary_and_plots_carry_the_analyses(tmp_path):
     assert "**Why SD did not pay**" in summary and "low_acceptance: acceptance length 1.25" in summary
     names = [p.name for p in write_plots([row], tmp_path)]
     assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names
+
+
+def test_a_repeats_predictions_and_oracle_scale_that_repeats_speedup():
+    # Repeat 2's SD run took twice as long: its speedup is 0.5, and its oracle bound is 0.5 x 210/135,
+    # not the median over repeats times that (which could put the "bound" below the measurement).
+    result = make_result()
+    ref, sd = result.reference_runs[0], result.speculative_runs[0]
+    result.reference_runs.append(Run(ref.spec, 1, ref.metrics, ref.records, None, ["vllm"], 0.0))
+    result.speculative_runs.append(Run(sd.spec, 1, summarize(sd.records, 2.0), sd.records, sd.counters, ["vllm"], 0.0))
+    result.outputs_per_repeat.append(result.outputs)
+    assert result.repeat_speedups() == pytest.approx([1.0, 0.5])
+    assert result.analysis(repeat=0).oracle_speedup == pytest.approx(210 / 135)
+    assert result.analysis(repeat=1).oracle_speedup == pytest.approx(0.5 * 210 / 135)
+    assert result.analysis(repeat=1).predictions[1] == pytest.approx(0.5 * 210 / 150)
+    assert [entry["derived"]["oracle_speedup"] for entry in result.repeats()] == pytest.approx(
+        [210 / 135, 0.5 * 210 / 135])
+
+
+def test_a_request_that_never_reached_a_verify_step_keeps_the_servers_source():
+    # vLLM 0.32 leaves out empty per-step arrays; num_spec_steps 0 says there were none.
+    result = make_result()
+    short = result.speculative_runs[0].records[0]
+    short.spec_decoding = {"num_spec_steps": 0, "num_draft_tokens": 0, "num_spec_tokens": 4,
+                           "mean_acceptance_length": 1.0, "acceptance_histogram": [0, 0, 0, 0, 0]}
+    analysis = result.analysis()
+    assert analysis.source == "server" and analysis.request_lengths.count == 3
+    assert analysis.requests_without_steps == 1

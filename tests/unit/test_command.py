@@ -82,3 +82,36 @@ def test_bundled_models_are_served_in_float32_on_the_cpu_build():
     assert "--dtype" not in command_for("specdec:smollm2-135m", device="gpu")
     chosen = command_for("specdec:smollm2-135m", server_args=["--dtype=bfloat16"])
     assert chosen.count("--dtype=bfloat16") == 1 and "float32" not in chosen  # the test's own choice wins
+
+
+def test_sd_servers_get_detailed_per_request_metrics_when_the_engine_has_them():
+    ngram = {"method": "ngram", "num_speculative_tokens": 4}
+    request = launch("cpu", speculative_config=ngram)
+    with_flag = build_command(LaunchRequest(**{**request.__dict__, "per_request_metrics": True}))
+    assert with_flag[with_flag.index("--per-request-spec-decode-metrics") + 1] == "detailed"
+    assert "--per-request-spec-decode-metrics" not in build_command(request)  # an engine without it: not passed
+    reference = build_command(LaunchRequest(**{**launch("cpu").__dict__, "per_request_metrics": True}))
+    assert "--per-request-spec-decode-metrics" not in reference  # nothing to report without SD
+    own = launch("cpu", speculative_config=ngram, server_args=["--per-request-spec-decode-metrics", "summary"])
+    own_flag = build_command(LaunchRequest(**{**own.__dict__, "per_request_metrics": True}))
+    assert own_flag.count("--per-request-spec-decode-metrics") == 1 and "summary" in own_flag  # the user's wins
+
+
+def test_the_per_request_metrics_probe_reads_the_engine_without_importing_it(tmp_path):
+    import sys
+
+    from pytest_specdec.serving.server import supports_per_request_metrics
+
+    def engine(name, text):
+        root = tmp_path / name / "site"
+        (root / "vllm" / "engine").mkdir(parents=True)
+        (root / "vllm" / "__init__.py").write_text("raise SystemExit('the probe must not import vllm')\n")
+        (root / "vllm" / "engine" / "arg_utils.py").write_text(text)
+        python = tmp_path / f"python-{name}"
+        python.write_text(f"#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} \"$@\"\n")
+        python.chmod(0o755)
+        return str(python)
+
+    assert supports_per_request_metrics(engine("new", "'--per-request-spec-decode-metrics'")) is True
+    assert supports_per_request_metrics(engine("old", "no such flag here")) is False
+    assert supports_per_request_metrics(str(tmp_path / "no-python")) is False

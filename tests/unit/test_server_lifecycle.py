@@ -171,3 +171,20 @@ def test_a_root_cause_above_the_tail_is_quoted(tmp_path):
     assert "--- exception lines earlier in the log ---\nERROR 11-22 [worker.py:9] ValueError: the real root cause" in message
     assert "is only a warning" not in message
     assert message.rstrip().endswith("RuntimeError: Engine core initialization failed. See root cause above.")
+
+
+
+def test_an_engine_without_per_request_metrics_is_said_once_and_not_asked_for(tmp_path, monkeypatch):
+    import pytest_specdec.serving.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "supports_per_request_metrics", lambda: False)
+    events, launches = [], []
+    pool = ServerPool("cpu", tmp_path, launcher=lambda launch: launches.append(launch) or "not a list",
+                      model_resolver=str, on_event=events.append)
+    for _ in range(2):
+        with pytest.raises(ServerStartError):
+            pool.get(ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 3}))
+    pool.close()
+    said = [e for e in events if "--per-request-spec-decode-metrics" in e]
+    assert len(said) == 1 and "estimated from the tokens in each streamed chunk" in said[0]
+    assert launches and not any(launch.per_request_metrics for launch in launches)
