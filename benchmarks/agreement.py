@@ -6,8 +6,11 @@ its custom dataset, in order), at each concurrency: rounds interleaved
 (plugin, vllm bench serve, plugin, ...) so drift cancels.  Prints, per metric
 and concurrency, the medians over rounds and the ratio plugin / peer.
 
-`vllm bench serve` runs in its own process, as the reproduce commands run it
-(``python -m pytest_specdec bench``).  GuideLLM and AIPerf run when their
+`vllm bench serve` runs in this process (`vllm.benchmarks.serve`, with the
+flags the reproduce commands give it), so both clients share one process and
+its share of the 2 cores; a `vllm bench serve` process of its own measured
+TTFT 3-4% higher at concurrency 1, where a request-by-request interleaving
+of the two request functions in one process agreed within 1%.  GuideLLM and AIPerf run when their
 executables are given (each installed in a virtual environment of its own,
 see `agreement_peers.py` for how they are driven and how their definitions
 differ); a peer that cannot be found is skipped, and the script says so.
@@ -30,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -40,7 +42,7 @@ from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.measure.reproduce import bench_serve_flags
+from pytest_specdec.measure.reproduce import bench_serve_flags, run_vllm_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agreement_peers import DEFINITIONS, PEERS, PeerError  # noqa: E402
@@ -62,11 +64,8 @@ def plugin_round(server, prompts, pattern) -> dict:
 
 
 def vllm_round(flags: list[str], work: Path, name: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "pytest_specdec", "bench", *flags, "--disable-tqdm",
-                           "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", str(work),
-                           "--result-filename", name], capture_output=True, text=True, timeout=1800)
-    if done.returncode:
-        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    run_vllm_bench([*flags, "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result",
+                    "--result-dir", str(work), "--result-filename", name])
     return json.loads((work / name).read_text())
 
 

@@ -224,6 +224,9 @@ def diagnosis(result, sweep: list[tuple[float, float]] | None = None) -> list[Ca
         "predicted_best_speedup": analysis.predictions.get(analysis.best_k) if analysis.best_k else None,
         "client_bound": result.client_bound(),
         "sweep": sweep,
+        # Per-step figures from the chunk estimate are labelled so (per-position rates from counters are exact).
+        "estimated": analysis.estimated,
+        "rates_estimated": analysis.estimated and not counters.present,
     }
     figures.update(_warm_up_figures(result))
     return diagnose(figures)

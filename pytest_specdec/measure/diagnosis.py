@@ -65,6 +65,8 @@ def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
     k, rates = _number(figures, "k"), figures.get("per_position_acceptance")
     if k is None or not rates:
         return None
+    # Figures from the streamed-chunk estimate (no per-step data from the server) say so.
+    estimated = " (estimated from streamed chunks)" if figures.get("estimated") else ""
     k = int(k)
     rates = [_value(rate) for rate in list(rates)[:k]]
     low = [j for j, rate in enumerate(rates) if rate is not None and rate < COLLAPSE_RATE]
@@ -73,10 +75,12 @@ def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
     j = low[0]
     shown = ", ".join("n/a" if rate is None else f"{rate:.0%}" for rate in rates[j:])
     where = f"position {k} accepts" if j + 1 == k else f"positions {j + 1}..{k} accept"
-    figure = f"{where} under {COLLAPSE_RATE:.0%} ({shown}): k={k} is too high"
+    figure = f"{where} under {COLLAPSE_RATE:.0%} ({shown}){estimated if figures.get('rates_estimated') else ''}: " \
+             f"k={k} is too high"
     best, best_speedup = _number(figures, "best_k"), _number(figures, "predicted_best_speedup")
     if best is not None and best < k:
-        figure += f"; predicted best k={int(best)}" + (f" ({best_speedup:.2f}x)" if best_speedup is not None else "")
+        figure += f"; predicted best k={int(best)}" + (f" ({best_speedup:.2f}x)" if best_speedup is not None else "") \
+            + estimated
     return Cause("acceptance_collapse", figure)
 
 

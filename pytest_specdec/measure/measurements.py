@@ -368,6 +368,8 @@ class SpecDecTest:
             result.gate = self.gate
             self.results.append(result)
             sweep.results.append(result)
+        for result in sweep.results:  # each level's diagnosis can then name speedup falling with load
+            result.sweep_speedups = sweep.speedups()
         self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
         return sweep
 

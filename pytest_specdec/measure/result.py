@@ -85,6 +85,8 @@ class SpecDecResult:
     cost_ratio: float | None = None
     # The test's service-level objectives ({"tpot": ms, ...}, vllm bench serve's keys) for goodput; {} if none.
     slo: dict = field(default_factory=dict)
+    # (concurrency, speedup) of every level when this result is one level of a sweep, for the diagnosis.
+    sweep_speedups: list = field(default_factory=list, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def analysis(self, repeat: int | None = None):
@@ -99,7 +101,7 @@ class SpecDecResult:
         """Why SD did not pay: `diagnosis.Cause`s, each with the figure behind it."""
         from .analysis import diagnosis
 
-        return diagnosis(self)
+        return diagnosis(self, self.sweep_speedups or None)
 
     def client_bound(self) -> str | None:
         """Why a run of this result is client-bound (the load generator held requests back), or None.

@@ -18,6 +18,8 @@ def junit_properties(result) -> dict:
              "specdec_pattern": result.pattern.get("name")}
     for key, value in result.derived().items():
         props[f"specdec_{key}"] = _figure(value, 4, lambda: result.unavailable(key))
+    if hasattr(result, "analysis"):  # whether best_k, the oracle and per-request figures are the server's or estimated
+        props["specdec_per_step_source"] = result.analysis().source or f"unavailable: {result.analysis().problem}"
     if hasattr(result, "reference_metric"):  # a capacity search has no single run per side
         for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
             props[f"specdec_reference_{key}"] = _figure(result.reference_metric(key), 3, lambda: why_no_value(key))

@@ -208,7 +208,7 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
     out = ["**Inside the acceptance numbers** (per-step data from the server's per-request metrics, or "
            "*estimated* from the tokens of each streamed chunk; length = tokens per drafted step):", "",
            "| test | per-step data | request length p5 / p25 / p50 / p75 / p95 | predicted speedup by k | best k "
-           "| measured | expected | oracle |", "|---|---|---|---|---|---|---|---|"]
+           "| measured | expected | oracle | oracle gap |", "|---|---|---|---|---|---|---|---|---|"]
     for r in analysed:
         info = r["per_request"]
         lengths = info["request_acceptance_length"]
@@ -217,12 +217,20 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
         source = "server" if info["source"] == "server" else f"*{info['source']}*"
         out.append(f"| {escape(r['test'])} | {source} ({lengths['count']} requests) | {spread} | {predicted} | "
                    f"{_best_k_text(r)} | {_speedup_text(r)} | {_cell(r, 'expected_speedup', '.2f', 'x')} | "
-                   f"{_cell(r, 'oracle_speedup', '.2f', 'x')} |")
+                   f"{_cell(r, 'oracle_speedup', '.2f', 'x')} | {_oracle_gap(r)} |")
     out += ["", "predicted: from this run at k, each step's accepted count cut at k' and its cost modelled "
             "linear in proposed tokens between a reference step and the measured SD step; oracle: each step "
             "proposing exactly what it accepted (the bound of the study \"Speculative Decoding: Performance or "
-            "Illusion?\"). See the README's \"Inside the acceptance numbers\".", ""]
+            "Illusion?\"); oracle gap: how much faster the oracle is than the measured run (what a better draft "
+            "length policy could still gain). See the README's \"Inside the acceptance numbers\".", ""]
     return out
+
+
+def _oracle_gap(row) -> str:
+    measured, oracle = row.get("speedup_output_throughput"), row.get("oracle_speedup")
+    if measured is None or oracle is None or measured <= 0:
+        return "–"
+    return f"{oracle / measured - 1:+.0%}"
 
 
 def diagnosis_section(rows: list[dict], escape) -> list[str]:

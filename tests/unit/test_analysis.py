@@ -151,6 +151,7 @@ def test_rows_summary_and_plots_carry_the_analyses(tmp_path):
     summary = markdown_summary([slow])
     assert "**Inside the acceptance numbers**" in summary and "| server (4 requests) |" in summary
     assert "**Why SD did not pay**" in summary and "low_acceptance: acceptance length 1.25" in summary
+    assert "| 0.80x | unavailable | 1.56x | +94% |" in summary  # measured, expected, oracle (210/135), the gap
     names = [p.name for p in write_plots([row], tmp_path)]
     assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names
 
@@ -180,3 +181,30 @@ def test_a_request_that_never_reached_a_verify_step_keeps_the_servers_source():
     analysis = result.analysis()
     assert analysis.source == "server" and analysis.request_lengths.count == 3
     assert analysis.requests_without_steps == 1
+
+
+def test_a_sweep_level_names_speedup_falling_with_concurrency():
+    from pytest_specdec.measure.sweep import SweepResult
+
+    low, high = make_result(), make_result()
+    low.pattern, high.pattern = {"name": "c1", "max_concurrency": 1}, {"name": "c25", "max_concurrency": 25}
+    high.speculative_runs[0].metrics = summarize(high.speculative_runs[0].records, 1.6)  # 0.625x at 25
+    sweep = SweepResult([low, high])
+    for result in sweep.results:  # as SpecDecTest.sweep does
+        result.sweep_speedups = sweep.speedups()
+    with pytest.raises(AssertionError, match=r"high_concurrency: speedup 1\.00x at concurrency 1 falls to 0\.62x "
+                                             r"at concurrency 25"):
+        high.assert_speedup(min=1.0)
+    row = row_for("t.py::test[c25]", SPEC, high.workload, high.pattern, outcome="failed", result=high)
+    assert "high_concurrency" in {c["name"] for c in row["diagnosis"]}
+    assert "high_concurrency" in markdown_summary([row])
+
+
+
+def test_exports_say_whether_the_per_step_figures_are_estimated():
+    from pytest_specdec.report.exports import junit_properties
+
+    assert junit_properties(make_result())["specdec_per_step_source"] == "server"
+    assert junit_properties(make_result(server=False))["specdec_per_step_source"] == "estimate"
+    assert junit_properties(make_result(server=False, chunks=False))["specdec_per_step_source"].startswith(
+        "unavailable: no per-step data")

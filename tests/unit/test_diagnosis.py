@@ -108,3 +108,16 @@ def test_describe():
     causes = [Cause("low_acceptance", "acceptance length 1.12 tokens per step"), Cause("warm_up", "first 2.3x")]
     assert describe(causes) == "- low_acceptance: acceptance length 1.12 tokens per step\n- warm_up: first 2.3x"
     assert describe([]) == "no cause found among the measured figures"
+
+
+def test_figures_from_the_chunk_estimate_say_so():
+    base = {"k": 4, "per_position_acceptance": [0.5, 0.05, 0.0, 0.0], "best_k": 1, "predicted_best_speedup": 1.4}
+    exact = {c.name: c.figure for c in diagnose(base)}["acceptance_collapse"]
+    assert "estimated" not in exact
+    # Rates from the counters are exact; the predicted k rests on the estimate.
+    partly = {c.name: c.figure for c in diagnose({**base, "estimated": True})}["acceptance_collapse"]
+    assert partly == ("positions 2..4 accept under 10% (5%, 0%, 0%): k=4 is too high; predicted best k=1 (1.40x) "
+                      "(estimated from streamed chunks)")
+    wholly = {c.name: c.figure for c in diagnose({**base, "estimated": True, "rates_estimated": True})}
+    assert wholly["acceptance_collapse"].startswith("positions 2..4 accept under 10% (5%, 0%, 0%) (estimated from "
+                                                    "streamed chunks): k=4 is too high")
