@@ -49,8 +49,9 @@ from agreement_peers import DEFINITIONS, PEERS, PeerError  # noqa: E402
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "median_tpot_ms", "median_itl_ms",
-           "median_e2el_ms", "spec_decode_acceptance_rate", "spec_decode_acceptance_length")
+METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms",
+           "median_itl_ms", "mean_e2el_ms", "median_e2el_ms", "spec_decode_acceptance_rate",
+           "spec_decode_acceptance_length")
 
 
 def plugin_round(server, prompts, pattern) -> dict:
@@ -156,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nn-gram k=4, code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
           f"{args.rounds} interleaved rounds per client; medians over rounds")
     print("\n".join(table(results)))
-    print("\nratio: plugin / peer.  How vllm bench serve defines each figure is how the plugin does "
-          "(vllm/benchmarks/serve.py, calculate_metrics); the peers differ where noted:")
+    print("\nratio: plugin / peer.  vllm bench serve defines each figure as the plugin does (vllm/benchmarks/serve.py, "
+          "calculate_metrics) but for the throughputs' window: its duration starts after its one-request test run, "
+          "the plugin's at the schedule's offset 0; both end with the last reply.  The SD counter rows of every "
+          "client are scraped from /metrics before and after its run.  The peers differ where noted:")
     for peer in peers:
         print(f"  {peer}:")
         print("\n".join(f"    - {line}" for line in DEFINITIONS[peer]))

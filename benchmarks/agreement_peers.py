@@ -21,13 +21,15 @@ DEFINITIONS = {
     "GuideLLM": [
         "TPOT: its inter_token_latency_ms, (last token - first token) / (output tokens - 1), is vLLM's TPOT; its "
         "time_per_output_token_ms includes TTFT and is not used (src/guidellm/schemas/request_stats.py)",
-        "ITL: it records no per-chunk gaps, so there is no ITL to compare",
+        "ITL: it records no per-chunk gaps, so there is no ITL to compare (src/guidellm/schemas/request_stats.py "
+        "has first and last token times only)",
         "output throughput: computed here as output tokens / its benchmark duration (scheduler start to last "
         "completion, src/guidellm/benchmark/schemas/benchmark.py); its own rate distribution spreads each "
         "request's tokens over its decode time (src/guidellm/schemas/statistics.py)",
         "TTFT and latency: it skips events with empty text, and its latency ends after [DONE] "
         "(src/guidellm/backends/openai/http.py)",
-        "SD counters: it reads none; /metrics is scraped here before and after its run",
+        "SD counters: it reads none; the counter rows are this script's scrape of /metrics before and after "
+        "its run, so they check that the peer sent the same work, not the peer",
     ],
     "AIPerf": [
         "TPOT: its inter_token_latency, (latency - TTFT) / (output tokens - 1), is vLLM's TPOT "
@@ -37,8 +39,11 @@ DEFINITIONS = {
         "output throughput: output tokens over its benchmark_duration, first send to last token, shorter than "
         "vLLM's window (src/aiperf/metrics/types/benchmark_duration_metric.py)",
         "TTFT: its start includes opening a new aiohttp session per request (src/aiperf/transports/aiohttp_client.py)",
-        "output tokens: the server's usage (--use-server-token-count); without it AIPerf re-tokenizes the text",
-        "SD counters: scraped by AIPerf at ~3 Hz; /metrics is also scraped here before and after its run",
+        "output tokens: the server's usage (--use-server-token-count); without it AIPerf re-tokenizes the text "
+        "(src/aiperf/metrics/types/output_sequence_length_metric.py)",
+        "SD counters: AIPerf scrapes /metrics at ~3 Hz into its own time series (src/aiperf/server_metrics/); "
+        "the counter rows are this script's scrape before and after its run, so they check that the peer "
+        "sent the same work, not the peer",
     ],
 }
 
@@ -83,7 +88,8 @@ def guidellm(executable: str, url: str, model: str, tokenizer: str, prompts, con
     tokens = metrics["output_token_count"]["successful"]["total_sum"]
     return {"output_throughput": tokens / benchmark["duration"],
             "mean_ttft_ms": stat("time_to_first_token_ms", "mean"), "median_ttft_ms": stat("time_to_first_token_ms"),
-            "median_tpot_ms": stat("inter_token_latency_ms"),
+            "mean_tpot_ms": stat("inter_token_latency_ms", "mean"), "median_tpot_ms": stat("inter_token_latency_ms"),
+            "mean_e2el_ms": stat("request_latency", "mean", scale=1000.0),
             "median_e2el_ms": stat("request_latency", scale=1000.0)}
 
 
@@ -112,8 +118,9 @@ def aiperf(executable: str, url: str, model: str, tokenizer: str, prompts, concu
 
     return {"output_throughput": stat("output_token_throughput", "avg"),
             "mean_ttft_ms": stat("time_to_first_token", "avg"), "median_ttft_ms": stat("time_to_first_token"),
-            "median_tpot_ms": stat("inter_token_latency"), "median_itl_ms": stat("inter_chunk_latency"),
-            "median_e2el_ms": stat("request_latency")}
+            "mean_tpot_ms": stat("inter_token_latency", "avg"), "median_tpot_ms": stat("inter_token_latency"),
+            "mean_itl_ms": stat("inter_chunk_latency", "avg"), "median_itl_ms": stat("inter_chunk_latency"),
+            "mean_e2el_ms": stat("request_latency", "avg"), "median_e2el_ms": stat("request_latency")}
 
 
 PEERS = {"GuideLLM": guidellm, "AIPerf": aiperf}
