@@ -41,15 +41,24 @@ DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run mea
 DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
 
 
+def _positive_number(value: str, unit: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {value!r}")
+    return number
+
+
 def parse_seconds(value: str) -> float:
     """A positive number of seconds: ``"600"``, ``"90.5"``."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
-    return seconds
+    return _positive_number(value, "seconds")
+
+
+def parse_milliseconds(value: str) -> float:
+    """A positive number of milliseconds: ``"10"``, ``"2.5"``."""
+    return _positive_number(value, "milliseconds")
 
 
 def parse_positive_int(value: str) -> int:
@@ -158,7 +167,7 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
     ("--specdec-request-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
                                        help=f"how long one streamed request may take before it fails the run "
                                             f"(default {DEFAULT_REQUEST_TIMEOUT:g}; ini specdec_request_timeout).")),
-    ("--specdec-max-dispatch-lag-ms", dict(type=parse_seconds, default=None, metavar="MS",
+    ("--specdec-max-dispatch-lag-ms", dict(type=parse_milliseconds, default=None, metavar="MS",
                                            help=f"p99 dispatch lag (the client holding requests back) above which a "
                                                 f"run is client-bound and its speedups fail their checks (default "
                                                 f"{DEFAULT_MAX_DISPATCH_LAG_MS:g}; ini specdec_max_dispatch_lag_ms).")),
@@ -274,7 +283,7 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         request_timeout=_option_or_ini(getoption, getini, "--specdec-request-timeout", "specdec_request_timeout",
                                        parse_seconds, DEFAULT_REQUEST_TIMEOUT, deprecations),
         max_dispatch_lag_ms=_option_or_ini(getoption, getini, "--specdec-max-dispatch-lag-ms",
-                                           "specdec_max_dispatch_lag_ms", parse_seconds, DEFAULT_MAX_DISPATCH_LAG_MS,
+                                           "specdec_max_dispatch_lag_ms", parse_milliseconds, DEFAULT_MAX_DISPATCH_LAG_MS,
                                            deprecations),
         cpu_kv_cache_bytes=_option_or_ini(getoption, getini, "--specdec-cpu-kv-cache-bytes",
                                           "specdec_cpu_kv_cache_bytes", parse_byte_size, DEFAULT_KV_CACHE_BYTES,

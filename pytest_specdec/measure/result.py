@@ -198,11 +198,14 @@ class SpecDecResult:
         return [speedup_of(metric, ref.metrics.as_dict().get(metric, math.nan),
                            sd.metrics.as_dict().get(metric, math.nan)) for ref, sd in self.repeat_pairs()]
 
-    def goodput(self, side: str = "speculative") -> float:
-        """Requests per second that met every SLO (`vllm bench serve --goodput`), median over repeats;
-        NaN when the test declares no SLO."""
+    def goodput(self, side: str = "speculative", unit: str = "requests") -> float:
+        """Requests per second that met every SLO (`vllm bench serve --goodput`), or with ``unit="tokens"``
+        their output tokens per second; median over repeats; NaN when the test declares no SLO."""
+        if unit not in ("requests", "tokens"):
+            raise ValueError(f"goodput unit must be 'requests' or 'tokens', got {unit!r}")
         runs = self.speculative_runs if side == "speculative" else self.reference_runs
-        values = [goodput_of(run.records, run.metrics.duration_s, self.slo).request_goodput for run in runs] \
+        figure = "request_goodput" if unit == "requests" else "output_goodput"
+        values = [getattr(goodput_of(run.records, run.metrics.duration_s, self.slo), figure) for run in runs] \
             if self.slo else []
         values = [v for v in values if math.isfinite(v)]
         return statistics.median(values) if values else math.nan

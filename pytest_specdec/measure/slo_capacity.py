@@ -15,6 +15,8 @@ reference's is shared with the test's other traffic where it can be).
 
 from __future__ import annotations
 
+import shlex
+
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -157,6 +159,12 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
             runs[load] = run
             percentiles = SLOPercentiles.of(run.records)
             holds, why = percentiles.holds(slo, percentile)
+            lag = run.metrics.dispatch_lag.p99
+            if holds and lag > measurements.max_dispatch_lag_ms:
+                # The client, not the server, held requests back: the load was not offered, so
+                # the SLO holding there says nothing of the server (never overstate capacity).
+                holds, why = False, (f"client-bound: p99 dispatch lag {lag:.1f} ms over the "
+                                     f"{measurements.max_dispatch_lag_ms:g} ms limit")
             return Probe(load, holds, {**percentiles.as_dict(percentile), "reason": why,
                                        "output_throughput": run.metrics.output_throughput,
                                        "request_throughput": run.metrics.request_throughput})
@@ -167,6 +175,10 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
     reference, reference_runs = side(spec.reference(), "reference", ())
     speculative, speculative_runs = side(spec, "SD", [p.load for p in reference.probes])
     server = measurements.pool.get(spec)
+    # The servers as they were started; each probe is one `vllm bench serve` run at its load (see probes).
+    reproduce = {name: shlex.join(run.server_command) for name, runs in
+                 (("reference_server", reference_runs), ("speculative_server", speculative_runs))
+                 for run in list(runs.values())[:1] if run.server_command}
     return CapacityResult(spec, workload.describe(), pattern.describe(), dict(slo), percentile, reference,
-                          speculative, reference_runs, speculative_runs, seed=seed,
+                          speculative, reference_runs, speculative_runs, seed=seed, reproduce=reproduce,
                           server_log=str(getattr(server, "log_path", "") or ""))

@@ -10,11 +10,12 @@ with "never, up to the highest measured" a valid answer.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..load.capacity import Crossover, crossover
-from .derived import geometric_mean
+from .derived import geometric_mean, speedup_name
 from .result import SpecDecResult
 
 
@@ -29,8 +30,10 @@ class SweepResult:
         return [result.pattern.get("max_concurrency") for result in self.results]
 
     def speedups(self, metric: str = "output_throughput") -> list[tuple[int, float]]:
-        """(concurrency, speedup) per level."""
-        return [(level, result.speedup(metric)) for level, result in zip(self.levels, self.results)]
+        """(concurrency, speedup) per level; NaN where the speedup is unavailable (a client-bound level),
+        so the crossover skips it and says so."""
+        return [(level, math.nan if result.unavailable(speedup_name(metric)) else result.speedup(metric))
+                for level, result in zip(self.levels, self.results)]
 
     def geometric_mean_speedup(self, metric: str = "output_throughput") -> float:
         """The published studies' one-number summary of a sweep (NaN when no level has a speedup)."""

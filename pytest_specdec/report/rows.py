@@ -17,14 +17,17 @@ from ..measure.result import why_no_value
 from ..measure.theory import cost_per_million_tokens, cost_ratio_for, theory_for
 
 HEADLINE_METRICS = SPEEDUP_METRICS
+# Per side: the headline metrics, and how late the client sent its requests (a client-bound run shows here).
+SIDE_METRICS = (*HEADLINE_METRICS, "median_dispatch_lag_ms", "p99_dispatch_lag_ms")
 SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
 CSV_COLUMNS = (
     "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
     "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
     "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
     "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
-    "reference_request_goodput", "speculative_request_goodput", "goodput_ratio", "capacity_ratio",
-    *(f"{side}_{metric}" for metric in HEADLINE_METRICS for side in SIDES),
+    "reference_request_goodput", "speculative_request_goodput", "reference_output_goodput",
+    "speculative_output_goodput", "goodput_ratio", "capacity_ratio",
+    *(f"{side}_{metric}" for metric in SIDE_METRICS for side in SIDES),
     "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens",
 )
 
@@ -73,7 +76,8 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         row[key] = None
     row.update(per_position_acceptance=[], match_basis=None, numerical_ties=None, reference={}, speculative={}, reproduce={},
                unavailable={}, detection={}, client_bound=None, per_request=None, diagnosis=[], slo={},
-               reference_request_goodput=None, speculative_request_goodput=None, goodput_ratio=None, capacity=None,
+               reference_request_goodput=None, speculative_request_goodput=None, reference_output_goodput=None,
+               speculative_output_goodput=None, goodput_ratio=None, capacity=None,
                capacity_ratio=None)
     row["detection"] = dict(detection or {})
     if result is None:
@@ -81,8 +85,8 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     if hasattr(result, "capacity_ratio"):
         return _capacity_row(row, result, gpu_usd_per_hour)
 
-    reference = {m: _number(result.reference_metric(m)) for m in HEADLINE_METRICS}
-    speculative = {m: _number(result.speculative_metric(m)) for m in HEADLINE_METRICS}
+    reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
+    speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
     counters = result.counters
     theory = theory_for(result.acceptance_length if counters.present else None, row["k"], cost_ratio,
                         result.speedup())
@@ -116,8 +120,14 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         slo=dict(result.slo),
         reference_request_goodput=_number(result.goodput("reference")),
         speculative_request_goodput=_number(result.goodput("speculative")),
+        reference_output_goodput=_number(result.goodput("reference", unit="tokens")),
+        speculative_output_goodput=_number(result.goodput("speculative", unit="tokens")),
         goodput_ratio=_number(result.goodput_ratio()),
     )
+    # An unavailable figure is null whatever number was computed for it (a client-bound run's speedups).
+    for name in unavailable:
+        if name in row and not isinstance(row[name], (dict, list)):
+            row[name] = None
     # A side's figure without a value (TPOT of one-token outputs) says why, in the CSV too: never blank.
     for side, metrics in (("reference", reference), ("speculative", speculative)):
         for metric, value in metrics.items():

@@ -173,10 +173,13 @@ def slo_section(rows: list[dict], escape) -> list[str]:
     out = []
     with_goodput = [r for r in rows if r.get("slo") and not r.get("capacity")]
     if with_goodput:
-        out += ["**Goodput** (requests per second that met every SLO, as `vllm bench serve --goodput` counts them):",
-                "", "| test | SLO (ms) | reference req/s | SD req/s | ratio |", "|---|---|---|---|---|"]
+        out += ["**Goodput** (requests per second that met every SLO, as `vllm bench serve --goodput` counts them, "
+                "and their output tokens per second):", "",
+                "| test | SLO (ms) | reference req/s | SD req/s | reference tok/s | SD tok/s | ratio |",
+                "|---|---|---|---|---|---|---|"]
         out += [f"| {escape(r['test'])} | {_slo_text(r)} | {_fmt(r['reference_request_goodput'], '.3f')} | "
-                f"{_fmt(r['speculative_request_goodput'], '.3f')} | {_cell(r, 'goodput_ratio', '.2f', 'x')} |"
+                f"{_fmt(r['speculative_request_goodput'], '.3f')} | {_fmt(r.get('reference_output_goodput'), '.1f')} | "
+                f"{_fmt(r.get('speculative_output_goodput'), '.1f')} | {_cell(r, 'goodput_ratio', '.2f', 'x')} |"
                 for r in with_goodput] + [""]
     searched = [r for r in rows if r.get("capacity")]
     if searched:

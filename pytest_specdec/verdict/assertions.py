@@ -81,10 +81,10 @@ def failure_message(title: str, rows: Sequence[Row], result, *, required_label: 
     parts = [title, render_table(rows, required_label, extra_columns)]
     if extra:
         parts.append(extra)
-    parts.append("reproduce by hand:")
-    for name in ("reference_server", "speculative_server", "bench"):
-        if name in result.reproduce:
-            parts.append(f"  {name}: {result.reproduce[name]}")
+    commands = [f"  {name}: {result.reproduce[name]}" for name in ("reference_server", "speculative_server", "bench")
+                if name in result.reproduce]
+    if commands:
+        parts += ["reproduce by hand:", *commands]
     if result.server_log:
         parts.append(f"server log: {result.server_log}")
     return "\n".join(parts)

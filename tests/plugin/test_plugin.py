@@ -132,7 +132,7 @@ def test_extra_methods_ini_admits_a_new_method(pytester):
     "args, message",
     [
         (["--specdec-gpu", "--specdec-cpu"], "*--specdec-gpu and --specdec-cpu are mutually exclusive*"),
-        (["--specdec-startup-timeout=0"], "*--specdec-startup-timeout: must be greater than 0*"),
+        (["--specdec-startup-timeout=0"], "*--specdec-startup-timeout: must be a finite number greater than 0*"),
         (["--specdec-kv-cache-bytes=lots"], "*--specdec-kv-cache-bytes: expected a size such as 1GiB*"),
     ],
 )

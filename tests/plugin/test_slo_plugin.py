@@ -37,6 +37,8 @@ def make_capacity(specdec):
 '''
 
 TEST = '''
+import os
+
 import pytest
 
 @pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
@@ -46,7 +48,7 @@ import pytest
 def test_capacity(make_capacity, specdec):
     assert specdec.slo == {"tpot": 50.0, "ttft": 2000.0} and specdec.slo_percentile == 99.0
     result = make_capacity()
-    result.assert_capacity(min_ratio=1.2)
+    result.assert_capacity(min_ratio=float(os.environ.get("MIN_RATIO", 1.2)))
     result.assert_no_regression()
 '''
 
@@ -84,6 +86,11 @@ def test_capacity_is_recorded_then_gated_and_reported(inner, monkeypatch):
     worse = run_inner(inner)
     worse.assert_outcomes(failed=1)
     worse.stdout.fnmatch_lines(["*SD's SLO capacity is below 1.2x the reference's*"])
+
+    monkeypatch.setenv("MIN_RATIO", "0.5")  # the test's own floor passes: the baseline gate alone must fail
+    gated = run_inner(inner)
+    gated.assert_outcomes(failed=1)
+    gated.stdout.fnmatch_lines(["*performance regressed against the baseline*", "*capacity_ratio*REGRESSION*"])
 
 
 def test_a_capacity_pattern_without_an_slo_fails_at_setup(pytester):

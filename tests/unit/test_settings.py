@@ -25,7 +25,7 @@ def test_seconds():
 
 
 def test_ini_errors_name_the_setting():
-    with pytest.raises(ValueError, match="ini setting specdec_startup_timeout: must be greater than 0"):
+    with pytest.raises(ValueError, match="ini setting specdec_startup_timeout: must be a finite number greater than 0"):
         parse_ini("specdec_startup_timeout", "0", parse_seconds)
 
 
@@ -70,3 +70,15 @@ def test_client_workers_come_from_the_flag_or_the_ini_and_must_be_positive(tmp_p
     assert _resolve(ini={"specdec_client_workers": "2"}, tmp_path=tmp_path).client_workers == 2
     with pytest.raises(ValueError, match="specdec_client_workers"):
         _resolve(ini={"specdec_client_workers": "0"}, tmp_path=tmp_path)
+
+
+def test_the_dispatch_lag_limit_is_read_as_milliseconds():
+    import argparse
+
+    from pytest_specdec.config.settings import parse_milliseconds
+
+    assert parse_milliseconds("2.5") == 2.5
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a number of milliseconds, got 'fast'"):
+        parse_milliseconds("fast")
+    with pytest.raises(argparse.ArgumentTypeError, match="greater than 0"):
+        parse_milliseconds("0")

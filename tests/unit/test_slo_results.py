@@ -44,6 +44,18 @@ def test_goodput_counts_the_requests_that_met_every_slo_per_second():
     assert r.goodput_ratio() == pytest.approx((3 / 1.6) / (1 / 2.0))
     assert r.repeats()[0]["derived"]["goodput_ratio"] == pytest.approx(r.goodput_ratio())
     assert r.unavailable("goodput_ratio") is None
+    # ... and their output tokens per second (5 each): the figure vllm bench serve leaves out, AIPerf reports.
+    assert r.goodput("reference", unit="tokens") == pytest.approx(5 / 2.0)
+    assert r.goodput("speculative", unit="tokens") == pytest.approx(15 / 1.6)
+    from pytest_specdec.report.rows import row_for
+    from pytest_specdec.report.tables import csv_text, markdown_summary
+
+    row = row_for("t.py::test", SPEC, r.workload, r.pattern, outcome="passed", result=r)
+    assert row["speculative_output_goodput"] == pytest.approx(15 / 1.6)
+    assert "| tpot 50 | 0.500 | 1.875 | 2.5 | 9.4 | 3.75x |" in markdown_summary([row])
+    assert "speculative_output_goodput" in csv_text([row]).splitlines()[0]
+    with pytest.raises(ValueError, match="goodput unit"):
+        r.goodput(unit="bytes")
 
 
 def test_goodput_is_unavailable_without_an_slo_or_a_good_reference_request():
@@ -142,5 +154,54 @@ def test_specdec_sweep_measures_every_reference_level_first_then_sd(monkeypatch)
     assert [c for c in calls if c[0] != "event"] == [("reference", 1), ("reference", 4), ("reference", 16),
                                                      ("SD", 1), ("SD", 4), ("SD", 16)]
     assert sweep_result.levels == [1, 4, 16] and len(test.results) == 3
+    assert all(r.sweep_speedups == sweep_result.speedups() for r in test.results)  # for each level's diagnosis
     assert sweep_result.crossover().value == pytest.approx(4 + 12 * 0.2 / 0.4)  # 1.2 -> 0.8 crosses 1 halfway
     assert calls[-1] == ("event", f"{SPEC.label()}: SD stops paying at ≈ 10 concurrent requests (linear between 4 and 16)")
+
+
+def test_each_sweep_level_carries_the_sweeps_speedups_and_a_client_bound_level_is_skipped():
+    levels = []
+    for concurrency, lag in ((1, 0.0), (4, 0.05), (16, 0.0)):
+        r = result([0.04] * 4, [0.04] * 4, pattern={"name": f"c{concurrency}", "max_concurrency": concurrency})
+        for record in r.speculative_runs[0].records:
+            record.dispatch_lag = lag
+        r.speculative_runs[0].metrics = summarize(r.speculative_runs[0].records, 1.6 if concurrency < 16 else 2.5)
+        levels.append(r)
+    sweep = SweepResult(levels)
+    speedups = dict(sweep.speedups())
+    assert math.isnan(speedups[4]) and speedups[1] == pytest.approx(1.25)  # level 4 measured the client
+    found = sweep.crossover()
+    assert found.skipped == (4,) and found.value == pytest.approx(1 + 15 * 0.25 / 0.45)
+
+
+def test_a_client_bound_probe_never_counts_as_holding_the_slo():
+    from types import SimpleNamespace
+
+    from pytest_specdec.load.patterns import resolve_pattern
+    from pytest_specdec.load.workloads import resolve_workload
+    from pytest_specdec.measure.slo_capacity import measure_capacity
+
+    class FakeMeasurements:
+        max_dispatch_lag_ms = 10.0
+        pool = SimpleNamespace(get=lambda spec: SimpleNamespace(log_path=None))
+
+        def prompts(self, *args):
+            return ["p"]
+
+        def measure_planned_references(self, spec):
+            pass
+
+        def measure(self, spec, workload, pattern, prompts, seed=0, what="", repeats=1):
+            records = [Rec(i, 0.1, 0.01) for i in range(4)]  # always well within the SLO ...
+            for record in records:  # ... but from 4 req/s up the client sends SD requests 30 ms late
+                record.dispatch_lag = 0.03 if spec.speculative_config and pattern.request_rate >= 4 else 0.0
+            return [Run(spec, 0, summarize(records, 1.0), records, None, ["vllm", "serve", spec.model], 0.0)]
+
+    pattern = resolve_pattern("slo_capacity", {"max_probes": 4, "num_prompts": 4})
+    found = measure_capacity(FakeMeasurements(), SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
+                             pattern, {"tpot": 50.0}, 99.0)
+    assert found.reference.capacity >= 8 and found.speculative.capacity == pytest.approx(2.0, rel=0.5)
+    assert found.speculative.capacity < 4
+    refused = [p for p in found.speculative.probes if not p.holds]
+    assert refused and all(p.detail["reason"].startswith("client-bound: p99 dispatch lag 30.0 ms") for p in refused)
+    assert found.reproduce == {"reference_server": "vllm serve m", "speculative_server": "vllm serve m"}

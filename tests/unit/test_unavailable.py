@@ -375,3 +375,24 @@ def test_allow_unavailable_must_name_a_gated_metric(tmp_path):
     result.gate = gate_with_baseline(tmp_path, {"acceptance_rate": 0.5})
     with pytest.raises(ValueError, match="allow_unavailable names metrics this check does not gate: match_rate"):
         result.assert_no_regression(metrics=["acceptance_rate"], allow_unavailable=["match_rate"])
+
+
+def test_a_client_bound_run_shows_client_bound_not_a_speedup_and_its_lag_in_every_report(tmp_path):
+    from pytest_specdec.report.files import write_report
+    from pytest_specdec.report.tables import markdown_summary
+
+    lagging = [Rec(i) for i in range(4)]
+    for record in lagging:
+        record.dispatch_lag = 0.05  # the client sent every SD request 50 ms late
+    result = make_result(sd_records=lagging)
+    assert result.client_bound().startswith("client-bound")
+    row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=result)
+    assert row["speedup_output_throughput"] is None and row["unavailable"]["speedup_output_throughput"].startswith(
+        "client-bound")
+    assert row["speculative"]["p99_dispatch_lag_ms"] == pytest.approx(50.0)
+    assert row["reference"]["p99_dispatch_lag_ms"] == pytest.approx(0.0)
+    assert "client-bound" in terminal_table([row])[2] and "1.50x" not in terminal_table([row])[2]
+    assert "| test | ngram k=4 | w | p | client-bound |" in markdown_summary([row])
+    line = dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))
+    assert float(line["speculative_p99_dispatch_lag_ms"]) == pytest.approx(50.0)
+    write_report(tmp_path, [row])  # the schema takes it
