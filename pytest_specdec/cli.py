@@ -51,6 +51,8 @@ def merge_main(argv: Sequence[str]) -> int:
     except (MergeError, ReportError, BaselineError, OSError) as exc:
         print(f"{PROG} merge: error: {exc}", file=sys.stderr)
         return 2
+    for note in document.get("notes", []):
+        print(f"note: {note}")
     for path in written:
         print(f"written: {path}")
     if outcome is not None:

@@ -191,8 +191,6 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(line, red=line.startswith("report: ERROR"))
 
 
-# --- fixtures ---------------------------------------------------------------------------------
-
 @pytest.fixture(scope="session")
 def specdec_pool(request, tmp_path_factory):
     """The session's servers: one at a time, reused by configuration."""
@@ -242,6 +240,9 @@ def specdec(request, specdec_measurements, specdec_baselines):
     if test is None:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
     yield test
-    from .report.exports import export_last_result
+    from .report.exports import TestIdentity, export_last_result
 
-    export_last_result(request, test.results)
+    call = getattr(request.node, "callspec", None)  # parametrized: its id and values, as pytest-benchmark keeps them
+    export_last_result(test.results, TestIdentity(request.node.name, request.node.nodeid, call and call.id, call and {
+        k: str(v) for k, v in call.params.items()}), request.node.user_properties,
+        getattr(request.config, "_benchmarksession", None))

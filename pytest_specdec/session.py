@@ -29,12 +29,12 @@ from .measure.measurements import Measurements, SpecDecTest
 from .report.files import ReportError, append_step_summary, write_report, write_shard_files
 from .report.progress import LiveProgress, QuietProgress, running_on_ci
 from .report.rows import rows_for_test
-from .report.tables import capacity_lines, markdown_summary, terminal_table
+from .report.tables import markdown_summary, summary_sections
 from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,
                            session_share, skip_reason)
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import VllmServer
-from .verdict.baselines import list_baselines, remove_baselines, unused_baselines_under
+from .verdict.inventory import list_baselines, remove_baselines, unused_baselines_under
 from .verdict.gate import BaselineSession, RegressionGate
 
 SKIP_NO_DEVICE = (
@@ -381,31 +381,9 @@ class SpecdecSession:
 
     def summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """(section title or None, lines) for the terminal summary, in order."""
-        sections: list[tuple[str | None, list[str]]] = []
-        if self.rows:
-            sections.append(("specdec results", terminal_table(self.rows)))
-        if capacities := capacity_lines(self.rows):
-            sections.append(("specdec SLO capacity", capacities))
-        if self.report_message:
-            sections.append((None, [f"report: {self.report_message}"]))
-        written = self._baselines.written if self._baselines is not None else []
-        if written or self.stale:
-            verb = ("deleted stale baseline" if self.settings.update_baselines else
-                    "stale baseline (no test uses it; --specdec-update-baselines deletes it)")
-            sections.append(("specdec baselines", [f"written: {path}" for path in written]
-                             + [f"{verb}: {path}" for path in self.stale]))
-        if self._pool is not None and self._pool.history:
-            lines = []
-            for record in self._pool.history:
-                if record.error:
-                    outcome = f"FAILED: {record.error}"
-                elif record.startup_seconds is None:
-                    outcome = "interrupted"
-                else:
-                    outcome = f"ready in {record.startup_seconds:.1f} s"
-                lines.append(f"{record.spec.label()}: {outcome}; log {record.log_path}")
-            sections.append(("specdec servers", lines))
-        return sections
+        return summary_sections(self.rows, self.report_message,
+                                self._baselines.written if self._baselines is not None else [], self.stale,
+                                self.settings.update_baselines, self._pool.history if self._pool is not None else [])
 
 
 def _interrupt_on_sigterm(signum, frame):

@@ -7,6 +7,7 @@ that read JUnit XML, get the SD figures without new tooling.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..measure.result import why_no_value
 
@@ -34,42 +35,48 @@ def _figure(value: float, digits: int, why) -> float | str:
     return f"unavailable: {why() or 'not measured'}"
 
 
+@dataclass(frozen=True)
+class TestIdentity:
+    """What pytest-benchmark records of a test, as plain values (the plugin reads them off pytest's node)."""
+
+    name: str
+    nodeid: str
+    param: str | None = None
+    params: dict[str, str] | None = None
+
+
 class BenchmarkFixtureView:
     """The attributes pytest-benchmark reads from its fixture when it stores a result."""
 
-    def __init__(self, request, extra_info):
-        self.name = request.node.name
-        self.fullname = request.node.nodeid
-        self.group = "specdec"
-        callspec = getattr(request.node, "callspec", None)
-        self.param = callspec.id if callspec else None
-        self.params = {k: str(v) for k, v in callspec.params.items()} if callspec else None
+    def __init__(self, test: TestIdentity, extra_info):
+        self.name, self.fullname, self.group = test.name, test.nodeid, "specdec"
+        self.param, self.params = test.param, test.params
         self.extra_info = extra_info
         self.cprofile_stats = None
         self.has_error = False
 
 
-def benchmark_entry(request, result) -> None:
-    """Add the SD run to pytest-benchmark's session so --benchmark-json carries it.
+def benchmark_entry(benchmark_session, test: TestIdentity, result) -> None:
+    """Add the SD run to pytest-benchmark's session (if any) so --benchmark-json carries it.
 
     Dashboards that chart pytest-benchmark JSON across commits then get the
     SD figures as extra_info, with each SD repeat's duration as the timing.
     """
-    session = getattr(request.config, "_benchmarksession", None)
-    if session is None or getattr(session, "disabled", False):
+    if benchmark_session is None or getattr(benchmark_session, "disabled", False):
         return
-    if not (session.json or session.save or session.autosave):
+    if not (benchmark_session.json or benchmark_session.save or benchmark_session.autosave):
         return  # nobody asked for benchmark files: keep pytest-benchmark's table out of the report
     from pytest_benchmark.stats import Metadata
 
-    metadata = Metadata(BenchmarkFixtureView(request, junit_properties(result)), iterations=1, options={})
+    metadata = Metadata(BenchmarkFixtureView(test, junit_properties(result)), iterations=1, options={})
     for run in result.speculative_runs:
         metadata.stats.update(run.metrics.duration_s)
-    session.benchmarks.append(metadata)
+    benchmark_session.benchmarks.append(metadata)
 
 
-def export_last_result(request, results) -> None:
-    """A test's last result as JUnit properties and a pytest-benchmark entry (if it measured any)."""
+def export_last_result(results, test: TestIdentity, user_properties: list, benchmark_session=None) -> None:
+    """A test's last result as JUnit properties (appended to `user_properties`) and a pytest-benchmark
+    entry in `benchmark_session` (pytest-benchmark's session object, when that plugin runs)."""
     for result in results[-1:]:
-        request.node.user_properties.extend(junit_properties(result).items())
-        benchmark_entry(request, result)
+        user_properties.extend(junit_properties(result).items())
+        benchmark_entry(benchmark_session, test, result)

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..verdict.baselines import Baseline, BaselineError, baseline_filename, list_baselines, remove_baselines, write_baseline
+from ..verdict.baselines import Baseline, BaselineError, baseline_filename, write_baseline
+from ..verdict.inventory import list_baselines, remove_baselines
 from ..verdict.fingerprint import fingerprint_differences
-from .files import SHARD_BASELINES, SHARD_TESTS, load_report, report_document, validate_report, write_report
+from .files import (SCHEMA_VERSION, SHARD_BASELINES, SHARD_TESTS, load_report, report_document, validate_report,
+                    write_report)
 
 class MergeError(ValueError):
     """Shard directories that cannot be combined into one report or baseline update."""
@@ -44,8 +46,13 @@ def merge_reports(directories: Sequence[Path], *, allow_mixed: bool = False) -> 
     owner: dict[str, Path] = {}
     rows: list[dict] = []
     fingerprints: list[tuple[Path, dict]] = []
+    notes: list[str] = []
     for directory in directories:
         document = load_report(directory)
+        if document.get("migrated_from"):
+            notes.append(f"{directory / 'results.json'}: schema version {document['migrated_from']}, read as "
+                         f"version {SCHEMA_VERSION} (speedups renamed; the merged report is written as version "
+                         f"{SCHEMA_VERSION})")
         # A sweep gives one test several rows, so duplicates count across shards only.
         for test_id in {row["test"] for row in document["results"]}:
             if test_id in owner:
@@ -59,7 +66,7 @@ def merge_reports(directories: Sequence[Path], *, allow_mixed: bool = False) -> 
     rows.sort(key=lambda row: row["test"])
     document = report_document(rows, _merged_fingerprint(fingerprints, allow_mixed))
     validate_report(document, "merged report")
-    return document
+    return {**document, "notes": notes} if notes else document
 
 
 def _merged_fingerprint(fingerprints: list[tuple[Path, dict]], allow_mixed: bool) -> dict:

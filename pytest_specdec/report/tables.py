@@ -76,6 +76,25 @@ def terminal_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def summary_sections(rows: list[dict], report_message: str | None, written_baselines, stale_baselines,
+                     updating: bool, server_history) -> list[tuple[str | None, list[str]]]:
+    """The session's terminal summary: (section title or None, lines), in order."""
+    sections: list[tuple[str | None, list[str]]] = []
+    if rows:
+        sections.append(("specdec results", terminal_table(rows)))
+    if capacities := capacity_lines(rows):
+        sections.append(("specdec SLO capacity", capacities))
+    if report_message:
+        sections.append((None, [f"report: {report_message}"]))
+    if written_baselines or stale_baselines:
+        verb = ("deleted stale baseline" if updating else
+                "stale baseline (no test uses it; --specdec-update-baselines deletes it)")
+        sections.append(("specdec baselines", [f"written: {path}" for path in written_baselines]
+                         + [f"{verb}: {path}" for path in stale_baselines]))
+    if server_history:
+        sections.append(("specdec servers", [record.describe() for record in server_history]))
+    return sections
+
 def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = "pytest-specdec results") -> str:
     """The summary.md document (also what goes to a CI step summary)."""
     from ..measure.derived import geometric_mean
@@ -109,7 +128,8 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
                 "server restarts included, or else from the baseline's repeats, without them):", "",
                 "| test | metric | flags drops of | false alarms | repeats | noise | from |", "|---|---|---|---|---|---|---|"]
         out += [f"| {escape(r['test'])} | {name} | {_detect_text(found)} | {_fmt(found['false_alarm_rate'], '.1%')} | "
-                f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | {found.get('noise_from', 'baseline repeats')} |"
+                f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | "
+                f"{found.get('noise_from', 'baseline repeats') if found['spread'] is not None else '–'} |"
                 for r, name, found in guarded] + [""]
     out += per_request_section(rows, escape)
     out += diagnosis_section(rows, escape)

@@ -47,6 +47,12 @@ class StartRecord:
     startup_seconds: float | None
     error: str | None = None
 
+    def describe(self) -> str:
+        """One line for the session's summary: the server, how its start ended, its log."""
+        outcome = (f"FAILED: {self.error}" if self.error else "interrupted" if self.startup_seconds is None
+                   else f"ready in {self.startup_seconds:.1f} s")
+        return f"{self.spec.label()}: {outcome}; log {self.log_path}"
+
 
 class ServerPool:
     def __init__(

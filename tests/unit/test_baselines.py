@@ -17,13 +17,11 @@ from pytest_specdec.verdict.baselines import (
     BaselineMissing,
     BaselineWarning,
     baseline_filename,
-    list_baselines,
     load_baseline,
     load_schema,
-    remove_baselines,
-    stale_baselines,
     write_baseline,
 )
+from pytest_specdec.verdict.inventory import list_baselines, remove_baselines, stale_baselines
 from pytest_specdec.verdict.fingerprint import (collect_fingerprint, fingerprint_differences, fingerprint_key,
                                                  same_environment)
 

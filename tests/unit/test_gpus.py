@@ -105,3 +105,26 @@ def test_memory_needed_is_vllms_utilization_share_unless_overridden():
     assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000) == 40000
     assert memory_needed_mib(["--enforce-eager", "--gpu-memory-utilization=0.75"], 80000) == 60000
     assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000, override_mib=1234) == 1234
+
+
+def test_servers_get_pci_bus_order_so_cuda_and_nvidia_smi_agree():
+    from pytest_specdec.serving.gpus import device_order_env
+
+    assert device_order_env({}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # CUDA's default is fastest first
+    assert device_order_env({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    with pytest.raises(DeviceError, match="CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently from "
+                                          "nvidia-smi.*set CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+        device_order_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
+
+
+def test_a_gpu_sessions_servers_are_launched_with_the_device_order(tmp_path, monkeypatch):
+    import pytest_specdec.session as session_module
+    from pytest_specdec.config.settings import Settings
+    from pytest_specdec.session import SpecdecSession
+
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setattr(session_module, "session_share", lambda devices: ((0, 1), (0, 1), 1))
+    session = SpecdecSession(Settings(device="gpu"), rootpath=tmp_path, basetemp=tmp_path)
+    env = session.pool.env
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    session.pool.close()

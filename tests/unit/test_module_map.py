@@ -28,7 +28,7 @@ def test_every_module_and_layer_is_in_the_map_once():
 def test_no_module_is_much_over_400_lines():
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert sizes["pytest_specdec/plugin.py"] < 250
-    assert not {name: n for name, n in sizes.items() if n > 420}
+    assert not {name: n for name, n in sizes.items() if n > 400}
 
 
 def test_only_the_plugin_and_the_xdist_scheduler_import_pytest_or_xdist():

@@ -107,3 +107,30 @@ def test_a_version_1_report_is_read_as_version_2(tmp_path):
         ref, sd = before["reference"]["median_e2el_ms"], before["speculative"]["median_e2el_ms"]
         assert after["speedup_median_e2el"] == pytest.approx(ref / sd)
     validate_report({k: v for k, v in document.items() if k != "migrated_from"}, "migrated")
+
+
+def test_merging_a_version_1_shard_says_it_was_read_as_version_2(tmp_path, capsys):
+    from pytest_specdec.cli import merge_main
+
+    (tmp_path / "shard").mkdir()
+    shutil.copy(V1 / "results.json", tmp_path / "shard" / "results.json")
+    assert merge_main([str(tmp_path / "merged"), str(tmp_path / "shard")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {tmp_path / 'shard' / 'results.json'}: schema version 1, read as version 2" in out
+    assert load_report(tmp_path / "merged")["schema_version"] == 2
+
+
+def test_a_version_1_baseline_gets_a_note_in_the_gate(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import pytest_specdec.verdict.gate as gate_module
+    from pytest_specdec.verdict.baselines import baseline_filename
+
+    stored = json.loads((V1 / "baseline.json").read_text())
+    (tmp_path / baseline_filename(V1_TEST)).write_text(json.dumps(stored))
+    gate = gate_module.RegressionGate(gate_module.BaselineSession(tmp_path, update=False,
+                                                                  fingerprint=stored["fingerprint"]), V1_TEST)
+    monkeypatch.setattr(gate_module, "repeat_seeds", lambda result: stored["config"].get("repeat_seeds"))
+    result = SimpleNamespace(repeats=lambda: stored["repeats"], unavailable=lambda metric: None)
+    gate.check(result, metrics=["speedup_output_throughput"])
+    assert "schema version 1, read as version 2; --specdec-update-baselines rewrites it" in gate.last_report
