@@ -87,7 +87,7 @@ class RequestRecord:
     spec_decoding: dict[str, Any] | None = None
     # Where output_tokens came from: the usage event, the streamed token ids, or
     # nowhere yet ("text": neither was sent, and output_tokens is 0 until
-    # `count_output_tokens` counts the text with the model's tokenizer).
+    # `count_output_tokens` counts the text, then "tokenized text").
     output_tokens_from: str = "usage"
 
 
@@ -119,16 +119,17 @@ def _excerpt(body: bytes) -> str:
     return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "..."
 
 
-def count_output_tokens(records: list[RequestRecord], tokenizer) -> int:
+def count_output_tokens(records: list[RequestRecord], tokenizer: Callable[[], Any]) -> int:
     """Count the output of requests whose server sent neither usage nor token ids by
     tokenizing their text, as `vllm bench serve` does (vllm/benchmarks/serve.py,
-    calculate_metrics); returns how many records were counted so."""
-    counted = 0
-    for record in records:
-        if record.success and record.output_tokens_from == "text":
-            record.output_tokens = len(tokenizer(record.text, add_special_tokens=False).input_ids)
-            counted += 1
-    return counted
+    calculate_metrics); returns how many records were counted so.  `tokenizer()`
+    gives the tokenizer, and is called only when a record needs it."""
+    uncounted = [r for r in records if r.success and r.output_tokens_from == "text"]
+    encode = tokenizer() if uncounted else None
+    for record in uncounted:
+        record.output_tokens = len(encode(record.text, add_special_tokens=False).input_ids)
+        record.output_tokens_from = "tokenized text"
+    return len(uncounted)
 
 async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) -> None:
     """Fill ``record`` from one streamed completion; raises on transport errors."""

@@ -188,7 +188,7 @@ class Measurements:
                     counters = server.spec_decode_counters().delta(before, where=f"{server.url}/metrics")
                 except CounterError as exc:
                     raise RunError(f"{label}: {exc}") from None
-            if counted := count_output_tokens(load.records, self.tokenizer(spec.model)):
+            if counted := count_output_tokens(load.records, lambda: self.tokenizer(spec.model)):
                 self.on_event(f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
                               "their output tokens were counted by tokenizing the text, as vllm bench serve does")
             metrics = summarize(load.records, load.duration_s)

@@ -56,6 +56,10 @@ class RunMetrics:
     # a server figure, but a run where it is large measured the client, not the server.
     dispatch_lag: Distribution = Distribution(math.nan, math.nan, math.nan, math.nan, 0)
 
+    def client_bound(self, limit_ms: float) -> bool:
+        """The client held requests back past `limit_ms` at p99: this run measured the client, not the server."""
+        return math.isfinite(self.dispatch_lag.p99) and self.dispatch_lag.p99 > limit_ms
+
     def as_dict(self) -> dict[str, float]:
         """Flat ``{"output_throughput": ..., "median_tpot_ms": ..., "p99_ttft_ms": ...}``."""
         flat: dict[str, float] = {

@@ -111,10 +111,9 @@ class SpecDecResult:
         """
         for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
             for run in runs:
-                lag = run.metrics.dispatch_lag.p99
-                if math.isfinite(lag) and lag > self.dispatch_lag_limit_ms:
+                if run.metrics.client_bound(self.dispatch_lag_limit_ms):
                     return (f"client-bound: the {side} run (repeat {run.repeat + 1}) had a p99 dispatch lag of "
-                            f"{lag:.1f} ms, over the {self.dispatch_lag_limit_ms:g} ms limit: the load generator, "
+                            f"{run.metrics.dispatch_lag.p99:.1f} ms, over the {self.dispatch_lag_limit_ms:g} ms limit: the load generator, "
                             "not the server, set its pace (fewer concurrent streams, or a bigger client machine)")
         return None
 
@@ -157,7 +156,7 @@ class SpecDecResult:
                 return (f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
                         f"(repeat {', '.join(map(str, missing))}): " + why_no_value(name))
         if metric.startswith(SPEEDUP_PREFIX):
-            for reference, speculative in zip(self.reference_runs, self.speculative_runs):
+            for reference, speculative in self.repeat_pairs():
                 ref, sd = reference.metrics.as_dict()[name], speculative.metrics.as_dict()[name]
                 if not math.isfinite(speedup_of(name, ref, sd)):
                     return (f"{metric} is undefined in repeat {speculative.repeat + 1}: "

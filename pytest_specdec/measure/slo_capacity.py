@@ -159,12 +159,11 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
             runs[load] = run
             percentiles = SLOPercentiles.of(run.records)
             holds, why = percentiles.holds(slo, percentile)
-            lag = run.metrics.dispatch_lag.p99
-            if holds and lag > measurements.max_dispatch_lag_ms:
+            if holds and run.metrics.client_bound(measurements.max_dispatch_lag_ms):
                 # The client, not the server, held requests back: the load was not offered, so
                 # the SLO holding there says nothing of the server (never overstate capacity).
-                holds, why = False, (f"client-bound: p99 dispatch lag {lag:.1f} ms over the "
-                                     f"{measurements.max_dispatch_lag_ms:g} ms limit")
+                holds, why = False, (f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
+                                     f"the {measurements.max_dispatch_lag_ms:g} ms limit")
             return Probe(load, holds, {**percentiles.as_dict(percentile), "reason": why,
                                        "output_throughput": run.metrics.output_throughput,
                                        "request_throughput": run.metrics.request_throughput})

@@ -222,7 +222,10 @@ def test_without_usage_or_token_ids_the_text_is_counted_never_the_events(server)
     (rec,) = generate_load(server.url, "m", [P("x", 5, 3)], one()).records
     assert rec.success and rec.output_tokens == 0 and rec.output_tokens_from == "text"
     words = lambda text, add_special_tokens: type("Encoding", (), {"input_ids": text.split()})()  # noqa: E731
-    assert count_output_tokens([rec], words) == 1 and rec.output_tokens == 3
+    assert count_output_tokens([rec], lambda: words) == 1 and rec.output_tokens == 3
+    assert rec.output_tokens_from == "tokenized text"
+    never = lambda: pytest.fail("no record needed the tokenizer")  # noqa: E731
+    assert count_output_tokens([rec], never) == 0  # counted already: the tokenizer is not loaded
 
 
 def test_the_servers_per_request_sd_metrics_are_kept_from_the_last_event(server):
