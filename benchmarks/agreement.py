@@ -25,6 +25,12 @@ Both take the SD counters from /metrics before and after.
 
     .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 3] \
         [--guidellm PATH/bin/guidellm] [--aiperf PATH/bin/aiperf]
+
+``--url URL`` measures a server that is already running (it must serve the
+bundled model under its spec name; SD counter rows appear only when it
+exposes them) instead of starting one; ``--json FILE`` writes every round's
+figures.  The suite's agreement test runs it that way against its reference
+server, so that test, too, compares the two clients from one process.
 """
 
 from __future__ import annotations
@@ -38,9 +44,11 @@ import tempfile
 from pathlib import Path
 
 from pytest_specdec import Measurements, ServerPool, ServerSpec
+from pytest_specdec.atomic import write_atomic
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
+from pytest_specdec.serving.endpoint import ExternalServer
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.reproduce import bench_serve_flags, run_vllm_bench
 
@@ -59,8 +67,14 @@ def plugin_round(server, prompts, pattern) -> dict:
     load = generate_load(server.url, server.model, prompts, pattern)
     assert all(r.success for r in load.records), [r.error for r in load.records if not r.success][:1]
     counters = server.spec_decode_counters().delta(before, where=server.url)
-    return {**summarize(load.records, load.duration_s).as_dict(),
-            "spec_decode_acceptance_rate": counters.acceptance_rate * 100,  # vLLM reports a percentage
+    return {**summarize(load.records, load.duration_s).as_dict(), **counter_figures(counters)}
+
+
+def counter_figures(counters) -> dict:
+    """The SD counter rows, left out (never zero) for a server without SD counters."""
+    if not counters.present:
+        return {}
+    return {"spec_decode_acceptance_rate": counters.acceptance_rate * 100,  # vLLM reports a percentage
             "spec_decode_acceptance_length": counters.acceptance_length}
 
 
@@ -75,21 +89,22 @@ def peer_round(peer: str, executable: str, server, tokenizer: str, prompts, leve
     before = server.spec_decode_counters()
     figures = PEERS[peer](executable, server.url, server.model, tokenizer, prompts, level, work, name)
     counters = server.spec_decode_counters().delta(before, where=server.url)
-    return {**figures, "spec_decode_acceptance_rate": counters.acceptance_rate * 100,
-            "spec_decode_acceptance_length": counters.acceptance_length}
+    return {**figures, **counter_figures(counters)}
 
 
 def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, output_len: int,
-            peers: dict[str, str] | None = None) -> dict:
+            peers: dict[str, str] | None = None, workload_name: str = "code_edit", url: str | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="specdec-agreement-"))
     pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+                      startup_timeout=600)  # starts nothing when a running server's URL is given
     measurements = Measurements(pool, work)
-    workload = resolve_workload("code_edit", {"input_len": input_len, "output_len": output_len})
-    spec = ServerSpec(MODEL, NGRAM, server_args=("--enforce-eager",))
+    workload = resolve_workload(workload_name, {"input_len": input_len, "output_len": output_len})
     results = {}
     try:
-        server = pool.get(spec)
+        if url:
+            server = ExternalServer(ServerSpec(MODEL), "reference", url).check()
+        else:
+            server = pool.get(ServerSpec(MODEL, NGRAM, server_args=("--enforce-eager",)))
         tokenizer = pool.model_resolver(MODEL)
         for level in concurrency_levels:
             pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
@@ -143,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--input-len", type=int, default=192)
     parser.add_argument("--output-len", type=int, default=64)
+    parser.add_argument("--workload", choices=("code_edit", "random_s"), default="code_edit")
+    parser.add_argument("--url", help="measure this running server (serving the bundled model) instead of "
+                                      "starting one with n-gram SD")
+    parser.add_argument("--json", type=Path, help="write every round's figures here")
     parser.add_argument("--guidellm", help="the guidellm executable of its own virtual environment")
     parser.add_argument("--aiperf", help="the aiperf executable of its own virtual environment")
     args = parser.parse_args(argv)
@@ -153,8 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{peer}: skipped ({'not found at ' + path if path else 'no executable given'}; "
                   f"install it in a virtual environment of its own and pass --{peer.lower()} PATH)")
-    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len, peers)
-    print(f"\nn-gram k=4, code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
+    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len, peers,
+                      args.workload, args.url)
+    if args.json:
+        write_atomic(args.json, json.dumps({str(level): runs for level, runs in results.items()}, indent=1))
+    server = args.url or "n-gram k=4"
+    print(f"\n{server}, {args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
           f"{args.rounds} interleaved rounds per client; medians over rounds")
     print("\n".join(table(results)))
     print("\nratio: plugin / peer.  vllm bench serve defines each figure as the plugin does (vllm/benchmarks/serve.py, "

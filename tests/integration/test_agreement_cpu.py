@@ -1,61 +1,53 @@
 """Our load generator and `vllm bench serve` agree on the same server and traffic.
 
-Three interleaved repeats of each (ours, theirs, ours, ...) on the CPU build's
-reference server, at concurrency 1 and 4: the medians of output throughput
-and of median TTFT, TPOT and ITL must agree within 5%.  `vllm bench serve`
-runs as the reproduce commands run it, ``python -m pytest_specdec bench``, in
-its own process: vLLM's import stays out of the test process.
-``benchmarks/agreement.py`` measures more metrics and concurrencies.
+Interleaved rounds of each (ours, theirs, ours, ...) on the CPU build's
+reference server, three at concurrency 1 and five at concurrency 4 (where a
+round's median TTFT moves by 2-3% from round to round): the medians over
+rounds of output throughput and of median TTFT, TPOT and ITL must agree
+within 5%.
+
+Both clients run in one process of their own, ``benchmarks/agreement.py
+--url``: vLLM's import stays out of the test process, and neither client
+pays for a second process competing with the server for the 2 cores.  When
+this test ran `vllm bench serve` as a process of its own beside the pytest
+process, that process's TTFT came out 3-6% higher (-5.3% twice in CI at
+concurrency 4): a bias of the set-up, not of either client.  The script
+measures more metrics and concurrencies.
 """
 
 import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pytest_specdec.load.client import generate_load
-from pytest_specdec.load.patterns import AccessPattern, resolve_pattern
+from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.measure.reproduce import bench_serve_flags
 
 BUNDLED = "specdec:smollm2-135m"
-REPEATS = 3
+AGREEMENT = Path(__file__).resolve().parents[2] / "benchmarks" / "agreement.py"
 TOLERANCE = 0.05
 METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms")
 
 
 @pytest.mark.specdec(model=BUNDLED, server_args=["--enforce-eager"])
-@pytest.mark.parametrize("concurrency, num_prompts, output_len", [(1, 5, 32), (4, 12, 48)])
-def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, tmp_path, concurrency, num_prompts,
-                                             output_len):
+@pytest.mark.parametrize("concurrency, num_prompts, output_len, rounds", [(1, 5, 32, 3), (4, 12, 48, 5)])
+def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num_prompts, output_len, rounds):
     server = specdec.reference_server()
-    workload = resolve_workload("random_s", {"input_len": 128, "output_len": output_len})
-    pattern = AccessPattern(f"concurrency_{concurrency}", max_concurrency=concurrency, num_prompts=num_prompts)
-    prompts = specdec_measurements.prompts(BUNDLED, workload, pattern, seed=0)
-    flags = bench_serve_flags(server.url, server.model, specdec_measurements.pool.model_resolver(BUNDLED),
-                              specdec_measurements.prompts_file(prompts), pattern)
-
-    def vllm_bench_serve(repeat):
-        name = f"bench-{repeat}.json"
-        done = subprocess.run([sys.executable, "-m", "pytest_specdec", "bench", *flags, "--disable-tqdm",
-                               "--save-result", "--result-dir", str(tmp_path), "--result-filename", name],
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return json.loads((tmp_path / name).read_text())
-
-    # One untimed pass warms the server (vllm bench sends its own test request first).
-    generate_load(server.url, server.model, prompts, pattern)
-    ours, theirs = [], []
-    for repeat in range(REPEATS):
-        load = generate_load(server.url, server.model, prompts, pattern)
-        assert all(r.success for r in load.records)
-        ours.append(summarize(load.records, load.duration_s).as_dict())
-        result = vllm_bench_serve(repeat)
-        assert result["completed"] == len(prompts)
-        theirs.append(result)
+    figures = tmp_path / "agreement.json"
+    done = subprocess.run(
+        [sys.executable, str(AGREEMENT), "--url", server.url, "--workload", "random_s", "--input-len", "128",
+         "--output-len", str(output_len), "--num-prompts", str(num_prompts), "--concurrency", str(concurrency),
+         "--rounds", str(rounds), "--json", str(figures)],
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(figures.read_text())[str(concurrency)]
+    ours, theirs = runs["plugin"], runs["vllm bench serve"]
+    assert len(ours) == len(theirs) == rounds
+    assert all(run["completed"] == num_prompts for run in theirs)
     report = []
     for metric in METRICS:
         mine = statistics.median(run[metric] for run in ours)
@@ -66,8 +58,10 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, specdec_measurements, tmp_
     for metric, mine, vllm, diff in report:
         assert abs(diff) < TOLERANCE, f"{metric}: ours {mine:.2f} vs vllm bench {vllm:.2f} ({diff:+.1%})"
     # Same prompts, same output lengths: token totals must match exactly.
-    assert ours[0]["total_output_tokens"] == theirs[0]["total_output_tokens"]
+    assert ours[0]["total_output_tokens"] == theirs[0]["total_output_tokens"] == num_prompts * output_len
     assert ours[0]["total_input_tokens"] == theirs[0]["total_input_tokens"]
+    # A server without SD has no SD counters: their rows are left out, never zero.
+    assert "spec_decode_acceptance_rate" not in ours[0]
 
 
 @pytest.mark.specdec(model=BUNDLED, server_args=["--enforce-eager"])
