@@ -16,6 +16,7 @@ import json
 import signal
 import subprocess
 import time
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -94,7 +95,8 @@ class Measurements:
         self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
         self._tokenizers: dict[str, object] = {}
         self._prompts: dict[str, list] = {}
-        self._warmed: set[int] = set()
+        # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.
+        self._warmed: weakref.WeakSet = weakref.WeakSet()
 
     def tokenizer(self, model: str):
         """The target's tokenizer (transformers is imported only here, at run time)."""
@@ -125,14 +127,14 @@ class Measurements:
         # The first requests on a fresh server pay for lazy initialisation; a
         # measured run must not (the "discard the first run" pitfall).  They
         # use prompts of their own, never ones a measured run sends.
-        if id(server) in self._warmed:
+        if server in self._warmed:
             return
         prompts = self.prompts(spec.model, workload, pattern, seed + WARMUP_SEED_OFFSET)
         warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
         load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
                              request_timeout=self.request_timeout)
         check_run(server, spec, load.records, f"warm-up of {spec.label()}")
-        self._warmed.add(id(server))
+        self._warmed.add(server)
 
     def measure(
         self,

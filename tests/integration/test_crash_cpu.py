@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from pytest_specdec.report.files import load_report
@@ -44,23 +45,35 @@ def test_killed_mid_run(specdec):
 '''
 
 
-def _server_processes() -> list[int]:
+RUN_ENV = "SPECDEC_CRASH_TEST_RUN"
+
+
+def _server_processes(*, run: str | None = None, parent: int | None = None) -> list[int]:
+    """Live server processes of this test only: those whose environment carries
+    the inner run's mark, or whose parent is `parent`.  Another session's
+    servers on a shared machine are not this test's business."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if f"{SERVER_TAG_ENV}=".encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if stat[0] == "Z" or not any(item.startswith(f"{SERVER_TAG_ENV}=".encode()) for item in environ):
+                continue
+            if (run and f"{RUN_ENV}={run}".encode() in environ) or (parent and int(stat[1]) == parent):
+                found.append(int(entry.name))
     return found
 
 
 def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specdec_pool, tmp_path):
     specdec_pool.stop_running()  # one server at a time on this machine
-    assert not _server_processes()
+    assert not _server_processes(parent=os.getpid())
     (tmp_path / "test_killed.py").write_text(INNER)
+    run = uuid.uuid4().hex  # inherited by the inner session's servers: how this test knows its own
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
+    env[RUN_ENV] = run
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "--specdec-cpu", "-s", "-p", "no:cacheprovider", "--specdec-update-baselines",
          "--specdec-report", "report", f"--basetemp={tmp_path / 'inner'}"],
@@ -76,7 +89,7 @@ def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specde
                      r"\(killed by SIGKILL\)", out)
     log = re.search(r"server log: (\S+server-02-\S+\.log)", out)
     assert log and Path(log.group(1)).is_file()
-    assert not _server_processes(), "a server process outlived the session"
+    assert not _server_processes(run=run), "a server process outlived the session"
     # Whole files only: the report is valid JSON of the schema, and no temporary file is left anywhere.
     document = load_report(tmp_path / "report")
     (row,) = document["results"]
