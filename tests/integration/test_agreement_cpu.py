@@ -10,8 +10,8 @@ Both clients run in one process of their own, ``benchmarks/agreement.py
 --url``: vLLM's import stays out of the test process, and neither client
 pays for a second process competing with the server for the 2 cores.  When
 this test ran `vllm bench serve` as a process of its own beside the pytest
-process, that process's TTFT came out 3-6% higher (-5.3% twice in CI at
-concurrency 4): a bias of the set-up, not of either client.  The script
+process, that process's TTFT came out 3-6% higher (-5.3% twice at
+concurrency 4, once in CI): a bias of the set-up, not of either client.  The script
 measures more metrics and concurrencies.
 """
 
