@@ -151,7 +151,9 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    rows = item.config.stash[session_key].rows_for(item.nodeid, report.when, report.outcome)
+    rows, failure = item.config.stash[session_key].report_rows(item.nodeid, report)
+    if failure:  # the plugin's own error fails this test, never the session (INTERNALERROR)
+        report.outcome, report.longrepr = "failed", failure
     if rows is not None:
         report.specdec_rows = rows  # rows ride on the report, so under xdist they reach the controller
     return report
@@ -181,14 +183,16 @@ def pytest_sessionfinish(session, exitstatus):
         results_hook=lambda rows, report_dir: config.hook.pytest_specdec_results(
             config=config, rows=rows, report_dir=report_dir),
     )
+    if config.stash[session_key].hook_errors and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a session whose report broke is not green
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    for title, lines in config.stash[session_key].summary_sections():
+    for title, lines in config.stash[session_key].guarded_summary_sections():
         if title:
             terminalreporter.section(title)
         for line in lines:
-            terminalreporter.write_line(line, red=line.startswith("report: ERROR"))
+            terminalreporter.write_line(line, red=line.startswith(("report: ERROR", "ERROR:", "DRIFT:")))
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +201,7 @@ def specdec_pool(request, tmp_path_factory):
     pool, decision = request.config.stash[session_key].open_pool(tmp_path_factory.getbasetemp())
     _apply(decision)
     yield pool
-    pool.close()
+    request.config.stash[session_key].close_pool()
 
 
 @pytest.fixture
@@ -240,9 +244,6 @@ def specdec(request, specdec_measurements, specdec_baselines):
     if test is None:
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
     yield test
-    from .report.exports import TestIdentity, export_last_result
-
     call = getattr(request.node, "callspec", None)  # parametrized: its id and values, as pytest-benchmark keeps them
-    export_last_result(test.results, TestIdentity(request.node.name, request.node.nodeid, call and call.id, call and {
-        k: str(v) for k, v in call.params.items()}), request.node.user_properties,
-        getattr(request.config, "_benchmarksession", None))
+    session.export(test, request.node.name, request.node.nodeid, call and call.id, call and call.params,
+                   request.node.user_properties, getattr(request.config, "_benchmarksession", None))

@@ -21,20 +21,23 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .config.plans import Plan, plan_for, registered
 from .config.settings import Settings
-from .config.sharding import select, write_groups
+from .config.sharding import shard_order, write_groups
 from .config.spec import canonical_id, parse_specdec_marker
+from .hook_errors import HookErrors, test_failure
 from .load.patterns import AccessPattern
 from .load.workloads import Workload
-from .measure.measurements import Measurements, SpecDecTest
-from .report.files import ReportError, append_step_summary, write_report, write_shard_files
-from .report.progress import LiveProgress, QuietProgress, running_on_ci
+from .measure.measurements import Measurements
+from .measure.specdec_test import SpecDecTest
+from .measure.drift import drift_sections, flag_drifted_rows
+from .report.files import write_session_report
+from .report.progress import Terminal, progress_for
 from .report.rows import rows_for_test
-from .report.tables import markdown_summary, summary_sections
+from .report.tables import summary_sections
 from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,
                            session_share, skip_reason)
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import VllmServer
-from .verdict.inventory import list_baselines, remove_baselines, unused_baselines_under
+from .verdict.inventory import remove_baselines, unused_baselines_under
 from .verdict.gate import BaselineSession, RegressionGate
 
 SKIP_NO_DEVICE = (
@@ -50,15 +53,6 @@ class SetupDecision:
 
     action: str  # "skip" or "fail"
     reason: str
-
-
-@dataclass
-class Terminal:
-    """How the session talks to the person running it (all optional: a script passes nothing)."""
-
-    write_line: Callable[[str], None] | None = None  # a message on its own line (server starts, runs)
-    rewrite: Callable[[str], None] | None = None  # one line rewritten in place (live progress)
-    interactive: bool = False  # a terminal where rewriting a line works
 
 
 @dataclass
@@ -100,6 +94,8 @@ class SpecdecSession:
         # Plain -n spreads tests one by one, so a target's servers would start on
         # several workers: the plugin's scheduler keeps targets whole (xdist_scheduler.py).
         self.groups_dir: str | None = None
+        self.hook_errors = HookErrors()  # exceptions session-level hooks caught, for the summary
+        self.drift_checks: list = []  # measure.drift.DriftCheck, one per reference traffic (--specdec-drift-check)
 
     # --- set-up and tear-down ---------------------------------------------------------------
 
@@ -113,6 +109,14 @@ class SpecdecSession:
             if previous in (signal.SIG_DFL, None):
                 self._previous_sigterm = signal.SIG_DFL
                 signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+    def close_pool(self) -> None:
+        """The `specdec_pool` fixture's end: the drift check (while servers can still start), then every stop."""
+        if self.settings.drift_check and self._measurements is not None and not self.is_worker:
+            with self.hook_errors.guard("measuring the references again (drift check)"):
+                self.drift_checks = self._measurements.check_drift()
+        if self._pool is not None:
+            self._pool.close()
 
     def close(self) -> None:
         """Stop every server, remove scratch files, restore signal handlers; idempotent."""
@@ -153,14 +157,8 @@ class SpecdecSession:
             targets.append(plan.spec.target if ok else None)
         groups = {nodeid: target for (nodeid, _), target in zip(items, targets) if target}
         order = order_for_reuse(keys)
-        deselected: list[int] = []
-        if self.settings.shard is not None:
-            # Grouped by target, as under xdist: a target's reference server and
-            # its SD servers start in one shard only.
-            kept = set(select([(nodeid, target) for (nodeid, _), target in zip(items, targets)], *self.settings.shard))
-            deselected = [index for index, (nodeid, _) in enumerate(items) if nodeid not in kept]
-            order = [index for index in order if items[index][0] in kept]
-            self.shard_deselected += len(deselected)
+        order, deselected = shard_order([nodeid for nodeid, _ in items], targets, order, self.settings.shard)
+        self.shard_deselected += len(deselected)
         if worker and worker.get("specdec_groups_dir"):
             kept_ids = {items[index][0] for index in order}
             write_groups(worker["specdec_groups_dir"], worker["workerid"],
@@ -261,21 +259,14 @@ class SpecdecSession:
         return memory_gate(share, lambda spec: self._gpu_memory.get(spec.key, self.settings.gpu_memory_mib),
                            timeout=min(120.0, self.settings.startup_timeout))
 
-    def _progress(self):
-        """A live line on an interactive terminal; nothing extra in CI logs, under -q or in scripts."""
-        terminal = self.terminal
-        if terminal.rewrite is None or not terminal.interactive or running_on_ci():
-            return QuietProgress()
-        return LiveProgress(terminal.rewrite, lambda: terminal.rewrite(""))
-
     @property
     def measurements(self) -> Measurements:
         if self._measurements is None:
-            self._measurements = Measurements(self.pool, self._scratch() / "specdec", repeats=self.settings.repeats,
-                                              on_event=self.pool.on_event, progress=self._progress(),
-                                              request_timeout=self.settings.request_timeout,
-                                              max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
-                                              client_workers=self.settings.client_workers)
+            self._measurements = Measurements(
+                self.pool, self._scratch() / "specdec", repeats=self.settings.repeats, on_event=self.pool.on_event,
+                progress=progress_for(self.terminal.rewrite, self.terminal.interactive),
+                request_timeout=self.settings.request_timeout, max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
+                client_workers=self.settings.client_workers)
             for plan in self.plans.values():
                 # A capacity search probes loads of its own: there is no one reference run to announce.
                 if (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config
@@ -320,6 +311,14 @@ class SpecdecSession:
 
     # --- results ----------------------------------------------------------------------------
 
+    def export(self, test: SpecDecTest, name: str, nodeid: str, call_id: str | None, params: Mapping | None,
+               user_properties: list, benchmark_session: Any = None) -> None:
+        """A test's last result into its JUnit properties and pytest-benchmark's session (report.exports)."""
+        from .report.exports import TestIdentity, export_last_result  # only tests that ran need it
+
+        identity = TestIdentity(name, nodeid, call_id, params and {k: str(v) for k, v in params.items()})
+        export_last_result(test.results, identity, user_properties, benchmark_session)
+
     def rows_for(self, nodeid: str, when: str, outcome: str) -> list[dict] | None:
         """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
         plan = self.plans.get(nodeid)
@@ -332,10 +331,18 @@ class SpecdecSession:
                                  gpu_usd_per_hour=self.settings.gpu_usd_per_hour)
         return None
 
+    def report_rows(self, nodeid: str, report: Any) -> tuple[list[dict] | None, str | None]:
+        """`rows_for` a report (`when`, `outcome`, `longrepr`), or the test's failure text if that raised."""
+        try:
+            return self.rows_for(nodeid, report.when, report.outcome), None
+        except Exception as exc:
+            return None, test_failure("building this test's report rows", exc, report.longrepr)
+
     def record(self, nodeid: str, rows: Iterable[dict] | None) -> None:
         """A test report arrived (here or, under xdist, from a worker)."""
-        self.seen.add(canonical_id(nodeid))
-        self.rows.extend(rows or ())
+        with self.hook_errors.guard(f"recording the report of {nodeid}"):
+            self.seen.add(canonical_id(nodeid))
+            self.rows.extend(rows or ())
 
     # --- the end ----------------------------------------------------------------------------
 
@@ -345,9 +352,15 @@ class SpecdecSession:
 
         `completed`: the session ran to its end (no stop, no -x); `whole_suite`:
         pytest was given paths only (no node ids) and nothing was deselected by -k/-m.
+        An exception is kept in `hook_errors` (named in the summary), not raised.
         """
+        with self.hook_errors.guard("finishing the session (baselines, report files)"):
+            self._finish(completed, whole_suite, args, results_hook)
+
+    def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
         if self._baselines is not None:
             self._baselines.flush()
+        flag_drifted_rows(self.rows, self.drift_checks)
         if self.is_worker:
             return  # the controller reports and decides about stale baselines
         if self.settings.device is not None or self.rows:
@@ -363,21 +376,16 @@ class SpecdecSession:
             remove_baselines(self.stale)
 
     def _write_report(self, complete: bool) -> None:
-        report_dir = self.settings.report_dir
-        if report_dir is None:
-            return
-        recorded = {row["test"] for row in self.rows if row["regression"] == "recorded"}
-        baseline_files = [path for test_id, path in list_baselines(self.settings.baseline_dir).items()
-                          if test_id in recorded]
-        try:
-            written = write_report(report_dir, self.rows, self.fingerprint)
-            written += write_shard_files(report_dir, self.seen, complete, baseline_files)
-            summary = append_step_summary(markdown_summary(self.rows))
-        except (ReportError, OSError) as exc:
-            self.report_message = f"ERROR: could not write the report: {exc}"
-            return
-        self.report_message = f"written {len(written)} files to {report_dir}" + (
-            f"; summary appended to {summary}" if summary else "")
+        if self.settings.report_dir is not None:
+            self.report_message = write_session_report(self.settings.report_dir, self.rows, self.fingerprint,
+                                                       self.seen, complete, self.settings.baseline_dir)
+
+    def guarded_summary_sections(self) -> list[tuple[str | None, list[str]]]:
+        """`summary_sections`, the drift check, and every error a guarded hook caught (the summary's too)."""
+        sections: list[tuple[str | None, list[str]]] = []
+        with self.hook_errors.guard("writing the terminal summary"):
+            sections = self.summary_sections()
+        return sections + drift_sections(self.drift_checks) + self.hook_errors.sections()
 
     def summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """(section title or None, lines) for the terminal summary, in order."""

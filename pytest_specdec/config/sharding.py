@@ -102,3 +102,16 @@ def read_groups(directory: str | os.PathLike) -> dict[str, str]:
     for path in sorted(Path(directory).glob("groups-*.json")):
         groups.update(json.loads(path.read_text()))
     return groups
+
+
+def shard_order(nodeids: list[str], targets: list[str | None], order: list[int],
+                shard: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+    """The run order kept by `shard` (`select`'s arguments), and the indices it deselects.
+
+    Grouped by target, as under xdist: a target's reference server and its SD
+    servers start in one shard only.
+    """
+    if shard is None:
+        return order, []
+    kept = set(select(list(zip(nodeids, targets)), *shard))
+    return [index for index in order if nodeids[index] in kept], [i for i, n in enumerate(nodeids) if n not in kept]

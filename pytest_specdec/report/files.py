@@ -130,3 +130,19 @@ def write_shard_files(directory: Path, tests: Iterable[str], complete: bool,
         (directory / SHARD_BASELINES).mkdir(exist_ok=True)
         written += [write_atomic(directory / SHARD_BASELINES / p.name, p.read_text(encoding="utf-8")) for p in paths]
     return written
+
+
+def write_session_report(report_dir: Path, rows: list[dict], fingerprint: dict, seen: Iterable[str], complete: bool,
+                         baseline_dir: Path) -> str:
+    """Every report file of a session, the shard files and the CI step summary; what happened, in words."""
+    from ..verdict.inventory import list_baselines
+
+    recorded = {row["test"] for row in rows if row["regression"] == "recorded"}
+    baseline_files = [path for test_id, path in list_baselines(baseline_dir).items() if test_id in recorded]
+    try:
+        written = write_report(report_dir, rows, fingerprint)
+        written += write_shard_files(report_dir, seen, complete, baseline_files)
+        summary = append_step_summary(markdown_summary(rows))
+    except (ReportError, OSError) as exc:
+        return f"ERROR: could not write the report: {exc}"
+    return f"written {len(written)} files to {report_dir}" + (f"; summary appended to {summary}" if summary else "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 # The variables pytest itself reads to decide it runs on CI.
@@ -64,3 +65,19 @@ class QuietProgress:
 
     def stop(self) -> None:
         pass
+
+
+def progress_for(rewrite, interactive: bool):
+    """A live line on an interactive terminal; nothing extra in CI logs, under -q or in scripts."""
+    if rewrite is None or not interactive or running_on_ci():
+        return QuietProgress()
+    return LiveProgress(rewrite, lambda: rewrite(""))
+
+
+@dataclass
+class Terminal:
+    """How the session talks to the person running it (all optional: a script passes nothing)."""
+
+    write_line: Callable[[str], None] | None = None  # a message on its own line (server starts, runs)
+    rewrite: Callable[[str], None] | None = None  # one line rewritten in place (live progress)
+    interactive: bool = False  # a terminal where rewriting a line works
