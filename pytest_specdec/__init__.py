@@ -13,7 +13,8 @@ from .serving.models import ModelNameError, ModelUnavailableError
 from .load.patterns import AccessPattern, PatternError, concurrency_sweep
 from .serving.pool import ServerPool
 from .measure.result import OutputComparison, SpecDecResult
-from .measure.measurements import Measurements, RunError, SpecDecTest
+from .measure.measurements import Measurements, RunError
+from .measure.specdec_test import SpecDecTest
 from .serving.server import LaunchRequest, ServerStartError, VllmServer
 from .config.spec import MarkerError, ServerSpec
 from .measure.theory import cost_per_million_tokens, expected_speedup

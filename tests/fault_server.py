@@ -25,7 +25,12 @@ Modes:
   stall            stops answering mid-run (the third request never finishes)
   die              the process exits mid-run
   metrics-timeout  /metrics never answers
+  cold-start       the first request decodes ten times slower, each later one closer to warm (a cold GPU server)
+  cold-forever     every request is slower than the one before (a server that never settles)
+  drift            after DRIFT_AFTER requests every request decodes three times slower
 ``--variant`` changes the generated text, so two servers can disagree.
+``--facts JSON`` adds engine facts: ``version`` (served at /version) and the labels of
+``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "bare-stream",
-         "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout")
+         "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout",
+         "cold-start", "cold-forever", "drift")
+DRIFT_AFTER = 8  # after the warm-up (>= 4) and a four-prompt run: the drift check sees it
+CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
 # a text-only stream of n of them tokenizes back to exactly n tokens.
 WORDS = ("the of and to in is that for it with as on was be at by this have from or one had not but what all "
@@ -51,8 +59,9 @@ ALIAS = "first-served-name"
 
 
 class State:
-    def __init__(self, mode: str, model: str, variant: int):
-        self.mode, self.model, self.variant = mode, model, variant
+    def __init__(self, mode: str, model: str, variant: int, facts: dict | None = None):
+        self.mode, self.model, self.variant, self.facts = mode, model, variant, dict(facts or {})
+        self.chunk_s = CHUNK_S
         self.lock = threading.Lock()
         self.requests = 0
         self.drafts = self.draft_tokens = self.accepted = 0
@@ -86,6 +95,10 @@ class State:
                 drafts, draft_tokens, accepted, created = drafts + 500, draft_tokens + 2000, accepted + 700, created - 3600
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                  f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0']
+        info = {k: v for k, v in self.facts.items() if k != "version"}
+        if info:
+            labels = ",".join(f'{key}="{value}"' for key, value in sorted({"engine": "0", **info}.items()))
+            lines += ["# TYPE vllm:cache_config_info gauge", f"vllm:cache_config_info{{{labels}}} 1.0"]
         if self.mode != "no-counters":
             # vLLM labels its counters with the first served name only.
             labels = f'engine="0",model_name="{ALIAS if self.mode == "alias" else self.model}"'
@@ -102,6 +115,18 @@ class State:
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
                              f"{float(value)}")
         return "\n".join(lines) + "\n"
+
+
+def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
+    """Seconds between chunks of request `number` (1-based) in `mode`, `base` once warm."""
+    CHUNK_S = base  # noqa: N806 (the module's default, overridden per server by --chunk-s)
+    if mode == "cold-start":  # 10x slower at first, settling geometrically, as the H100's first server did
+        return CHUNK_S * (1 + 9 * 0.6 ** (number - 1))
+    if mode == "cold-forever":
+        return CHUNK_S * (1 + 0.5 * number)
+    if mode == "drift" and number > DRIFT_AFTER:
+        return 3 * CHUNK_S
+    return CHUNK_S
 
 
 def tokens_for(prompt: str, count: int, variant: int) -> list[int]:
@@ -127,6 +152,8 @@ def make_handler(state: State):
         def do_GET(self):
             if self.path == "/health":
                 self._json(200, {})
+            elif self.path == "/version" and "version" in state.facts:
+                self._json(200, {"version": state.facts["version"]})
             elif self.path == "/v1/models":
                 served = ["someone-else"] if state.mode == "wrong-model" else \
                     [ALIAS, state.model] if state.mode == "alias" else [state.model]
@@ -179,7 +206,7 @@ def make_handler(state: State):
                 if state.mode not in ("no-token-ids", "bare-stream"):
                     choice["token_ids"] = chunk_ids
                 self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]})
-                time.sleep(0.002)
+                time.sleep(chunk_s(state.mode, number, state.chunk_s))
             else:
                 if state.mode not in ("no-usage", "bare-stream"):
                     self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
@@ -199,8 +226,12 @@ def main() -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--mode", choices=MODES, default="ok")
     parser.add_argument("--variant", type=int, default=0)
+    parser.add_argument("--facts", type=json.loads, default={})
+    parser.add_argument("--chunk-s", type=float, default=CHUNK_S)
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(State(args.mode, args.model, args.variant)))
+    state = State(args.mode, args.model, args.variant, args.facts)
+    state.chunk_s = args.chunk_s
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(state))
     server.daemon_threads = True
     print(f"fault server {args.mode} on {args.port}", flush=True)
     server.serve_forever()

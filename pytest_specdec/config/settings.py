@@ -130,11 +130,21 @@ class Settings:
     update_baselines: bool = False
     tolerances: Any = field(default_factory=dict)  # specdec_tolerances ini: a fraction or {metric: fraction}
     shard: tuple[int, int] | None = None  # --specdec-shard I/N
-    # Service-level objectives for goodput and capacity searches ({"tpot": ms, ...}, vllm bench serve's keys),
+    # Service-level objectives for goodput and capacity searches ({"tpot": ms, "ttft_x": multiple, ...}),
     # and the percentile of each metric that must meet them; a test's @pytest.mark.specdec_slo wins.
     slo: tuple[tuple[str, float], ...] = ()
     slo_percentile: float = 99.0
     deprecations: tuple[str, ...] = ()  # old spellings used, for the plugin to warn about
+    # Measure each reference traffic again at the session's end and flag the results it moved under.
+    drift_check: bool = False
+
+
+def parse_drift_check(value: str) -> str:
+    """``auto``, ``on`` or ``off`` (an argparse ``type=``)."""
+    text = str(value).strip().lower()
+    if text not in ("auto", "on", "off"):
+        raise argparse.ArgumentTypeError(f"expected auto, on or off, got {value!r}")
+    return text
 
 
 # --- the plugin's command line and ini keys (declared here, registered by plugin.py) ---------
@@ -206,6 +216,10 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                                              "per 1M output tokens (ini specdec_gpu_usd_per_hour).")),
     ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD",
                                  help="deprecated spelling of --specdec-gpu-usd-per-hour.")),
+    ("--specdec-drift-check", dict(type=parse_drift_check, default=None, metavar="auto|on|off",
+                                   help="measure each reference run's traffic again at the session's end and flag the "
+                                        "speedups measured against a reference that moved (auto: on with "
+                                        "--specdec-gpu; ini specdec_drift_check).")),
 ]
 
 INI_KEYS: list[tuple[str, str, dict]] = [
@@ -225,8 +239,11 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
     ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
      dict(type="linelist", default=[])),
-    ("specdec_slo", "service-level objectives in ms for goodput and capacity searches, as vllm bench serve's "
-                    "--goodput takes them: 'tpot:50 ttft:2000' (keys ttft, tpot, e2el)", dict(default="")),
+    ("specdec_slo", "service-level objectives for goodput and capacity searches, as vllm bench serve's "
+                    "--goodput takes them: 'tpot:50 ttft:2000' (ms; keys ttft, tpot, e2el), or relative to the "
+                    "reference's unloaded median: 'tpot_x:2' (twice it)", dict(default="")),
+    ("specdec_drift_check", "auto, on or off: measure reference traffic again at the session's end",
+     dict(default="")),
     ("specdec_slo_percentile", "the percentile of each SLO metric a capacity probe must keep under its "
                                "objective (default 99)", dict(default="")),
 ]
@@ -309,16 +326,19 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         slo=tuple(slo.items()),
         slo_percentile=slo_percentile,
         deprecations=tuple(deprecations),
+        drift_check={"on": True, "off": False}.get(
+            _option_or_ini(getoption, getini, "--specdec-drift-check", "specdec_drift_check", parse_drift_check,
+                           "auto", deprecations), bool(gpu)),
     )
 
 
 def _slo_from_ini(raw: str) -> dict[str, float]:
     if not raw or not raw.strip():
         return {}
-    from ..measure.goodput import parse_slo
+    from ..measure.goodput import parse_objectives
 
     try:
-        return parse_slo(raw)
+        return parse_objectives(raw)
     except ValueError as exc:
         raise ValueError(f"ini setting specdec_slo: {exc}") from None
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import signal
 import subprocess
-import time
 import weakref
 from pathlib import Path
 from typing import Callable
@@ -30,11 +29,13 @@ from ..report.progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
+from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
+from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
 from ..config.spec import ServerSpec
 from ..load.workloads import Workload
 
-WARMUP_REQUESTS = 2
+WARMUP_REQUESTS = REQUESTS_PER_ROUND
 DEATH_GRACE_S = 3.0
 WARMUP_TOKENS = 16
 # The warm-up sends prompts of its own (see result.repeat_seed for why).
@@ -92,11 +93,15 @@ class Measurements:
         self.progress = progress or QuietProgress()
         self.reference_measurements: collections.Counter[str] = collections.Counter()
         self._references: dict[str, list[Run]] = {}
+        self._reference_jobs: dict[str, tuple] = {}  # key -> what measuring it again needs (drift check)
         self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
         self._tokenizers: dict[str, object] = {}
         self._prompts: dict[str, list] = {}
         # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.
-        self._warmed: weakref.WeakSet = weakref.WeakSet()
+        self._warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> engine facts
+        self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
+        self.warm_up_seconds = MAX_SECONDS
 
     def tokenizer(self, model: str):
         """The target's tokenizer (transformers is imported only here, at run time)."""
@@ -123,18 +128,25 @@ class Measurements:
         return path
 
     def _warm_up(self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern,
-                 seed: int) -> None:
-        # The first requests on a fresh server pay for lazy initialisation; a
-        # measured run must not (the "discard the first run" pitfall).  They
-        # use prompts of their own, never ones a measured run sends.
+                 seed: int) -> SteadyState:
+        # The first requests on a fresh server pay for lazy initialisation; a measured run must not.
+        # Rounds of short requests until two agree (measure/warm_up.py); they use prompts of their own,
+        # never ones a measured run sends.
         if server in self._warmed:
-            return
+            return self._warmed[server]
         prompts = self.prompts(spec.model, workload, pattern, seed + WARMUP_SEED_OFFSET)
         warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
-        load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
-                             request_timeout=self.request_timeout)
-        check_run(server, spec, load.records, f"warm-up of {spec.label()}")
-        self._warmed.add(server)
+
+        def send_round(index: int):
+            load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
+                                 request_timeout=self.request_timeout, ignore_eos=True)
+            check_run(server, spec, load.records, f"warm-up of {spec.label()} (round {index + 1})")
+            return load.records
+
+        steady = warm_until_steady(send_round, max_rounds=self.warm_up_rounds, max_seconds=self.warm_up_seconds)
+        self.on_event(f"warm-up of {spec.label()}: {steady.describe()}")
+        self._warmed[server] = steady
+        return steady
 
     def measure(
         self,
@@ -155,7 +167,9 @@ class Measurements:
         (the reference's repeat r does too, so the two stay paired).
         """
         server = self.pool.get(spec)
-        self._warm_up(server, spec, workload, pattern, seed)
+        steady = self._warm_up(server, spec, workload, pattern, seed)
+        if server not in self._facts:  # after the warm-up: the log then holds every start-up line
+            self._facts[server] = read_engine_facts(server)
         runs = []
         repeats = self.repeats if repeats is None else repeats
         for repeat in range(repeats):
@@ -194,7 +208,8 @@ class Measurements:
                 self.on_event(f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
                               "their output tokens were counted by tokenizing the text, as vllm bench serve does")
             metrics = summarize(load.records, load.duration_s)
-            runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at))
+            runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at,
+                            warm_up=steady, engine_facts=self._facts[server]))
             self.on_event(
                 f"{label}: {metrics.completed} requests in {metrics.duration_s:.1f} s, "
                 f"{metrics.output_throughput:.1f} output tok/s, median TPOT {metrics.tpot.median:.1f} ms"
@@ -247,9 +262,23 @@ class Measurements:
     def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
         reference = spec.reference()
         self.reference_measurements[spec.target] += 1
+        self._reference_jobs[key] = (spec, workload, pattern, prompts, seed, logprobs)
         self._references[key] = self.measure(
             reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
         )
+
+    def check_drift(self) -> list:
+        """Each reference traffic of the session measured once more, against its first run (measure.drift)."""
+        from .drift import compare
+
+        checks = []
+        for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():
+            (again,) = self.measure(spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs,
+                                    what="reference again (drift check)", repeats=1)
+            check = compare(spec.target, f"{workload.name}/{pattern.name} (seed {seed})", self._references[key], again)
+            self.on_event(f"drift check: {check.describe()}")
+            checks.append(check)
+        return checks
 
     def run(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, *, seed: int = 0,
             logprobs: int | None = None, slo: dict | None = None) -> SpecDecResult:
@@ -291,95 +320,3 @@ class Measurements:
             cost_ratio=cost_ratio_for(spec, self.pool.model_resolver),
             slo=dict(slo or {}),
         )
-
-
-class SpecDecTest:
-    """One test's speculative configuration, traffic, and the servers behind them."""
-
-    def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
-                 pattern: AccessPattern | None = None, gate=None, slo: dict | None = None,
-                 slo_percentile: float = 99.0):
-        self.spec = spec
-        self.measurements = measurements
-        self.workload = workload
-        self.pattern = pattern
-        self.gate = gate  # compares results with stored baselines (assert_no_regression)
-        self.slo = dict(slo or {})  # {"tpot": ms, ...}: goodput on every run, the objective of capacity searches
-        self.slo_percentile = slo_percentile
-        self.results: list = []  # SpecDecResult, CapacityResult: one report row each
-
-    @property
-    def pool(self) -> ServerPool:
-        return self.measurements.pool
-
-    @property
-    def reference_spec(self) -> ServerSpec:
-        return self.spec.reference()
-
-    def server(self) -> VllmServer:
-        """The server with the test's speculative config, started if needed.
-
-        Reference runs other tests announced for this target are measured
-        first, while no SD server has displaced the reference server.
-        """
-        self.measurements.measure_planned_references(self.spec)
-        return self.pool.get(self.spec)
-
-    def reference_server(self) -> VllmServer:
-        """The same target and flags without speculation."""
-        return self.pool.get(self.reference_spec)
-
-    def run(self, *, seed: int = 0, logprobs: int | None = None):
-        """Measure the no-SD reference (shared, once per session) and SD on the same traffic.
-
-        With a capacity-search access pattern (``slo_capacity``, ...) this is the
-        search instead, and the result a `slo_capacity.CapacityResult`.
-        """
-        self._need_traffic("run")
-        began = time.monotonic()
-        if self.pattern.search:
-            from .slo_capacity import measure_capacity
-
-            result = measure_capacity(self.measurements, self.spec, self.workload, self.pattern, self.slo,
-                                      self.slo_percentile, seed=seed)
-            summary = f"SLO capacity ratio {result.capacity_ratio():.2f}x"
-        else:
-            result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs,
-                                           slo=self.slo)
-            summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
-        result.gate = self.gate
-        self.results.append(result)
-        self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
-        return result
-
-    def sweep(self, levels=(1, 5, 25, 50, 100, 200), *, num_prompts: int | None = None,
-              prompts_per_level: int = 4, seed: int = 0):
-        """The test's workload at each closed-loop concurrency level (see `patterns.concurrency_sweep`);
-        returns a `sweep.SweepResult` (speedup per level, the crossover concurrency)."""
-        from ..load.patterns import concurrency_sweep
-        from .sweep import SweepResult
-
-        self._need_traffic("sweep", pattern=False)
-        sweep = SweepResult()
-        patterns = concurrency_sweep(levels, num_prompts=num_prompts, prompts_per_level=prompts_per_level)
-        for pattern in patterns:  # every reference level on one reference server start, then SD's
-            prompts = self.measurements.prompts(self.spec.model, self.workload, pattern, seed)
-            self.measurements.reference(self.spec, self.workload, pattern, prompts, seed=seed)
-        for pattern in patterns:
-            result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
-            result.gate = self.gate
-            self.results.append(result)
-            sweep.results.append(result)
-        for result in sweep.results:  # each level's diagnosis can then name speedup falling with load
-            result.sweep_speedups = sweep.speedups()
-        self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
-        return sweep
-
-    def _need_traffic(self, what: str, pattern: bool = True) -> None:
-        needed = (("workload", self.workload), ("access_pattern", self.pattern if pattern else True))
-        missing = [name for name, value in needed if value is None]
-        if missing:
-            raise RunError(f"specdec.{what}() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
-
-    def __repr__(self) -> str:
-        return f"<SpecDecTest {self.spec.label()}>"

@@ -91,10 +91,11 @@ class FaultServers:
     def __init__(self):
         self.processes: list[subprocess.Popen] = []
 
-    def start(self, mode: str, variant: int = 0) -> str:
+    def start(self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002) -> str:
         port = _free_port()
         process = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--port", str(port), "--model", MODEL,
-                                    "--mode", mode, "--variant", str(variant)],
+                                    "--mode", mode, "--variant", str(variant), "--facts", json.dumps(facts or {}),
+                                    "--chunk-s", str(chunk_s)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.processes.append(process)
         url = f"http://127.0.0.1:{port}"

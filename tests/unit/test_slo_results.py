@@ -113,12 +113,16 @@ def test_capacity_ratio_and_its_check():
         found.assert_capacity(min_ratio=2.0)
 
 
-def test_a_capacity_not_reached_is_unavailable_never_a_pass():
-    found = capacity(0.1, 4.5)  # the reference failed even at the lowest load probed
-    assert math.isnan(found.capacity_ratio())
-    assert found.unavailable("capacity_ratio")
-    with pytest.raises(AssertionError, match="capacity_ratio: unavailable"):
-        found.assert_capacity(min_ratio=0.5)
+def test_a_capacity_not_reached_bounds_the_ratio_and_a_bound_is_never_gated():
+    found = capacity(0.1, 4.5)  # the reference failed even at the lowest load probed, SD held at 4
+    assert found.ratio().kind == "lower_bound" and found.capacity_ratio() == 4.0 / 0.25
+    found.assert_capacity(min_ratio=0.5)  # SD carries load where the reference carries none: decided
+    # ... but a bound is not a measurement: the baseline gate can neither record nor compare it.
+    assert found.unavailable("capacity_ratio").startswith("the ratio is >= 16.00x (lower bound; reference < 0.25")
+    lost = capacity(4.5, 0.1)  # SD failed at the lowest load: an upper bound, and below any sane floor
+    assert lost.ratio().kind == "upper_bound"
+    with pytest.raises(AssertionError, match="SD's SLO capacity is below 0.5x"):
+        lost.assert_capacity(min_ratio=0.5)
 
 
 def test_probes_of_one_load_share_arrivals_across_sides_and_differ_between_loads():
@@ -128,7 +132,7 @@ def test_probes_of_one_load_share_arrivals_across_sides_and_differ_between_loads
 def test_specdec_sweep_measures_every_reference_level_first_then_sd(monkeypatch):
     """One reference server start for the whole sweep: every level's reference before any SD level."""
     from pytest_specdec.load.workloads import resolve_workload
-    from pytest_specdec.measure.measurements import SpecDecTest
+    from pytest_specdec.measure.specdec_test import SpecDecTest
 
     calls = []
 
@@ -205,3 +209,122 @@ def test_a_client_bound_probe_never_counts_as_holding_the_slo():
     refused = [p for p in found.speculative.probes if not p.holds]
     assert refused and all(p.detail["reason"].startswith("client-bound: p99 dispatch lag 30.0 ms") for p in refused)
     assert found.reproduce == {"reference_server": "vllm serve m", "speculative_server": "vllm serve m"}
+
+
+class ModelServers:
+    """A fake `Measurements`: TPOT `ms_per_load` ms per req/s above `unloaded_ms`, SD `sd_factor` of it."""
+
+    max_dispatch_lag_ms = 10.0
+    pool = None
+
+    def __init__(self, unloaded_ms=30.0, ms_per_load=20.0, sd_factor=0.8):
+        from types import SimpleNamespace
+
+        self.pool = SimpleNamespace(get=lambda spec: SimpleNamespace(log_path="server.log"))
+        self.unloaded_ms, self.ms_per_load, self.sd_factor = unloaded_ms, ms_per_load, sd_factor
+        self.calls = []
+
+    def prompts(self, *args):
+        return ["p"] * 4
+
+    def measure_planned_references(self, spec):
+        self.calls.append("planned")
+
+    def _run(self, spec, load):
+        tpot = (self.unloaded_ms + self.ms_per_load * load) / 1000 * (self.sd_factor if spec.speculative_config else 1)
+        records = [Rec(i, 0.1, tpot) for i in range(4)]
+        return [Run(spec, 0, summarize(records, 1.0), records, None, ["vllm", "serve", spec.model], 0.0)]
+
+    def reference(self, spec, workload, pattern, prompts, seed=0):
+        self.calls.append(("unloaded", pattern.name, pattern.max_concurrency, pattern.num_prompts))
+        return self._run(spec.reference(), 0.0)
+
+    def measure(self, spec, workload, pattern, prompts, seed=0, what="", repeats=1):
+        self.calls.append((what, pattern.request_rate))
+        return self._run(spec, pattern.request_rate)
+
+
+def _search(slo, servers=None, **pattern):
+    from pytest_specdec.load.patterns import resolve_pattern
+    from pytest_specdec.load.workloads import resolve_workload
+    from pytest_specdec.measure.slo_capacity import measure_capacity
+
+    servers = servers or ModelServers()
+    found = measure_capacity(servers, SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
+                             resolve_pattern("slo_capacity", {"num_prompts": 4, **pattern}), slo, 50.0)
+    return found, servers
+
+
+def test_a_relative_objective_resolves_once_before_probing_and_is_recorded_everywhere():
+    import json
+
+    found, servers = _search({"tpot_x": 3.0, "ttft_ms": 2000}, max_load=64.0)
+    # Unloaded first (after the other tests' planned reference runs), then the probes.
+    assert servers.calls[:2] == ["planned", ("unloaded", "throughput_low", 1, 4)]
+    assert sum(1 for c in servers.calls if c[0] == "unloaded") == 1
+    # 3 x 30 ms = 90 ms: the reference holds to (90 - 30) / 20 = 3 req/s, SD (90/0.8 - 30) / 20 = 4.125.
+    assert found.slo == {"tpot": pytest.approx(90.0), "ttft": 2000.0}
+    assert found.objectives["tpot"] == {"objective": "tpot_x=3", "ms": pytest.approx(90.0), "multiple": 3.0,
+                                        "unloaded_p50_ms": pytest.approx(30.0)}
+    assert found.unloaded_ms["tpot"] == pytest.approx(30.0)
+    assert found.reference.bracket[0] <= 3.0 < found.reference.bracket[1]
+    assert found.speculative.bracket[0] <= 4.125 < found.speculative.bracket[1]
+    assert found.describe().splitlines()[0] == ("SLO: p50 tpot <= 90 ms (tpot_x=3: 3 x the reference's unloaded "
+                                                "median 30 ms), p50 ttft <= 2000 ms")
+    derived = found.derived()
+    assert derived["slo_tpot_ms"] == pytest.approx(90.0) and derived["slo_tpot_x"] == 3.0
+    assert derived["unloaded_reference_tpot_ms"] == pytest.approx(30.0) and derived["slo_ttft_ms"] == 2000.0
+    assert "slo_ttft_x" not in derived
+    exported = json.loads(json.dumps(found.as_dict(), allow_nan=False))
+    assert exported["objectives"]["tpot"]["objective"] == "tpot_x=3" and exported["ratio"]["kind"] == "estimate"
+    # Every probe of both sides was judged against the same 90 ms.
+    reasons = [p.detail["reason"] for cap in (found.reference, found.speculative) for p in cap.probes]
+    assert all("tpot" in why and ("<= 90 ms" in why or "> 90 ms" in why) for why in reasons)
+
+
+def test_absolute_objectives_measure_no_unloaded_run():
+    found, servers = _search({"tpot": 90.0}, max_load=64.0)
+    assert not any(c[0] == "unloaded" for c in servers.calls if isinstance(c, tuple))
+    assert found.objectives == {"tpot": {"objective": "tpot_ms=90", "ms": 90.0}} and found.unloaded_ms == {}
+    assert found.describe().splitlines()[0] == "SLO: p50 tpot <= 90 ms"
+
+
+def test_the_unloaded_reference_is_measured_once_per_server_and_workload_and_shared():
+    """With the session's real `Measurements`: the unloaded run is a cached reference run, shared with a
+    `throughput_low` test of the same workload (num_prompts=4), and measured once."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from pytest_specdec.load.patterns import resolve_pattern
+    from pytest_specdec.load.workloads import resolve_workload
+    from pytest_specdec.measure.measurements import Measurements
+    from pytest_specdec.measure.slo_capacity import unloaded_reference
+
+    measurements = Measurements(SimpleNamespace(), Path("."))
+    measured = []
+    measurements.prompts = lambda model, workload, pattern, seed: ["p"] * pattern.num_prompts
+
+    def measure(spec, workload, pattern, prompts, seed=0, logprobs=None, what=""):
+        measured.append((spec.speculative_config, pattern.name, what))
+        return ModelServers()._run(spec, 0.0)
+
+    measurements.measure = measure
+    workload = resolve_workload("code_edit", {"input_len": 192, "output_len": 64})
+    assert unloaded_reference(measurements, SPEC, workload) == {"ttft": pytest.approx(100.0),
+                                                              "tpot": pytest.approx(30.0),
+                                                              "e2el": pytest.approx(220.0)}
+    unloaded_reference(measurements, SPEC, workload)
+    other_sd = ServerSpec("m", {"method": "suffix", "num_speculative_tokens": 4})  # same reference server
+    unloaded_reference(measurements, other_sd, workload)
+    one_at_a_time = resolve_pattern("throughput_low", {"num_prompts": 4})
+    measurements.reference(SPEC, workload, one_at_a_time, ["p"] * 4)
+    assert measured == [(None, "throughput_low", "reference")]
+    unloaded_reference(measurements, SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}))
+    assert len(measured) == 2  # another workload: its own unloaded run
+
+
+def test_goodput_with_a_relative_objective_is_unavailable_and_says_why():
+    r = result([0.04] * 4, [0.03] * 4, slo={"tpot_x": 2.0})
+    assert math.isnan(r.goodput("speculative")) and math.isnan(r.goodput_ratio())
+    why = r.unavailable("goodput_ratio")
+    assert why.startswith("the SLO is relative (tpot_x)") and "only an SLO capacity search" in why

@@ -19,9 +19,10 @@ class FakeServer:
 
 def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path):
     sent = []
+    steady_round = [SimpleNamespace(success=True, output_tokens=16, latency=0.5)] * measuring.WARMUP_REQUESTS
     monkeypatch.setattr(measuring, "generate_load",
                         lambda url, model, prompts, pattern, **kw: sent.append(len(prompts)) or
-                        SimpleNamespace(records=[]))
+                        SimpleNamespace(records=steady_round))
     measurements = Measurements(pool=None, work_dir=tmp_path)
     monkeypatch.setattr(measurements, "prompts", lambda *a: [Prompt("p", 4, 64)] * 3)
     workload = resolve_workload("random_s", {"input_len": 4, "output_len": 64})
@@ -30,7 +31,7 @@ def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path
     first = FakeServer()
     measurements._warm_up(first, SPEC, workload, pattern, 0)
     measurements._warm_up(first, SPEC, workload, pattern, 0)
-    assert sent == [measuring.WARMUP_REQUESTS]  # once per server
+    assert sent == [measuring.WARMUP_REQUESTS] * 2  # once per server: two rounds that agree
     gone = weakref.ref(first)
     del first
     gc.collect()
@@ -38,4 +39,44 @@ def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path
     # A new server, whatever address CPython gives it (often the freed one), is warmed again.
     for _ in range(3):
         measurements._warm_up(FakeServer(), SPEC, workload, pattern, 0)
-    assert sent == [measuring.WARMUP_REQUESTS] * 4
+    assert sent == [measuring.WARMUP_REQUESTS] * 8
+
+
+def _round(ms_per_token: float, spread: float = 0.0, tokens: int = 16):
+    a = ms_per_token * (1 - spread / 2) * tokens / 1000
+    b = ms_per_token * (1 + spread / 2) * tokens / 1000
+    return [SimpleNamespace(success=True, output_tokens=tokens, latency=a),
+            SimpleNamespace(success=True, output_tokens=tokens, latency=b)]
+
+
+def test_a_cold_server_is_warmed_until_two_rounds_agree():
+    from pytest_specdec.measure.warm_up import warm_until_steady
+
+    # Cold start like the first H100 server: 33% slower for three rounds, then settled.
+    figures = [40.0, 37.0, 33.0, 30.0, 30.3, 30.1, 30.0]
+    sent = []
+    state = warm_until_steady(lambda i: sent.append(i) or _round(figures[i]))
+    assert state.steady and len(sent) == 5  # rounds 4 and 5 are the first two within 5%
+    assert state.rounds_ms_per_token == (40.0, 37.0, 33.0, 30.0, 30.3)
+    assert "steady after 5 rounds" in state.describe()
+
+
+def test_a_server_that_never_settles_is_recorded_as_not_steady_within_the_bounds():
+    from pytest_specdec.measure.warm_up import warm_until_steady
+
+    state = warm_until_steady(lambda i: _round(60.0 / (1 + i)), max_rounds=6)
+    assert not state.steady and len(state.rounds_ms_per_token) == 6
+    assert "NOT steady after 6 rounds" in state.describe()
+    clock = iter(range(0, 1000, 50))  # 50 s a round: the time bound stops it after the third
+    state = warm_until_steady(lambda i: _round(60.0 / (1 + i)), max_seconds=150, clock=lambda: next(clock))
+    assert not state.steady and len(state.rounds_ms_per_token) == 3 and "limit 150 s" in state.reason
+
+
+def test_rounds_agree_within_their_own_spread_when_it_is_larger_than_the_floor():
+    from pytest_specdec.measure.warm_up import agree, round_figure
+
+    noisy = round_figure(_round(30.0, spread=0.2))
+    assert noisy[1] > 0.15
+    assert agree(noisy, round_figure(_round(33.0, spread=0.2)))[0]  # 10% apart, inside a 20% spread
+    assert not agree(round_figure(_round(30.0)), round_figure(_round(33.0)))[0]  # 10% apart, 5% floor
+    assert not agree(round_figure([]), round_figure(_round(30.0)))[0]  # an empty round never agrees

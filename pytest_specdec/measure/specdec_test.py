@@ -1,0 +1,107 @@
+"""What the ``specdec`` fixture hands a test: its configuration, traffic and ``run()``.
+
+A plain object over the session's `Measurements`, usable from a script.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..config.spec import ServerSpec
+from ..load.patterns import AccessPattern
+from ..load.workloads import Workload
+from ..serving.pool import ServerPool
+from ..serving.server import VllmServer
+from .measurements import Measurements, RunError
+
+
+class SpecDecTest:
+    """One test's speculative configuration, traffic, and the servers behind them."""
+
+    def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
+                 pattern: AccessPattern | None = None, gate=None, slo: dict | None = None,
+                 slo_percentile: float = 99.0):
+        self.spec = spec
+        self.measurements = measurements
+        self.workload = workload
+        self.pattern = pattern
+        self.gate = gate  # compares results with stored baselines (assert_no_regression)
+        self.slo = dict(slo or {})  # {"tpot": ms, ...}: goodput on every run, the objective of capacity searches
+        self.slo_percentile = slo_percentile
+        self.results: list = []  # SpecDecResult, CapacityResult: one report row each
+
+    @property
+    def pool(self) -> ServerPool:
+        return self.measurements.pool
+
+    @property
+    def reference_spec(self) -> ServerSpec:
+        return self.spec.reference()
+
+    def server(self) -> VllmServer:
+        """The server with the test's speculative config, started if needed.
+
+        Reference runs other tests announced for this target are measured
+        first, while no SD server has displaced the reference server.
+        """
+        self.measurements.measure_planned_references(self.spec)
+        return self.pool.get(self.spec)
+
+    def reference_server(self) -> VllmServer:
+        """The same target and flags without speculation."""
+        return self.pool.get(self.reference_spec)
+
+    def run(self, *, seed: int = 0, logprobs: int | None = None):
+        """Measure the no-SD reference (shared, once per session) and SD on the same traffic.
+
+        With a capacity-search access pattern (``slo_capacity``, ...) this is the
+        search instead, and the result a `slo_capacity.CapacityResult`.
+        """
+        self._need_traffic("run")
+        began = time.monotonic()
+        if self.pattern.search:
+            from .slo_capacity import measure_capacity
+
+            result = measure_capacity(self.measurements, self.spec, self.workload, self.pattern, self.slo,
+                                      self.slo_percentile, seed=seed)
+            summary = f"SLO capacity ratio {result.capacity_ratio():.2f}x"
+        else:
+            result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs,
+                                           slo=self.slo)
+            summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
+        result.gate = self.gate
+        self.results.append(result)
+        self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
+        return result
+
+    def sweep(self, levels=(1, 5, 25, 50, 100, 200), *, num_prompts: int | None = None,
+              prompts_per_level: int = 4, seed: int = 0):
+        """The test's workload at each closed-loop concurrency level (see `patterns.concurrency_sweep`);
+        returns a `sweep.SweepResult` (speedup per level, the crossover concurrency)."""
+        from ..load.patterns import concurrency_sweep
+        from .sweep import SweepResult
+
+        self._need_traffic("sweep", pattern=False)
+        sweep = SweepResult()
+        patterns = concurrency_sweep(levels, num_prompts=num_prompts, prompts_per_level=prompts_per_level)
+        for pattern in patterns:  # every reference level on one reference server start, then SD's
+            prompts = self.measurements.prompts(self.spec.model, self.workload, pattern, seed)
+            self.measurements.reference(self.spec, self.workload, pattern, prompts, seed=seed)
+        for pattern in patterns:
+            result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
+            result.gate = self.gate
+            self.results.append(result)
+            sweep.results.append(result)
+        for result in sweep.results:  # each level's diagnosis can then name speedup falling with load
+            result.sweep_speedups = sweep.speedups()
+        self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
+        return sweep
+
+    def _need_traffic(self, what: str, pattern: bool = True) -> None:
+        needed = (("workload", self.workload), ("access_pattern", self.pattern if pattern else True))
+        missing = [name for name, value in needed if value is None]
+        if missing:
+            raise RunError(f"specdec.{what}() needs @pytest.mark.{' and @pytest.mark.'.join(missing)}(...)")
+
+    def __repr__(self) -> str:
+        return f"<SpecDecTest {self.spec.label()}>"

@@ -1,0 +1,103 @@
+"""Warming a fresh server until it is steady, not for a fixed count.
+
+A server's first requests pay for lazy initialisation (kernel selection,
+allocator growth, CUDA graph capture, page faults), and on a GPU this lasted
+well past two requests: the first H100 run's reference server ran its first
+measured runs at 34.3 tok/s against 51.2 tok/s on a later server, and every
+speedup measured against it was inflated.  So a fresh server is sent rounds of
+short requests until two consecutive rounds agree, within the noise the rounds
+themselves show, bounded in rounds and seconds.  A server that never settles
+is recorded as such and its comparisons are flagged (`SteadyState.steady`).
+
+The figure compared is each round's time per output token including the first
+token (``sum(latency) / sum(output tokens)``): warm-up slows prefill and decode
+alike, and this one number sees both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+REQUESTS_PER_ROUND = 2
+MIN_ROUNDS = 2  # agreement needs two rounds
+MAX_ROUNDS = 8
+MAX_SECONDS = 180.0
+# Rounds agree when their figures differ by less than this fraction, or by less than the
+# spread inside the rounds when that is larger.  5% is above the run-to-run spread of a
+# settled server measured here (CPU build, 2 cores: rounds of two 16-token requests differed
+# by 0-4%) and far below what cold start did on the H100 (34.3 against 51.2 tok/s, 33%).
+MIN_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """What warming one server took: each round's ms per output token, and whether it settled."""
+
+    rounds_ms_per_token: tuple[float, ...]
+    steady: bool
+    tolerance: float
+    seconds: float
+    reason: str = ""
+
+    def describe(self) -> str:
+        figures = ", ".join(f"{x:.1f}" for x in self.rounds_ms_per_token)
+        state = (f"steady after {len(self.rounds_ms_per_token)} rounds" if self.steady
+                 else f"NOT steady after {len(self.rounds_ms_per_token)} rounds ({self.reason})")
+        return f"{state} in {self.seconds:.1f} s; ms per output token by round: {figures}"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "describe": self.describe()}
+
+
+def round_figure(records) -> tuple[float, float]:
+    """(ms per output token over the round, relative spread between its requests); NaN when unusable."""
+    done = [r for r in records if getattr(r, "success", False) and r.output_tokens > 0]
+    tokens = sum(r.output_tokens for r in done)
+    if not done or tokens <= 0:
+        return math.nan, math.nan
+    figure = 1000.0 * sum(r.latency for r in done) / tokens
+    per_request = [1000.0 * r.latency / r.output_tokens for r in done]
+    spread = (max(per_request) - min(per_request)) / figure if len(per_request) > 1 and figure > 0 else 0.0
+    return figure, spread
+
+
+def agree(previous: tuple[float, float], latest: tuple[float, float], floor: float = MIN_TOLERANCE) -> tuple[bool, float]:
+    """Whether two rounds' figures agree, and the tolerance used (the larger spread, at least `floor`)."""
+    (a, spread_a), (b, spread_b) = previous, latest
+    tolerance = max(floor, spread_a if math.isfinite(spread_a) else 0.0, spread_b if math.isfinite(spread_b) else 0.0)
+    if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+        return False, tolerance
+    return abs(b - a) / min(a, b) <= tolerance, tolerance
+
+
+def warm_until_steady(send_round: Callable[[int], Sequence], *, max_rounds: int = MAX_ROUNDS,
+                      max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic) -> SteadyState:
+    """Call ``send_round(index)`` (it returns the round's request records) until two rounds agree.
+
+    Stops after `max_rounds` rounds or once `max_seconds` have passed, whichever comes first;
+    at least MIN_ROUNDS rounds are always sent.
+    """
+    began = clock()
+    figures: list[tuple[float, float]] = []
+    tolerance = MIN_TOLERANCE
+    while True:
+        figures.append(round_figure(send_round(len(figures))))
+        if len(figures) >= MIN_ROUNDS:
+            steady, tolerance = agree(figures[-2], figures[-1])
+            if steady:
+                return _state(figures, True, tolerance, clock() - began)
+        elapsed = clock() - began
+        if len(figures) >= max_rounds:
+            return _state(figures, False, tolerance, elapsed,
+                          f"the last two rounds still differed by more than {tolerance:.0%} after {max_rounds} rounds")
+        if elapsed >= max_seconds and len(figures) >= MIN_ROUNDS:
+            return _state(figures, False, tolerance, elapsed,
+                          f"still changing by more than {tolerance:.0%} after {elapsed:.0f} s (limit {max_seconds:g} s)")
+
+
+def _state(figures, steady: bool, tolerance: float, seconds: float, reason: str = "") -> SteadyState:
+    return SteadyState(tuple(round(f, 3) for f, _ in figures), steady, tolerance, round(seconds, 3), reason)
+

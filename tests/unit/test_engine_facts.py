@@ -1,0 +1,124 @@
+"""Engine facts from real vLLM start-up lines, confounds between sides, and the fairness rules."""
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_specdec.measure import fairness
+from pytest_specdec.measure.counters import SpecDecodeCounters, parse_prometheus
+from pytest_specdec.measure.drift import compare
+from pytest_specdec.serving.engine_facts import confounds, facts_from_log, facts_from_metrics
+
+CPU_NGRAM_LOG = (Path(__file__).resolve().parents[1] / "data" / "logs" / "vllm-cpu-0.32-ngram.log").read_text()
+
+# The lines the first H100 run's servers logged (vLLM 0.26, quoted in the issue that asked for this).
+GPU_NGRAM_LINES = """
+(APIServer pid=1) WARNING 11-20 10:00:01 [vllm.py:1605] Async scheduling not supported with ngram-based speculative decoding and will be disabled.
+(EngineCore pid=2) WARNING 11-20 10:00:05 [gpu_model_runner.py:88] Model Runner V2 does not yet support ngram; using the V1 model runner.
+(EngineCore pid=2) INFO 11-20 10:00:05 [core.py:133] Initializing a V1 LLM engine (v0.26.0) with config: model='m', dtype=torch.bfloat16, enforce_eager=True, enable_prefix_caching=True
+(EngineCore pid=2) INFO 11-20 10:00:09 [kv_cache_utils.py:1000] GPU KV cache size: 2,150,000 tokens, Maximum concurrency for 8,192 tokens per request: 262.45x
+"""
+GPU_REFERENCE_LINES = """
+(EngineCore pid=3) INFO 11-20 10:02:05 [core.py:133] Initializing a V1 LLM engine (v0.26.0) with config: model='m', dtype=torch.bfloat16, enforce_eager=True, enable_prefix_caching=True
+(EngineCore pid=3) INFO 11-20 10:02:09 [kv_cache_utils.py:1000] GPU KV cache size: 2,150,000 tokens, Maximum concurrency for 8,192 tokens per request: 262.45x
+"""
+
+
+def test_the_cpu_builds_own_start_up_lines_give_version_runner_scheduling_dtype_and_kv_cache():
+    facts = facts_from_log(CPU_NGRAM_LOG)
+    assert facts["version"] == "0.32.0"
+    assert facts["model_runner"] == "v1 (fallback)"  # "Model Runner V2 requires Triton"
+    assert facts["async_scheduling"] == "disabled (fallback)"  # vLLM turns it off for n-gram
+    assert facts["dtype"] == "float32" and facts["enforce_eager"] == "True" and facts["cudagraph_mode"] == "NONE"
+    assert facts["kv_cache_tokens"] == "23296" and facts["enable_prefix_caching"] == "True"
+
+
+def test_the_h100_runs_engine_differences_are_named_as_confounds_with_their_fixes():
+    found = {c.fact: c for c in confounds(facts_from_log(GPU_REFERENCE_LINES), facts_from_log(GPU_NGRAM_LINES))}
+    assert set(found) == {"async_scheduling", "model_runner"}
+    assert found["async_scheduling"].speculative == "disabled (fallback)"
+    assert found["async_scheduling"].reference == "default (not disabled)"
+    assert "--no-async-scheduling" in found["async_scheduling"].fix
+    assert "VLLM_USE_V2_MODEL_RUNNER" in found["model_runner"].fix
+
+
+def test_facts_one_side_does_not_reveal_are_no_confound_and_equal_numbers_are_equal():
+    assert confounds({"version": "0.32.0", "block_size": "16"}, {"block_size": "16.0"}) == []
+    assert confounds({"speculative_config": "none"}, {"speculative_config": "ngram"}) == []  # SD itself
+    assert [c.fact for c in confounds({"dtype": "float32"}, {"dtype": "bfloat16"})] == ["dtype"]
+
+
+def test_cache_config_info_labels_are_facts():
+    text = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+            'gpu_memory_utilization="0.92",kv_cache_size_tokens="23296",num_cpu_blocks="None"} 1.0\n')
+    facts = facts_from_metrics(parse_prometheus(text))
+    assert facts == {"block_size": "128", "kv_cache_dtype": "auto", "enable_prefix_caching": "True",
+                     "gpu_memory_utilization": "0.92", "kv_cache_tokens": "23296"}
+
+
+def _run(tpot_ms, ttft_ms, throughput, *, output_tokens=65, requests=4, accepted=None, steady=True, facts=None):
+    flat = {"median_tpot_ms": tpot_ms, "median_ttft_ms": ttft_ms, "output_throughput": throughput}
+    metrics = SimpleNamespace(as_dict=lambda: flat)
+    records = [SimpleNamespace(success=True, output_tokens=output_tokens) for _ in range(requests)]
+    counters = None if accepted is None else SpecDecodeCounters(num_drafts=1, num_draft_tokens=4,
+                                                                 num_accepted_tokens=accepted)
+    warm = SimpleNamespace(steady=steady, describe=lambda: "rounds ...", as_dict=lambda: {"steady": steady})
+    return SimpleNamespace(metrics=metrics, records=records, counters=counters, warm_up=warm,
+                           engine_facts=facts or {})
+
+
+class _Result:
+    """The parts of a SpecDecResult the fairness rules read."""
+
+    def __init__(self, reference, speculative, method="ngram", concurrency=1):
+        self.reference_runs, self.speculative_runs = [reference], [speculative]
+        self.spec = SimpleNamespace(speculative_config={"method": method, "num_speculative_tokens": 4})
+        self.pattern = {"max_concurrency": concurrency}
+
+    def speedup(self, metric="output_throughput"):
+        ref = self.reference_runs[0].metrics.as_dict()[metric]
+        sd = self.speculative_runs[0].metrics.as_dict()[metric]
+        return sd / ref if metric == "output_throughput" else ref / sd
+
+    def repeat_speedups(self, metric="output_throughput"):
+        return [self.speedup(metric)]
+
+
+def test_a_ttft_speedup_at_concurrency_1_for_ngram_is_a_cold_side_not_sd():
+    # The H100 run: n-gram TTFT "speedup" 2.11x one request at a time.
+    result = _Result(_run(27.5, 211.0, 34.3), _run(14.3, 100.0, 65.0, accepted=130))
+    kinds = [f.kind for f in fairness.flags(result)]
+    assert "ttft_at_concurrency_1" in kinds
+    warm = _Result(_run(18.3, 100.0, 51.2), _run(14.3, 101.0, 65.0, accepted=130))
+    assert "ttft_at_concurrency_1" not in [f.kind for f in fairness.flags(warm)]
+    loaded = _Result(_run(27.5, 211.0, 34.3), _run(14.3, 100.0, 65.0, accepted=130), concurrency=16)
+    assert "ttft_at_concurrency_1" not in [f.kind for f in fairness.flags(loaded)]  # batching may move TTFT
+
+
+def test_a_speedup_above_the_tokens_each_forward_yielded_is_flagged():
+    # 4 requests x 64 decode tokens = 256; 128 accepted -> 128 steps -> 2.0 tokens per forward pass.
+    ceiling_result = _Result(_run(30.0, 100.0, 30.0), _run(10.0, 100.0, 90.0, accepted=128))
+    assert fairness.tokens_per_forward(ceiling_result) == pytest.approx(2.0)
+    flags = [f for f in fairness.flags(ceiling_result) if f.kind == "above_ceiling"]
+    assert flags and "3.00x is above the 2.00 tokens" in flags[0].message
+    fine = _Result(_run(30.0, 100.0, 30.0), _run(16.0, 100.0, 55.0, accepted=128))  # 1.875x < 2.0
+    assert not [f for f in fairness.flags(fine) if f.kind == "above_ceiling"]
+    no_counters = _Result(_run(30.0, 100.0, 30.0), _run(10.0, 100.0, 90.0))
+    assert math.isnan(fairness.tokens_per_forward(no_counters))
+
+
+def test_a_server_that_never_settled_is_flagged_per_side():
+    result = _Result(_run(30.0, 100.0, 30.0, steady=False), _run(20.0, 100.0, 45.0, accepted=100))
+    assert [f.message.split(" server")[0] for f in fairness.flags(result) if f.kind == "not_steady"] == ["the reference"]
+
+
+def test_the_drift_check_compares_the_first_run_with_the_run_at_the_end_within_the_noise():
+    first = [_run(30.0, 100.0, 30.0), _run(30.6, 100.0, 29.4)]  # 2% apart: noise floor 5% holds
+    assert not compare("m", "w/p", first, _run(31.0, 100.0, 29.0)).drifted  # 3%
+    moved = compare("m", "w/p", first, _run(40.0, 100.0, 22.0))
+    assert moved.drifted and moved.change["output_throughput"] == pytest.approx(22.0 / 30.0 - 1)
+    assert "MOVED beyond the 5% noise" in moved.describe()
+    noisy = [_run(30.0, 100.0, 30.0), _run(36.0, 100.0, 25.0)]  # the session's own repeats spread 20%
+    assert not compare("m", "w/p", noisy, _run(34.0, 100.0, 26.5)).drifted
