@@ -27,7 +27,7 @@ Modes:
   metrics-timeout  /metrics never answers
   cold-start       the first request decodes ten times slower, each later one closer to warm (a cold GPU server)
   cold-forever     every request is slower than the one before (a server that never settles)
-  drift            after DRIFT_AFTER requests every request decodes three times slower
+  drift            decodes three times slower once told to (POST /fault/slow: the machine slowed mid-session)
 ``--variant`` changes the generated text, so two servers can disagree.
 ``--facts JSON`` adds engine facts: ``version`` (served at /version) and the labels of
 ``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
@@ -48,7 +48,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "bare-stream",
          "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout",
          "cold-start", "cold-forever", "drift")
-DRIFT_AFTER = 8  # after the warm-up (>= 4) and a four-prompt run: the drift check sees it
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
 # a text-only stream of n of them tokenizes back to exactly n tokens.
@@ -124,7 +123,7 @@ def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
         return CHUNK_S * (1 + 9 * 0.6 ** (number - 1))
     if mode == "cold-forever":
         return CHUNK_S * (1 + 0.5 * number)
-    if mode == "drift" and number > DRIFT_AFTER:
+    if mode == "drift-slowed":
         return 3 * CHUNK_S
     return CHUNK_S
 
@@ -177,6 +176,10 @@ def make_handler(state: State):
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path == "/fault/slow" and state.mode == "drift":
+                state.mode = "drift-slowed"
+                self._json(200, {"mode": state.mode})
+                return
             if request.get("model") != state.model:
                 self._json(404, {"error": {"message": f"model {request.get('model')!r} does not exist"}})
                 return

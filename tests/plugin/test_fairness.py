@@ -36,6 +36,9 @@ def test_pair(specdec):
         len(result.reference_runs[0].warm_up.rounds_ms_per_token), sorted(f.kind for f in flags)))
     for flag in flags:
         print("FLAG", flag.describe())
+    if os.environ.get("SLOW_DOWN"):  # the machine slows after the test's runs: only the closing check can see it
+        import httpx
+        httpx.post(URLS["reference"] + "/fault/slow", json={{}}).raise_for_status()
     if os.environ.get("REQUIRE") == "no_confounds":
         result.assert_no_confounds()
     if os.environ.get("REQUIRE") == "fair":
@@ -50,11 +53,12 @@ def servers():
     started.stop()
 
 
-def _run(directory: Path, urls: dict, *extra: str, require: str = "") -> tuple[subprocess.CompletedProcess, dict]:
+def _run(directory: Path, urls: dict, *extra: str, require: str = "",
+         slow_down: bool = False) -> tuple[subprocess.CompletedProcess, dict]:
     (directory / "test_pair.py").write_text(SUITE)
     (directory / "urls.json").write_text(json.dumps(urls))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
-    env.update(FAULT_URLS=str(directory / "urls.json"), REQUIRE=require)
+    env.update(FAULT_URLS=str(directory / "urls.json"), REQUIRE=require, SLOW_DOWN="1" if slow_down else "")
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA",
                           "--specdec-request-timeout", "5", "--specdec-report", str(directory / "report"),
                           f"--basetemp={directory / 'tmp'}", *extra],
@@ -111,8 +115,9 @@ def test_engine_facts_that_differ_are_confounds_in_the_table_summary_and_results
 
 
 def test_a_reference_that_drifts_mid_session_is_flagged_by_the_closing_drift_check(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("drift"), "speculative": servers.start("ok")},
-                    "--specdec-drift-check", "on")
+    run, row = _run(tmp_path, {"reference": servers.start("drift", chunk_s=0.01),
+                               "speculative": servers.start("ok", chunk_s=0.01)},
+                    "--specdec-drift-check", "on", slow_down=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "specdec drift check" in run.stdout
     assert "DRIFT: reference" in run.stdout and "MOVED beyond" in run.stdout
@@ -120,8 +125,9 @@ def test_a_reference_that_drifts_mid_session_is_flagged_by_the_closing_drift_che
 
 
 def test_a_steady_reference_passes_the_drift_check_unflagged(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("ok"), "speculative": servers.start("ok")},
-                    "--specdec-drift-check", "on")
+    run, row = _run(tmp_path, {"reference": servers.start("drift", chunk_s=0.01),
+                               "speculative": servers.start("ok", chunk_s=0.01)},
+                    "--specdec-drift-check", "on")  # never told to slow down
     assert run.returncode == 0, run.stdout[-3000:]
     assert "specdec drift check" in run.stdout and "DRIFT:" not in run.stdout
     assert not any(flag["kind"] == "drift" for flag in row["fairness_flags"])
