@@ -5,6 +5,7 @@ from pathlib import Path
 # maps httpcore's exceptions by class, so httpcore must be imported out here
 # or a second in-process run raises httpcore errors httpx no longer knows.
 import httpcore  # noqa: F401
+import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -12,3 +13,12 @@ pytest_plugins = ["pytester"]
 # would convert the bundled model again (~30 s each).  Inner runs share the
 # outer session's converted model instead; tests of the cache set their own.
 os.environ.setdefault("PYTEST_SPECDEC_CACHE", str(Path("~/.cache/pytest-specdec").expanduser()))
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_not_xdist_workers(monkeypatch):
+    # Under `pytest -n 2` this process is an xdist worker and carries its variables; an inner run
+    # (pytester, or a subprocess given os.environ) would read them and take itself for worker gw0
+    # of two, with half the GPUs.  Each test runs with them cleared and gets them back afterwards.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

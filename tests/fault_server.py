@@ -80,7 +80,10 @@ class State:
                 self.drafts += steps
                 self.draft_tokens += 4 * steps
                 self.accepted += tokens - steps  # acceptance length 2, rate 25%
-            if self.mode == "counter-reset" and self.requests == 4:  # after the warm-up's two requests
+            # The first request after /metrics was first read: inside the measured run, however many
+            # warm-up rounds went before it (the warm-up reads no counters).
+            if self.mode == "counter-reset" and self.scrapes and not getattr(self, "was_reset", False):
+                self.was_reset = True
                 # The pod restarted: a new process, counters from zero.
                 self.drafts = self.draft_tokens = self.accepted = 0
                 self.created = time.time()
@@ -121,8 +124,8 @@ def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
     CHUNK_S = base  # noqa: N806 (the module's default, overridden per server by --chunk-s)
     if mode == "cold-start":  # 10x slower at first, settling geometrically, as the H100's first server did
         return CHUNK_S * (1 + 9 * 0.6 ** (number - 1))
-    if mode == "cold-forever":
-        return CHUNK_S * (1 + 0.5 * number)
+    if mode == "cold-forever":  # 25% slower every request: rounds never agree, whatever the jitter
+        return CHUNK_S * 1.25 ** number
     if mode == "drift-slowed":
         return 3 * CHUNK_S
     return CHUNK_S

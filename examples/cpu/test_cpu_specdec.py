@@ -121,13 +121,18 @@ def test_a_poor_draft_makes_sd_slower(specdec):
 
 @pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
 @code_edit
-# Poisson arrivals of 16 code edits at 0.5, 1, 2 requests/s, then bisection to within 10%: at
-# most five probes per side (about four minutes for both sides on two cores).
-@pytest.mark.access_pattern("slo_capacity", search_start=0.5, max_probes=5, num_prompts=16)
-# On two cores, a median TPOT under 105 ms holds to about 1-1.5 requests/s: between 1 and 2
-# requests/s the batch grows and TPOT jumps by ~30 ms (measured here), so the capacity falls
-# where the curve is steep, not where the machine's drift of +-15 ms decides it.
-@pytest.mark.specdec_slo(tpot_ms=105, percentile=50)
+# Poisson arrivals of 16 code edits from 0.5 requests/s, doubling until a probe fails, then
+# bisection to within 10% and one more run at each end of the bracket. The ceiling of 32
+# requests/s sits far above where a two-core box fails, so a machine several times faster still
+# brackets both sides; a side that held up to it would be reported as ">= 32 req/s" and the check
+# below would fail as undecidable rather than pass.
+@pytest.mark.access_pattern("slo_capacity", search_start=0.5, max_load=32.0, num_prompts=16)
+# Relative, not absolute: three times the reference's median TPOT with one request at a time on
+# this machine, in this session. An absolute number of milliseconds holds where it was tuned only
+# (105 ms held at every load on a faster box, and the search never bracketed). The unloaded run is
+# the reference run test_ngram_pays_on_code_edits measures (same workload, one request at a time,
+# four prompts), so in this suite it costs nothing extra.
+@pytest.mark.specdec_slo(tpot_x=3.0, percentile=50)
 # Each side's capacity is bisected to within 10%, so the ratio of two of them moves by up to
 # ~20% with nothing changed; the band says so. SD losing its gain (ratio to 1.0 or below) fails.
 @pytest.mark.specdec_tolerance(capacity_ratio=0.25)
@@ -136,8 +141,8 @@ def test_ngram_slo_capacity_on_code_edits(specdec):
     print(result.describe())
     # Under load the CPU build's n-gram gain shrinks (its throughput falls behind the
     # reference's from about 4 concurrent requests), so SD adds little or nothing to the load
-    # a server carries within a TPOT objective, whatever its single-stream 1.3x (measured here:
-    # both sides held at 1.68 requests/s and failed at 2, a ratio of 1.0): the baseline holds
-    # the measured ratio, and the check asks that SD not cost capacity.
+    # a server carries within a TPOT objective, whatever its single-stream 1.3x. The baseline
+    # holds the measured ratio (describe() above prints both capacities, the objective in ms
+    # and the unloaded median it came from), and the check asks that SD not cost capacity.
     result.assert_capacity(min_ratio=0.9)
     result.assert_no_regression()

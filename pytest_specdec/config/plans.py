@@ -29,8 +29,10 @@ MARKER_DOCS = (
     + ", ".join(PATTERN_CATALOG),
     "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
     "assert_no_regression (over the ini's and the defaults)",
-    "specdec_slo(ttft_ms=None, tpot_ms=None, e2el_ms=None, percentile=99): this test's service-level objectives "
-    "(ms, as vllm bench serve --goodput) for goodput and SLO capacity searches (over the ini's specdec_slo)",
+    "specdec_slo(ttft_ms=None, tpot_ms=None, e2el_ms=None, ttft_x=None, tpot_x=None, e2el_x=None, percentile=99): "
+    "this test's service-level objectives for goodput and SLO capacity searches (over the ini's specdec_slo): "
+    "*_ms in milliseconds, as vllm bench serve --goodput; *_x as a multiple of the reference's unloaded median "
+    "measured in the same session (tpot_x=2: twice its TPOT), so the objective moves with the machine",
     "specdec_gpu_memory(mib): free GPU memory (MiB per GPU) this test's servers need before they start "
     "(default: the --gpu-memory-utilization share of each GPU, 0.9 unless the server args say otherwise)",
     # pytest-xdist registers it too; without xdist the plugin's groups are inert.
@@ -120,22 +122,27 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
             return Plan(error=f"invalid @pytest.mark.specdec_slo: {exc}")
     if plan.pattern is not None and plan.pattern.search and not plan.slo:
         return Plan(error=f"access pattern {plan.pattern.name!r} searches for the highest load an SLO holds at, "
-                          "and this test declares none: add @pytest.mark.specdec_slo(tpot_ms=..., ttft_ms=...) "
+                          "and this test declares none: add @pytest.mark.specdec_slo(tpot_x=..., ttft_ms=...) "
                           "or the ini's specdec_slo")
     return plan
 
 
 def parse_slo_marker(args, kwargs) -> tuple[dict[str, float], float]:
-    """``specdec_slo(tpot_ms=50, ttft_ms=2000, percentile=99)`` -> ({"tpot": 50.0, "ttft": 2000.0}, 99.0)."""
-    from ..measure.goodput import parse_slo
+    """``specdec_slo(tpot_ms=50, ttft_x=3, percentile=99)`` -> ({"tpot": 50.0, "ttft_x": 3.0}, 99.0).
+
+    ``*_x`` objectives are multiples of the reference's unloaded median, resolved
+    to milliseconds when the test measures (see goodput.resolve_slo).
+    """
+    from ..measure.goodput import parse_objectives
 
     if args:
-        raise ValueError(f"takes keywords only (ttft_ms=, tpot_ms=, e2el_ms=, percentile=), got {args!r}")
+        raise ValueError(f"takes keywords only (ttft_ms=, tpot_ms=, e2el_ms=, ttft_x=, tpot_x=, e2el_x=, "
+                         f"percentile=), got {args!r}")
     fields = dict(kwargs)
     percentile = fields.pop("percentile", 99.0)
     if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
         raise ValueError(f"percentile must be a number in (0, 100], got {percentile!r}")
-    return parse_slo(fields), float(percentile)
+    return parse_objectives(fields), float(percentile)
 
 
 def _one_arg(name, marker):

@@ -27,7 +27,9 @@ __all__ = [
     "resolve_pattern",
 ]
 
-OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_probes")
+OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_load",
+               "bracket_probes", "bisect_probes", "max_probes")
+SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes")
 # What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
 SEARCH_OVER = ("request_rate", "max_concurrency")
 _SWEEP_NAME = re.compile(r"^concurrency_(\d+)$")
@@ -68,8 +70,12 @@ class AccessPattern:
 
     A pattern with ``search`` set is an SLO capacity search rather than one
     load: ``specdec.run()`` probes loads of ``search`` (``"request_rate"`` or
-    ``"max_concurrency"``) from ``search_start`` up, at most ``max_probes``
-    per side, each probe sending ``num_prompts`` requests (see `at_load`).
+    ``"max_concurrency"``) from ``search_start``, each probe sending
+    ``num_prompts`` requests (see `at_load`): it brackets the capacity (loads
+    doubling, never above ``max_load``, at most ``bracket_probes`` probes),
+    then bisects it and probes the boundary again (at most ``bisect_probes``).
+    ``max_probes``, when set, caps both phases together, per side (see
+    load/capacity.py).
     """
 
     name: str
@@ -79,7 +85,10 @@ class AccessPattern:
     num_prompts: int = 16
     search: str | None = None
     search_start: float | None = None
-    max_probes: int = 6
+    max_load: float | None = None
+    bracket_probes: int = 8
+    bisect_probes: int = 6
+    max_probes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -103,8 +112,30 @@ class AccessPattern:
                 raise PatternError(f"search_start must be a finite {'whole ' if self.search != 'request_rate' else ''}"
                                    f"number > 0, got {self.search_start!r}")
             object.__setattr__(self, "search_start", start)
-            if isinstance(self.max_probes, bool) or not isinstance(self.max_probes, Integral) or self.max_probes < 2:
-                raise PatternError(f"max_probes must be an int >= 2, got {self.max_probes!r}")
+            self._check_search_budget()
+
+    def _check_search_budget(self) -> None:
+        whole = self.search == "max_concurrency"
+        if self.max_load is not None:
+            ok = (not isinstance(self.max_load, bool) and isinstance(self.max_load, Real)
+                  and math.isfinite(self.max_load) and self.max_load >= self.search_start
+                  and (not whole or float(self.max_load).is_integer()))
+            if not ok:
+                raise PatternError(f"max_load must be a finite {'whole ' if whole else ''}number >= search_start "
+                                   f"({self.search_start:g}) or None, got {self.max_load!r}")
+            object.__setattr__(self, "max_load", float(self.max_load))
+        for key, least, none in (("bracket_probes", 2, False), ("bisect_probes", 0, False), ("max_probes", 2, True)):
+            value = getattr(self, key)
+            if value is None and none:
+                continue
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
+                raise PatternError(f"{key} must be an int >= {least}{' or None' if none else ''}, got {value!r}")
+
+    def search_bounds(self) -> dict[str, Any]:
+        """The capacity search's keyword arguments (load.capacity.CapacitySearch)."""
+        return dict(over=self.search, start=self.search_start, max_load=self.max_load,
+                    bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
+                    max_probes=self.max_probes)
 
     def at_load(self, load: float) -> AccessPattern:
         """One probe of a capacity search: this pattern at request rate (or concurrency) `load`."""
@@ -123,6 +154,10 @@ class AccessPattern:
                     f"unknown access-pattern override {key!r} for {self.name!r}; "
                     f"allowed: {', '.join(OVERRIDABLE)}"
                 )
+        searching = [key for key in overrides if key in SEARCH_ONLY]
+        if searching and self.search is None:
+            raise PatternError(f"{', '.join(searching)} only apply to capacity searches (slo_capacity, "
+                               f"slo_capacity_concurrency); {self.name!r} sends one load")
         if not overrides:
             return self
         return replace(self, **overrides)
@@ -186,7 +221,9 @@ class AccessPattern:
             "arrivals": arrivals,
         }
         if self.search is not None:
-            described.update(search=self.search, search_start=self.search_start, max_probes=self.max_probes)
+            described.update(search=self.search, search_start=self.search_start, max_load=self.max_load,
+                             bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
+                             max_probes=self.max_probes)
         return described
 
 
@@ -210,9 +247,8 @@ CATALOG: dict[str, AccessPattern] = {
         AccessPattern("burstiness_mid", 8.0, 1.0, 32, 256),
         AccessPattern("burstiness_low", 2.0, 4.0, 32, 256),
         # SLO capacity searches: Poisson arrivals at rising rates, or closed loops at rising concurrency.
-        AccessPattern("slo_capacity", 1.0, 1.0, None, 32, search="request_rate", search_start=1.0, max_probes=6),
-        AccessPattern("slo_capacity_concurrency", math.inf, 1.0, 1, 32, search="max_concurrency",
-                      search_start=1, max_probes=6),
+        AccessPattern("slo_capacity", 1.0, 1.0, None, 32, search="request_rate", search_start=1.0),
+        AccessPattern("slo_capacity_concurrency", math.inf, 1.0, 1, 32, search="max_concurrency", search_start=1),
     )
 }
 

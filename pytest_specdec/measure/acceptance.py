@@ -28,10 +28,16 @@ EAGLE, draft models).  With ``E' = mean(min(a, k') + 1)`` the drafted steps'
 tokens ``T_d = sum(a + 1)`` take ``T_d / E'`` steps of ``t(k')``:
 ``time(k') = sd_prefill + T_d / E' * t(k') + U * t_ref``, and the prediction is
 ``measured * time(k) / time(k')``, so ``k' = k`` gives the measurement back.
-The *oracle* proposes exactly ``a`` at each step (cost ``t(a)``, same steps):
-what a perfect draft-length policy could give with this drafter.  Not
-modelled: ``k' > k`` (no acceptance past ``k`` was seen) and batches changing
-shape at concurrency > 1.
+The *oracle at k* proposes exactly ``a`` at each step (cost ``t(a)``, same
+steps): what a perfect draft-length policy could give with this drafter at
+this k.  It is not the oracle of "Speculative Decoding: Performance or
+Illusion?" (Sec. 8.1, Fig. 9): there each step proposes its accepted span from
+traces in which a step could accept up to 20 proposed tokens (Sec. 6); here a
+step accepted at most ``k``, so longer spans are cut at ``k`` and
+``oracle_speedup`` is a lower bound on the study's oracle (:data:`ORACLE_LABEL`).
+The measured ``t_k`` also gives the draft/target cost ratio ``c`` of Leviathan's
+model (``theory.measured_cost_ratio``).  Not modelled: ``k' > k`` (no
+acceptance past ``k`` was seen) and batches changing shape at concurrency > 1.
 """
 
 from __future__ import annotations
@@ -51,6 +57,10 @@ SOURCES = ("server", "estimate")
 LENGTH_SPREAD = 1.5
 MAX_LENGTH_CLASSES = 4
 PERCENTILES = (5, 10, 25, 50, 75, 95)
+# What `oracle_speedup` is, wherever it is shown (the key keeps its name: baselines store it).
+ORACLE_LABEL = ("oracle at k: each step proposing exactly what it accepted, spans capped at k, a lower bound on "
+                "the oracle of \"Speculative Decoding: Performance or Illusion?\" (Sec. 8.1, Fig. 9), whose spans "
+                "run to 20 proposed tokens")
 
 
 @dataclass(frozen=True)
@@ -276,12 +286,18 @@ def why_no_prediction(requests: Iterable[RequestSteps], timing: StepTiming, meas
     return None
 
 
+def drafted_step_ms(timing: StepTiming, drafted_steps: float, undrafted_steps: float) -> float:
+    """``t_k`` from ``sd_decode = D * t_k + U * t_ref``; NaN when ``D`` is 0 or the undrafted steps take it all."""
+    rest = timing.sd_decode_ms - undrafted_steps * timing.reference_step_ms
+    return rest / drafted_steps if drafted_steps > 0 and rest > 0 else math.nan
+
+
 def _model(requests: list[RequestSteps], timing: StepTiming):
     """(accepted counts as an array, time outside drafted steps, cost of a step proposing j tokens)."""
     accepted = np.array([a for r in requests for a in r.accepted], dtype=float)
     undrafted = sum(r.undrafted_steps for r in requests)
     t_ref = timing.reference_step_ms
-    t_k = (timing.sd_decode_ms - undrafted * t_ref) / accepted.size
+    t_k = drafted_step_ms(timing, accepted.size, undrafted)
     return accepted, timing.sd_prefill_ms + undrafted * t_ref, lambda j: t_ref + (t_k - t_ref) * j / timing.k
 
 
@@ -311,7 +327,8 @@ def best_k(predictions: Mapping[int, float]) -> int | None:
 
 
 def oracle_speedup(requests: Iterable[RequestSteps], timing: StepTiming, measured_speedup: float) -> float:
-    """Predicted speedup if each drafted step had proposed exactly what it accepted; NaN when unpredictable."""
+    """The oracle at k (:data:`ORACLE_LABEL`): each drafted step proposing exactly what it accepted; NaN when
+    unpredictable."""
     requests = list(requests)
     if why_no_prediction(requests, timing, measured_speedup):
         return math.nan

@@ -2,27 +2,30 @@
 
 :func:`diagnose` runs one rule per cause over a run's figures.  A rule fires
 only on the numbers it needs; a missing or NaN figure keeps it silent, so a
-cause is never named without the number behind it.  Each threshold is a module
-constant beside its rule.  The caller decides when to ask (usually when the
-speedup fell short) and :func:`describe` words the answer.
+cause is never named without the number behind it.  The rules are Leviathan
+et al.'s break-evens with the run's cost ratio ``c`` (measured from its step
+times where it could be, see `theory`), and "measured falls short of
+expected" is `theory.falls_short` everywhere (the report's tables use it too),
+with the margin the run's own noise gives (`theory.shortfall_margin`).  The
+caller decides when to ask (usually when the speedup fell short) and
+:func:`describe` words the answer.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-# Fewer tokens per step than this and the drafts barely pay for their own cost.
-LOW_ACCEPTANCE_LENGTH = 1.5
-# A draft position accepted less often than this is drafted (and verified) for nothing.
-COLLAPSE_RATE = 0.10
-# Measured / expected (Leviathan) speedup below this: the implementation, not acceptance, falls short.
-VERIFICATION_EFFICIENCY = 0.6
-# The first request's time per output token over the others' median above this: warm-up was measured.
-WARM_UP_RATIO = 1.5
-# Speedup at the highest concurrency this much (a fraction) below the lowest's: batching eats the gain.
-CONCURRENCY_DROP = 0.10
+from .theory import (MEASURED, break_even_length, expected_decode_speedup, falls_short, position_break_even,
+                     shortfall_margin, speedups_by_draft_length)
+
+# Tukey's "far out" fence (Exploratory Data Analysis, 1977): a value beyond
+# Q3 + 3 IQR of the others is one their ordinary spread does not explain.
+FAR_OUT_IQRS = 3.0
+# Quartiles of fewer than three values are the values themselves: no spread to judge an outlier by.
+MIN_OTHERS = 3
 
 
 @dataclass(frozen=True)
@@ -44,53 +47,102 @@ def _number(figures: Mapping[str, Any], key: str) -> float | None:
     return _value(figures.get(key))
 
 
+def _cost(figures: Mapping[str, Any]) -> tuple[float, str, float] | None:
+    """(c, how it was obtained in words, undrafted steps per drafted step u), or None without a usable c."""
+    c = _number(figures, "cost_ratio")
+    if c is None or c < 0:
+        return None
+    source = figures.get("cost_ratio_source") or "source unknown"
+    u = _number(figures, "undrafted_per_drafted")
+    return c, f"c {c:.3g} {source}", u if u is not None and u >= 0 else 0.0
+
+
+def _margin(figures: Mapping[str, Any], key: str) -> float:
+    """The noise margin the caller measured, or the one-repeat default (noise unknown)."""
+    margin = _number(figures, key)
+    return margin if margin is not None and margin >= 0 else shortfall_margin(())[0]
+
+
 def low_acceptance(figures: Mapping[str, Any]) -> Cause | None:
-    """Acceptance length under LOW_ACCEPTANCE_LENGTH: nearly every step emits only the target's own token."""
-    length = _number(figures, "acceptance_length")
-    if length is None or length >= LOW_ACCEPTANCE_LENGTH:
+    """Acceptance length not above Leviathan's break-even ``1 + k*c``: at this cost the drafts cannot pay.
+
+    A drafted step emits ``L`` tokens for the cost of ``1 + k*c`` plain steps,
+    so SD pays exactly when ``L > 1 + k*c`` (steps that drafted nothing cost
+    and emit as plain steps, and do not move the break-even).
+    """
+    length, k, cost = _number(figures, "acceptance_length"), _number(figures, "k"), _cost(figures)
+    if length is None or k is None or k < 1 or cost is None or length < 1:
+        return None
+    c, how, u = cost
+    k = int(k)
+    even = break_even_length(k, c)
+    if length > even:
         return None
     rate = _number(figures, "acceptance_rate")
     share = f" ({rate:.0%} of drafts accepted)" if rate is not None else ""
-    return Cause("low_acceptance", f"acceptance length {length:.2f} tokens per step, under "
-                                   f"{LOW_ACCEPTANCE_LENGTH:g}{share}")
+    expected = expected_decode_speedup(length, k, c, u)
+    return Cause("low_acceptance", f"acceptance length {length:.2f} tokens per drafted step{share}, not above the "
+                                   f"break-even 1 + k·c = {even:.3f} (k={k}, {how}): expected {expected:.3f}x")
 
 
 def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
-    """Draft positions j..k-1 (0-based) accepted under COLLAPSE_RATE: k drafts more than is ever kept.
+    """Draft positions past some ``j < k`` accept less than they cost: drafting only ``j`` is expected faster.
 
-    Rates per position fall with the position, so the first one under the
-    threshold marks where drafting stops paying; the predicted best k (from
-    :func:`~.acceptance.predict_speedups`) is added when it is smaller than k.
+    Position ``j`` is worth drafting when its rate ``p_j > c*E_{j-1} / (1 + (j-1)*c)``
+    (`theory.position_break_even`, ``E_j = 1 + p_1 + ... + p_j``); the rule
+    finds the ``j`` with the highest expected speedup and fires when it is
+    under k, naming the positions dropped and both speedups.  The best k the
+    step-time model predicts (:func:`~.acceptance.predict_speedups`) is added
+    when it is smaller than k.
     """
-    k, rates = _number(figures, "k"), figures.get("per_position_acceptance")
-    if k is None or not rates:
+    k, rates, cost = _number(figures, "k"), figures.get("per_position_acceptance"), _cost(figures)
+    if k is None or k < 1 or not rates or cost is None:
+        return None
+    k, (c, how, u) = int(k), cost
+    rates = [_value(rate) for rate in list(rates)[:k]]
+    if len(rates) < k or any(rate is None for rate in rates):
+        return None
+    speedups = speedups_by_draft_length(rates, c, u)
+    best = min(speedups, key=lambda j: (-round(speedups[j], 12), j))  # near-ties to the smaller k
+    if best == k or speedups[best] <= speedups[k]:
         return None
     # Figures from the streamed-chunk estimate (no per-step data from the server) say so.
     estimated = " (estimated from streamed chunks)" if figures.get("estimated") else ""
-    k = int(k)
-    rates = [_value(rate) for rate in list(rates)[:k]]
-    low = [j for j, rate in enumerate(rates) if rate is not None and rate < COLLAPSE_RATE]
-    if not low:
-        return None
-    j = low[0]
-    shown = ", ".join("n/a" if rate is None else f"{rate:.0%}" for rate in rates[j:])
-    where = f"position {k} accepts" if j + 1 == k else f"positions {j + 1}..{k} accept"
-    figure = f"{where} under {COLLAPSE_RATE:.0%} ({shown}){estimated if figures.get('rates_estimated') else ''}: " \
-             f"k={k} is too high"
-    best, best_speedup = _number(figures, "best_k"), _number(figures, "predicted_best_speedup")
-    if best is not None and best < k:
-        figure += f"; predicted best k={int(best)}" + (f" ({best_speedup:.2f}x)" if best_speedup is not None else "") \
-            + estimated
+    dropped = range(best + 1, k + 1)
+    shown = ", ".join(f"{rates[j - 1]:.0%}" for j in dropped)
+    evens = ", ".join(f"{position_break_even(rates, j, c, u):.0%}" for j in dropped)
+    where = f"position {k} accepts" if best + 1 == k else f"positions {best + 1}..{k} accept"
+    their = "its break-even" if best + 1 == k else "their break-evens"
+    figure = (f"{where} {shown}{estimated if figures.get('rates_estimated') else ''}, under {their} {evens} "
+              f"(c·E_(j-1) / (1 + (j-1)·c), {how}): k={best} raises the expected speedup from "
+              f"{speedups[k]:.3f}x to {speedups[best]:.3f}x")
+    step_best, step_speedup = _number(figures, "best_k"), _number(figures, "predicted_best_speedup")
+    if step_best is not None and step_best < k:
+        figure += (f"; the step times predict best k={int(step_best)}"
+                   + (f" ({step_speedup:.2f}x)" if step_speedup is not None else "") + estimated)
     return Cause("acceptance_collapse", figure)
 
 
 def verification_cost(figures: Mapping[str, Any]) -> Cause | None:
-    """Speedup under VERIFICATION_EFFICIENCY of the expected one: drafting or verifying costs more than modelled."""
-    measured, expected = _number(figures, "speedup"), _number(figures, "expected_speedup")
-    if measured is None or expected is None or expected <= 0 or measured / expected >= VERIFICATION_EFFICIENCY:
+    """The decode speedup falls short of decode theory at an a-priori c: a drafted step costs more than that c says.
+
+    Decode against decode: the median-TPOT speedup against the decode-only
+    expected speedup, never a throughput with prefill in it.  Silent when c
+    was measured from this run's step times: the expected speedup then
+    reproduces the decode measurement by construction (``t_k`` is solved from
+    the SD decode time), and the cost shows in c itself (`low_acceptance`).
+    """
+    measured, expected = _number(figures, "decode_speedup"), _number(figures, "expected_speedup")
+    cost = _cost(figures)
+    if cost is None or figures.get("cost_ratio_source") == MEASURED:
         return None
-    return Cause("verification_cost", f"measured speedup {measured:.2f}x is {measured / expected:.0%} of the "
-                                      f"{expected:.2f}x expected at this acceptance")
+    margin = _margin(figures, "shortfall_margin")
+    if not falls_short(measured, expected, margin):
+        return None
+    return Cause("verification_cost", f"decode speedup {measured:.2f}x (median TPOT) is {measured / expected:.0%} of "
+                                      f"the {expected:.2f}x expected at this acceptance with {cost[1]}, short by more "
+                                      f"than the {margin:.0%} noise margin: drafting or verifying costs more than "
+                                      "that c")
 
 
 def client_bound(figures: Mapping[str, Any]) -> Cause | None:
@@ -100,19 +152,25 @@ def client_bound(figures: Mapping[str, Any]) -> Cause | None:
 
 
 def warm_up(figures: Mapping[str, Any]) -> Cause | None:
-    """The SD run's first request decoded WARM_UP_RATIO times slower than the others' median: warm-up was measured."""
-    first, others = _number(figures, "first_request_tpot_ms"), _number(figures, "median_tpot_ms_others")
-    if first is None or others is None or others <= 0 or first <= WARM_UP_RATIO * others:
+    """The SD run's first request decoded beyond the far-out fence of the others' TPOTs: warm-up was measured."""
+    first = _number(figures, "first_request_tpot_ms")
+    others = [v for v in (figures.get("tpot_ms_others") or ()) if _value(v) is not None]
+    if first is None or len(others) < MIN_OTHERS:
         return None
-    return Cause("warm_up", f"first request {first:.1f} ms per output token, {first / others:.1f}x the others' "
-                            f"median {others:.1f} ms")
+    q1, median, q3 = statistics.quantiles(others, n=4, method="inclusive")
+    fence = q3 + FAR_OUT_IQRS * (q3 - q1)
+    if first <= fence or median <= 0:
+        return None
+    return Cause("warm_up", f"first request {first:.1f} ms per output token, {first / median:.1f}x the others' "
+                            f"median {median:.1f} ms, beyond their far-out fence {fence:.1f} ms (Q3 + 3 IQR)")
 
 
 def high_concurrency(figures: Mapping[str, Any]) -> Cause | None:
-    """Across a concurrency sweep the speedup at the highest concurrency is CONCURRENCY_DROP below the lowest's.
+    """Across a concurrency sweep the speedup at the highest concurrency falls short of the lowest's.
 
     Larger batches make the target compute bound, and verifying k drafted
-    tokens per request then costs what it saves.
+    tokens per request then costs what it saves.  "Falls short" is
+    `theory.falls_short` with the sweep's noise margin (`sweep_margin`).
     """
     points = []
     for point in figures.get("sweep") or ():
@@ -122,7 +180,7 @@ def high_concurrency(figures: Mapping[str, Any]) -> Cause | None:
     if len({c for c, _ in points}) < 2:
         return None
     (low_c, low_s), (high_c, high_s) = min(points), max(points)
-    if high_s > low_s * (1 - CONCURRENCY_DROP):
+    if not falls_short(high_s, low_s, _margin(figures, "sweep_margin")):
         return None
     return Cause("high_concurrency", f"speedup {low_s:.2f}x at concurrency {low_c:g} falls to {high_s:.2f}x at "
                                      f"concurrency {high_c:g}")
@@ -135,10 +193,13 @@ RULES: tuple[Callable[[Mapping[str, Any]], Cause | None], ...] = (
 def diagnose(figures: Mapping[str, Any]) -> list[Cause]:
     """The causes `figures` support, in RULES order.
 
-    Keys read: speedup, expected_speedup, acceptance_rate, acceptance_length,
-    k, per_position_acceptance, best_k, predicted_best_speedup, client_bound,
-    first_request_tpot_ms, median_tpot_ms_others, sweep ((concurrency,
-    speedup) pairs of one configuration and workload).
+    Keys read: acceptance_length, acceptance_rate, k, cost_ratio,
+    cost_ratio_source, undrafted_per_drafted, per_position_acceptance,
+    best_k, predicted_best_speedup, decode_speedup (median TPOT, reference /
+    SD), expected_speedup (decode-only), shortfall_margin, client_bound,
+    first_request_tpot_ms, tpot_ms_others, sweep ((concurrency, speedup)
+    pairs of one configuration and workload), sweep_margin, estimated,
+    rates_estimated.
     """
     return [cause for rule in RULES if (cause := rule(figures)) is not None]
 

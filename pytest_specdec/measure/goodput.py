@@ -16,6 +16,12 @@ user would call served: those within every declared service level objective
 :class:`SLOPercentiles` is a different, run-level check (what capacity search
 uses): the p-th percentile of each metric against the SLO. There a metric with
 no values cannot be judged and fails as ``unavailable: ...``, never a pass.
+
+Objectives may also be relative, beyond vLLM's keys: ``tpot_x=2`` is twice
+the reference's median TPOT measured unloaded in the same session
+(:func:`parse_objectives`). A number of milliseconds holds on the machine it
+was tuned on; a multiple moves with the machine. :func:`resolve_slo` turns
+them into milliseconds, and only resolved limits reach the checks above.
 """
 
 from __future__ import annotations
@@ -26,10 +32,13 @@ from dataclasses import asdict, dataclass
 from numbers import Real
 from typing import Any
 
-__all__ = ["SLO_KEYS", "Goodput", "SLOPercentiles", "goodput", "parse_slo"]
+__all__ = ["SLO_KEYS", "Goodput", "SLOPercentiles", "describe_objectives", "goodput", "is_relative",
+           "parse_objectives", "parse_slo", "resolve_slo"]
 
 SLO_KEYS = ("ttft", "tpot", "e2el")
-_VALID = "valid keys: ttft, tpot, e2el (optionally with _ms), values in milliseconds >= 0"
+RELATIVE = "_x"
+_VALID = ("valid keys: ttft, tpot, e2el, in milliseconds >= 0 (bare or with _ms) or as a multiple > 0 of the "
+          "reference's unloaded median (with _x, e.g. tpot_x=2)")
 
 
 def parse_slo(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
@@ -39,7 +48,25 @@ def parse_slo(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
     ``{"tpot": 50}``, and vLLM's command-line pairs ``["tpot:50", "ttft:2000"]``
     (or one string of pairs separated by spaces or commas). An empty SLO is an
     error: goodput without an objective is plain throughput, and vLLM reports
-    none then.
+    none then. Relative objectives (``tpot_x``) are refused here: they mean
+    nothing until :func:`resolve_slo` turns them into milliseconds.
+    """
+    parsed = parse_objectives(slo)
+    if relative := [key for key in parsed if key.endswith(RELATIVE)]:
+        raise ValueError(f"SLO key {relative[0]!r} is relative to the reference's unloaded run and has no "
+                         "milliseconds yet: resolve it first (goodput.resolve_slo); an SLO capacity search does so")
+    return parsed
+
+
+def parse_objectives(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
+    """Absolute and relative objectives, e.g. ``{"ttft": 2000.0, "tpot_x": 2.0}``.
+
+    ``tpot_x=2.0`` (or the pair ``tpot_x:2``) means twice the reference's
+    unloaded median TPOT, measured in the same session: an objective that moves
+    with the machine, where a number of milliseconds holds on one box only.
+    Keys are ``ttft``, ``tpot``, ``e2el``, each as milliseconds (bare or with
+    ``_ms``) or as a multiple (``_x``, a number > 0); one metric given both ways
+    is an error.
     """
     if isinstance(slo, str):
         slo = slo.replace(",", " ").split()
@@ -53,19 +80,24 @@ def parse_slo(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
             key, value = pair.split(":")
             items.append((key.strip(), value.strip()))
     parsed: dict[str, float] = {}
+    spelled: dict[str, tuple[Any, bool]] = {}
     for key, value in items:
-        name = key[:-3] if isinstance(key, str) and key.endswith("_ms") else key
+        relative = isinstance(key, str) and key.endswith(RELATIVE)
+        name = key[:-len(RELATIVE)] if relative else key[:-3] if isinstance(key, str) and key.endswith("_ms") else key
         if name not in SLO_KEYS:
             raise ValueError(f"unknown SLO key {key!r}; {_VALID}")
-        if name in parsed:
-            raise ValueError(f"SLO key {name!r} given twice ({key!r}); {_VALID}")
-        parsed[name] = _slo_value(key, value)
+        if name in spelled:
+            first, was_relative = spelled[name]
+            how = "both in milliseconds and as a multiple" if was_relative != relative else "twice"
+            raise ValueError(f"SLO key {name!r} given {how} ({first!r} and {key!r}): give it once; {_VALID}")
+        spelled[name] = (key, relative)
+        parsed[name + RELATIVE if relative else name] = _slo_value(key, value, relative)
     if not parsed:
         raise ValueError(f"no SLO given; {_VALID}")
     return parsed
 
 
-def _slo_value(key: str, value: Any) -> float:
+def _slo_value(key: str, value: Any, relative: bool = False) -> float:
     # A pair's value is text; a mapping's must already be a number (bool is a typo).
     if isinstance(value, str):
         try:
@@ -76,9 +108,61 @@ def _slo_value(key: str, value: Any) -> float:
         number = float(value)
     else:
         number = math.nan
+    if relative and not (math.isfinite(number) and number > 0):
+        raise ValueError(f"SLO {key!r} must be a finite multiple > 0 of the reference's unloaded median, "
+                         f"got {value!r}; {_VALID}")
     if math.isnan(number) or number < 0:
         raise ValueError(f"SLO {key!r} must be a number of milliseconds >= 0, got {value!r}; {_VALID}")
     return number
+
+
+def is_relative(objectives: Mapping[str, float]) -> bool:
+    """Whether any objective is a multiple of the reference's unloaded median (needs :func:`resolve_slo`)."""
+    return any(key.endswith(RELATIVE) for key in objectives)
+
+
+def resolve_slo(objectives: Mapping[str, Any] | Iterable[str] | str,
+                unloaded_ms: Mapping[str, float] | None = None) -> tuple[dict[str, float], dict[str, dict]]:
+    """Each objective in milliseconds, and how it was reached.
+
+    ``unloaded_ms`` holds the reference's unloaded medians (``{"tpot": 33.1,
+    ...}``); it is needed only for relative objectives. Returns the limits
+    (``{"tpot": 66.2}``, what :meth:`SLOPercentiles.holds` and :func:`goodput`
+    take) and, per metric, the record reports carry: ``{"objective":
+    "tpot_x=2", "ms": 66.2, "multiple": 2.0, "unloaded_p50_ms": 33.1}``
+    (``multiple`` and ``unloaded_p50_ms`` only for relative ones). Both
+    sides of a comparison must then be held to the same limits.
+    """
+    parsed = parse_objectives(objectives)
+    limits: dict[str, float] = {}
+    how: dict[str, dict] = {}
+    for key, value in parsed.items():
+        if not key.endswith(RELATIVE):
+            limits[key] = value
+            how[key] = {"objective": f"{key}_ms={value:g}", "ms": value}
+            continue
+        name = key[:-len(RELATIVE)]
+        median = (unloaded_ms or {}).get(name, math.nan)
+        if not (isinstance(median, Real) and math.isfinite(median) and median > 0):
+            raise ValueError(f"SLO {key}={value:g} needs the reference's unloaded median {name} and it has none "
+                             f"({median!r}): the unloaded reference run measured no {name}")
+        limits[name] = value * float(median)
+        how[name] = {"objective": f"{key}={value:g}", "ms": limits[name], "multiple": value,
+                     "unloaded_p50_ms": float(median)}
+    return limits, how
+
+
+def describe_objectives(how: Mapping[str, Mapping[str, Any]], percentile: float | None = None) -> str:
+    """``p50 tpot <= 99.3 ms (tpot_x=3: 3 x the reference's unloaded median 33.1 ms)``, comma-joined."""
+    label = f"{_label(percentile)} " if percentile is not None else ""
+    parts = []
+    for key, record in how.items():
+        text = f"{label}{key} <= {record['ms']:.4g} ms"
+        if "multiple" in record:
+            text += (f" ({record['objective']}: {record['multiple']:g} x the reference's unloaded median "
+                     f"{record['unloaded_p50_ms']:.4g} ms)")
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def _tpot_s(record) -> float:

@@ -143,7 +143,8 @@ class Measurements:
             check_run(server, spec, load.records, f"warm-up of {spec.label()} (round {index + 1})")
             return load.records
 
-        steady = warm_until_steady(send_round, max_rounds=self.warm_up_rounds, max_seconds=self.warm_up_seconds)
+        steady = warm_until_steady(send_round, max_rounds=self.warm_up_rounds, max_seconds=self.warm_up_seconds,
+                                   requested_tokens=min(warm[0].output_len, WARMUP_TOKENS) if warm else None)
         self.on_event(f"warm-up of {spec.label()}: {steady.describe()}")
         self._warmed[server] = steady
         return steady

@@ -19,7 +19,7 @@ from .metrics import RunMetrics
 # Output comparison lives in `outputs`; these names stay importable from here.
 from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
 from .analysis import ANALYSIS_FIGURES
-from .goodput import goodput as goodput_of
+from .goodput import goodput as goodput_of, is_relative
 
 @dataclass
 class Run:
@@ -32,6 +32,8 @@ class Run:
     counters: SpecDecodeCounters | None  # SD counter deltas for this run; None for the reference
     server_command: list[str]
     started_at: float  # wall clock
+    warm_up: Any = None  # warm_up.SteadyState: what warming this run's server took, and whether it settled
+    engine_facts: dict | None = None  # what the server revealed it runs (serving.engine_facts)
 
 
 # Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
@@ -81,8 +83,10 @@ class SpecDecResult:
     outputs_per_repeat: list[OutputComparison] = field(default_factory=list)
     # p99 dispatch lag (ms) above which a run measured the client, not the server (see client_bound).
     dispatch_lag_limit_ms: float = 10.0
-    # Estimated draft/target cost per forward pass (theory.cost_ratio_for); None when unknown.
-    cost_ratio: float | None = None
+    # The draft/target cost ratio c estimated at measure time, labelled (theory.cost_ratio_for, a theory.CostRatio;
+    # a bare number is taken as "given"); None: not estimated.  Only a fallback: the reports measure c from the
+    # run's own step times (analysis.cost_ratio_of) and say which they used (`cost_ratio_source`).
+    cost_ratio: Any = None
     # The test's service-level objectives ({"tpot": ms, ...}, vllm bench serve's keys) for goodput; {} if none.
     slo: dict = field(default_factory=dict)
     # (concurrency, speedup) of every level when this result is one level of a sweep, for the diagnosis.
@@ -144,6 +148,10 @@ class SpecDecResult:
         if metric == "goodput_ratio":
             if not self.slo:
                 return "no SLO declared for this test (@pytest.mark.specdec_slo or the ini's specdec_slo)"
+            if is_relative(self.slo):
+                return (f"the SLO is relative ({', '.join(k for k in self.slo if k.endswith('_x'))}): its "
+                        "milliseconds come from the reference's unloaded run, which only an SLO capacity search "
+                        "measures; goodput needs absolute objectives (e.g. tpot_ms=...)")
             if not any(math.isfinite(v) for v in self.repeat_goodput_ratios()):
                 return "no reference request met the SLO, so SD's goodput has nothing to be compared with"
             return None
@@ -205,13 +213,13 @@ class SpecDecResult:
         runs = self.speculative_runs if side == "speculative" else self.reference_runs
         figure = "request_goodput" if unit == "requests" else "output_goodput"
         values = [getattr(goodput_of(run.records, run.metrics.duration_s, self.slo), figure) for run in runs] \
-            if self.slo else []
+            if self.slo and not is_relative(self.slo) else []
         values = [v for v in values if math.isfinite(v)]
         return statistics.median(values) if values else math.nan
 
     def repeat_goodput_ratios(self) -> list[float]:
         """Each repeat's SD goodput over the reference's (NaN without SLOs or without a good reference request)."""
-        if not self.slo:
+        if not self.slo or is_relative(self.slo):
             return [math.nan for _ in self.speculative_runs]
         ratios = []
         for ref, sd in self.repeat_pairs():
@@ -318,6 +326,34 @@ class SpecDecResult:
             raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture, "
                                "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate")
         self.gate.check(self, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
+        return self
+
+    def fairness_flags(self) -> list:
+        """Reasons this comparison may not measure SD alone (measure.fairness); empty when none was found."""
+        from .fairness import flags
+
+        return flags(self)
+
+    def confounds(self) -> list:
+        """Engine facts that differ between the sides, other than the SD config (serving.engine_facts)."""
+        from .fairness import engine_confounds
+
+        return engine_confounds(self)
+
+    def assert_no_confounds(self, allow: Sequence[str] = ()) -> "SpecDecResult":
+        """Both sides ran the same engine path: no engine fact differs except those in `allow`."""
+        found = [c for c in self.confounds() if c.fact not in set(allow)]
+        if found:
+            raise AssertionError(f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
+                                 "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found))
+        return self
+
+    def assert_fair_comparison(self, allow: Sequence[str] = ()) -> "SpecDecResult":
+        """No fairness flag (confound, cold server, TTFT at concurrency 1, speedup above its ceiling) but `allow`'s kinds."""
+        found = [f for f in self.fairness_flags() if f.kind not in set(allow)]
+        if found:
+            raise AssertionError(f"not a fair comparison for {self.spec.label()}:\n"
+                                 + "\n".join(f"  - {f.describe()}" for f in found))
         return self
 
     def derived(self) -> dict[str, float]:

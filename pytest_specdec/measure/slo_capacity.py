@@ -1,33 +1,42 @@
 """SLO capacity on real servers: how much load each side carries within the test's latency objectives.
 
-`measure_capacity` runs the bounded search of `load.capacity` for the
-reference, then for SD, on the servers of the test's target.  Each probe
-sends the test's prompts at one load (a request rate, or a concurrency) with
-arrivals of its own, seeded by the load, so the reference and SD probing the
-same load see the same schedule; SD's search prefers the loads the reference
-probed.  A probe holds when every SLO metric's percentile (default p99) is
-within its objective and no request failed (`goodput.SLOPercentiles.holds`).
+`measure_capacity` runs the search of `load.capacity` (bracket, bisect, probe
+the boundary again) for the reference, then for SD, on the servers of the
+test's target. Each probe sends the test's prompts at one load (a request
+rate, or a concurrency) with arrivals of its own, seeded by the load, so the
+reference and SD probing the same load see the same schedule; SD's search
+prefers the loads the reference probed. A probe holds when every SLO
+metric's percentile (default p99) is within its objective, no request failed,
+the client kept pace and the queue did not keep growing (load/saturation.py).
 
-What a search costs: at most ``max_probes`` runs of ``num_prompts`` requests
-per side, plus one short warm-up per server, on two server starts (the
-reference's is shared with the test's other traffic where it can be).
+Objectives may be relative (``tpot_x=2``: twice the reference's unloaded
+median TPOT). An absolute number of milliseconds holds on the machine it was
+tuned on only: a faster box holds it at every load and the search never
+brackets. Relative ones are resolved to milliseconds once, before probing,
+from the reference's run of this workload one request at a time (see
+`unloaded_reference`), and both sides are held to the same limits.
 """
 
 from __future__ import annotations
 
-import shlex
-
 import math
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..config.spec import ServerSpec
-from ..load.capacity import Capacity, CapacitySearch, Probe, capacity_ratio, search_capacity
-from .goodput import SLOPercentiles
+from ..load.capacity import Capacity, CapacityRatio, CapacitySearch, Probe, ratio_of, search_capacity
+from ..load.patterns import CATALOG
+from ..load.saturation import over_saturation
+from .goodput import SLOPercentiles, describe_objectives, is_relative, parse_objectives, resolve_slo
 from .result import Run
 from .theory import cost_per_million_tokens
 
 CAPACITY_METRICS = ("capacity_ratio",)
+# Four requests one at a time: enough for a median, seconds on a CPU. The same run as a
+# `throughput_low` test of this workload with num_prompts=4 measures, so a suite with both
+# measures it once (Measurements.reference keys it by target, workload and pattern).
+UNLOADED = CATALOG["throughput_low"].with_overrides(num_prompts=4)
 
 
 def probe_seed(seed: int, load: float) -> int:
@@ -35,9 +44,39 @@ def probe_seed(seed: int, load: float) -> int:
     return seed + int(round(load * 1000))
 
 
+def unloaded_reference(measurements, spec: ServerSpec, workload, *, seed: int = 0) -> dict[str, float]:
+    """The reference's median TTFT, TPOT and E2E latency (ms) under no load: `UNLOADED` on this workload.
+
+    Measured once per session per (reference server, workload, seed) and
+    reused: it is an ordinary reference run, cached like every other
+    (``measurements.reference``). Medians pool every repeat's requests.
+    """
+    prompts = measurements.prompts(spec.model, workload, UNLOADED, seed)
+    runs = measurements.reference(spec, workload, UNLOADED, prompts, seed=seed)
+    return SLOPercentiles.of([record for run in runs for record in run.records]).at(50)
+
+
+def _json_safe(value: Any) -> Any:
+    # JSON has no NaN or infinity: a figure that could not be measured (or an open bracket) is null.
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 @dataclass
 class CapacityResult:
-    """The capacity of the reference and of SD under one SLO, with every probe."""
+    """The capacity of the reference and of SD under one SLO, with every probe.
+
+    ``slo`` holds the limits both sides were held to, in ms; ``objectives``
+    how each was given and resolved (``{"tpot": {"objective": "tpot_x=3",
+    "ms": 99.3, "multiple": 3.0, "unloaded_p50_ms": 33.1}}``), and
+    ``unloaded_ms`` the reference's unloaded medians they came from (empty
+    when every objective was absolute).
+    """
 
     spec: ServerSpec
     workload: dict[str, Any]
@@ -46,28 +85,40 @@ class CapacityResult:
     percentile: float
     reference: Capacity
     speculative: Capacity
-    reference_runs: dict[float, Run] = field(default_factory=dict)  # load -> the probe's run
+    reference_runs: dict[float, Run] = field(default_factory=dict)  # load -> the probe's last run
     speculative_runs_by_load: dict[float, Run] = field(default_factory=dict)
     seed: int = 0
     reproduce: dict[str, str] = field(default_factory=dict)
     server_log: str = ""
     gate: Any = field(default=None, repr=False, compare=False)
+    objectives: dict[str, dict] = field(default_factory=dict)
+    unloaded_ms: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.objectives:
+            self.objectives = resolve_slo(self.slo)[1]
 
     @property
     def speculative_runs(self) -> list[Run]:
         return list(self.speculative_runs_by_load.values())
 
+    def ratio(self) -> CapacityRatio:
+        """SD's capacity over the reference's: an estimate, a bound, or unknown (`load.capacity.CapacityRatio`)."""
+        return ratio_of(self.reference, self.speculative)
+
     def capacity_ratio(self) -> float:
-        """SD's capacity over the reference's (NaN when either was not reached)."""
-        return capacity_ratio(self.reference, self.speculative)[0]
+        """The ratio's value: the estimate, or the bound when a side was not bracketed (NaN when unknown)."""
+        return self.ratio().value
 
     def ratio_note(self) -> str | None:
-        """Why the ratio is a bound, or missing (None: both capacities were bracketed)."""
-        return capacity_ratio(self.reference, self.speculative)[1]
+        """Why the ratio is a bound or unknown, and any non-monotone side (None: a plain estimate)."""
+        return "; ".join(self.ratio().notes) or None
 
     def unavailable(self, metric: str) -> str | None:
         if metric == "capacity_ratio":
-            return self.ratio_note() if math.isnan(self.capacity_ratio()) else None
+            # A bound is not a measurement: a baseline must neither record one nor compare one.
+            ratio = self.ratio()
+            return None if ratio.kind == "estimate" else f"the ratio is {ratio.describe()}"
         return f"{metric} is not measured by an SLO capacity search (it gates capacity_ratio)"
 
     def output_throughput_at_capacity(self, side: str) -> float:
@@ -83,10 +134,26 @@ class CapacityResult:
         return cost_per_million_tokens(tok_s, usd_per_hour) if math.isfinite(tok_s) and tok_s > 0 else None
 
     def derived(self) -> dict[str, float]:
-        """The figures exports carry: each side's capacity and the ratio."""
-        return {"capacity_ratio": self.capacity_ratio(),
-                **{f"{side}_capacity": math.nan if cap.capacity is None else float(cap.capacity)
-                   for side, cap in (("reference", self.reference), ("speculative", self.speculative))}}
+        """The figures exports carry: each side's capacity, the ratio, and the limits with what they came from."""
+        figures = {"capacity_ratio": self.capacity_ratio(),
+                   **{f"{side}_capacity": math.nan if cap.capacity is None else float(cap.capacity)
+                      for side, cap in (("reference", self.reference), ("speculative", self.speculative))}}
+        for key, record in self.objectives.items():
+            figures[f"slo_{key}_ms"] = record["ms"]
+            if "multiple" in record:
+                figures[f"slo_{key}_x"] = record["multiple"]
+                figures[f"unloaded_reference_{key}_ms"] = record["unloaded_p50_ms"]
+        return figures
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe summary: the objectives as given and resolved, both capacities and the ratio."""
+        ratio = self.ratio()
+        return _json_safe({"slo": self.slo, "percentile": self.percentile, "objectives": self.objectives,
+                           "unloaded_reference_ms": self.unloaded_ms, "reference": self.reference.as_dict(),
+                           "speculative": self.speculative.as_dict(),
+                           "ratio": {"value": ratio.value, "kind": ratio.kind, "low": ratio.low, "high": ratio.high,
+                                     "notes": ratio.notes},
+                           "describe": self.describe()})
 
     def repeat_seeds(self) -> list[int]:
         return [self.seed]
@@ -99,20 +166,29 @@ class CapacityResult:
         return [{**sides, "derived": {"capacity_ratio": self.capacity_ratio()}}]
 
     def assert_capacity(self, min_ratio: float = 1.0) -> "CapacityResult":
-        """SD must carry at least `min_ratio` times the reference's load within the SLO."""
-        from ..verdict.assertions import Row, failure_message, unavailable_message
+        """SD must carry at least `min_ratio` times the reference's load within the SLO.
+
+        A ratio that is only a bound passes only when the bound decides it (a
+        lower bound >= `min_ratio`); otherwise the check fails as undecidable.
+        """
+        from ..verdict.assertions import Row, failure_message
 
         if isinstance(min_ratio, bool) or not isinstance(min_ratio, (int, float)) or min_ratio <= 0:
             raise ValueError(f"assert_capacity(min_ratio=...) must be a number > 0, got {min_ratio!r}")
-        if why := self.unavailable("capacity_ratio"):
-            raise AssertionError(unavailable_message(self, "SLO capacity", {"capacity_ratio": why}))
-        ratio = self.capacity_ratio()
-        note = self.ratio_note()
-        if ratio >= min_ratio and not (note and note.startswith("upper bound")):
+        ratio = self.ratio()
+        verdict, why = ratio.decide(min_ratio)
+        if verdict == "pass":
             return self
+        if verdict == "undecidable":
+            raise AssertionError(failure_message(
+                f"SD's SLO capacity against {min_ratio:g}x the reference's is undecidable for {self.spec.label()}: "
+                f"{why}. Bracket both sides: raise the pattern's max_load or bracket_probes "
+                f"(now max_load={self.pattern.get('max_load')}, bracket_probes={self.pattern.get('bracket_probes')}),"
+                " or lower search_start where a side failed at the lowest load",
+                [], self, extra=self.describe()))
         raise AssertionError(failure_message(
             f"SD's SLO capacity is below {min_ratio:g}x the reference's for {self.spec.label()}",
-            [Row("capacity_ratio", min_ratio, ratio, ok=False, note=note or "")], self,
+            [Row("capacity_ratio", min_ratio, ratio.value, ok=False, note="; ".join(ratio.notes))], self,
             extra=self.describe()))
 
     def assert_no_regression(self, metrics: Sequence[str] | None = None, tolerance=None,
@@ -125,29 +201,52 @@ class CapacityResult:
         return self
 
     def describe(self) -> str:
-        slo = ", ".join(f"p{self.percentile:g} {key} <= {value:g} ms" for key, value in self.slo.items())
-        ratio = self.capacity_ratio()
-        lines = [f"SLO: {slo}",
+        lines = [f"SLO: {describe_objectives(self.objectives, self.percentile)}",
                  f"reference: {self.reference.describe()}",
                  f"SD:        {self.speculative.describe()}",
-                 f"capacity ratio: {'unavailable' if math.isnan(ratio) else f'{ratio:.2f}x'}"
-                 + (f" ({self.ratio_note()})" if self.ratio_note() else "")]
+                 f"capacity ratio: {self.ratio().describe()}"]
         for side, capacity in (("reference", self.reference), ("SD", self.speculative)):
             lines += [f"  {side} probe at {p.load:g}: {'held' if p.holds else 'failed'} ({p.detail.get('reason', '')})"
                       for p in capacity.probes]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        ratio = self.capacity_ratio()
         return (f"<CapacityResult {self.spec.label()} reference={self.reference.capacity} "
-                f"speculative={self.speculative.capacity} ratio={ratio:.2f}>")
+                f"speculative={self.speculative.capacity} ratio={self.ratio().describe()}>")
+
+
+def resolve_objectives(measurements, spec: ServerSpec, workload, slo, *,
+                       seed: int = 0) -> tuple[dict[str, float], dict[str, dict], dict[str, float]]:
+    """The test's objectives in ms, how each resolved, and the unloaded medians (measured only when needed)."""
+    objectives = parse_objectives(slo)
+    unloaded = unloaded_reference(measurements, spec, workload, seed=seed) if is_relative(objectives) else {}
+    limits, how = resolve_slo(objectives, unloaded)
+    return limits, how, unloaded
+
+
+def _judge(measurements, run: Run, limits: dict[str, float], percentile: float) -> tuple[bool, dict]:
+    percentiles = SLOPercentiles.of(run.records)
+    holds, why = percentiles.holds(limits, percentile)
+    saturation = over_saturation(run.records)
+    if holds and run.metrics.client_bound(measurements.max_dispatch_lag_ms):
+        # The client, not the server, held requests back: the load was not offered, so
+        # the SLO holding there says nothing of the server (never overstate capacity).
+        holds, why = False, (f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
+                             f"the {measurements.max_dispatch_lag_ms:g} ms limit")
+    if saturation.over_saturated:
+        holds, why = False, f"{saturation.reason}; {why}"
+    return holds, {**percentiles.as_dict(percentile), "reason": why, "over_saturated": saturation.over_saturated,
+                   "saturation": saturation.as_dict(), "output_throughput": run.metrics.output_throughput,
+                   "request_throughput": run.metrics.request_throughput}
 
 
 def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dict[str, float], percentile: float,
                      *, seed: int = 0) -> CapacityResult:
     """Search the reference's and SD's capacity under `slo` (see the module docstring)."""
+    measurements.measure_planned_references(spec)  # other tests' reference runs, while that server is up
+    limits, how, unloaded = resolve_objectives(measurements, spec, workload, slo, seed=seed)
     prompts = measurements.prompts(spec.model, workload, pattern, seed)
-    search = CapacitySearch(over=pattern.search, start=pattern.search_start, max_probes=pattern.max_probes)
+    search = CapacitySearch(**pattern.search_bounds())
 
     def side(side_spec: ServerSpec, what: str, shared: Sequence[float]) -> tuple[Capacity, dict[float, Run]]:
         runs: dict[float, Run] = {}
@@ -157,20 +256,11 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
             (run,) = measurements.measure(side_spec, workload, at, prompts, seed=probe_seed(seed, load),
                                           what=f"{what} probe", repeats=1)
             runs[load] = run
-            percentiles = SLOPercentiles.of(run.records)
-            holds, why = percentiles.holds(slo, percentile)
-            if holds and run.metrics.client_bound(measurements.max_dispatch_lag_ms):
-                # The client, not the server, held requests back: the load was not offered, so
-                # the SLO holding there says nothing of the server (never overstate capacity).
-                holds, why = False, (f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
-                                     f"the {measurements.max_dispatch_lag_ms:g} ms limit")
-            return Probe(load, holds, {**percentiles.as_dict(percentile), "reason": why,
-                                       "output_throughput": run.metrics.output_throughput,
-                                       "request_throughput": run.metrics.request_throughput})
+            holds, detail = _judge(measurements, run, limits, percentile)
+            return Probe(load, holds, detail)
 
         return search_capacity(probe, search, shared_loads=shared), runs
 
-    measurements.measure_planned_references(spec)  # other tests' reference runs, while that server is up
     reference, reference_runs = side(spec.reference(), "reference", ())
     speculative, speculative_runs = side(spec, "SD", [p.load for p in reference.probes])
     server = measurements.pool.get(spec)
@@ -178,6 +268,7 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
     reproduce = {name: shlex.join(run.server_command) for name, runs in
                  (("reference_server", reference_runs), ("speculative_server", speculative_runs))
                  for run in list(runs.values())[:1] if run.server_command}
-    return CapacityResult(spec, workload.describe(), pattern.describe(), dict(slo), percentile, reference,
+    return CapacityResult(spec, workload.describe(), pattern.describe(), limits, percentile, reference,
                           speculative, reference_runs, speculative_runs, seed=seed, reproduce=reproduce,
-                          server_log=str(getattr(server, "log_path", "") or ""))
+                          server_log=str(getattr(server, "log_path", "") or ""), objectives=how,
+                          unloaded_ms=dict(unloaded))

@@ -64,7 +64,7 @@ class SpecDecTest:
 
             result = measure_capacity(self.measurements, self.spec, self.workload, self.pattern, self.slo,
                                       self.slo_percentile, seed=seed)
-            summary = f"SLO capacity ratio {result.capacity_ratio():.2f}x"
+            summary = f"SLO capacity ratio {result.ratio().describe()}"  # a bound says its direction
         else:
             result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs,
                                            slo=self.slo)

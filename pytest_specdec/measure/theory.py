@@ -2,23 +2,55 @@
 
 Leviathan et al. (2023) model each drafted token as accepted independently with
 probability ``alpha``; with ``k`` drafted tokens per step and a draft forward
-costing ``c`` target forwards, the expected walltime speedup is
-``(1 - alpha**(k+1)) / ((1 - alpha) * (k*c + 1))``.  Comparing that bound with
-the measured speedup tells whether a run is limited by acceptance (theory is
-low too) or by the implementation (theory is high, measurement is not).
+costing ``c`` target forwards, a drafted step costs ``1 + k*c`` plain decode
+steps and emits ``L = (1 - alpha**(k+1)) / (1 - alpha)`` tokens on average:
+an expected decode speedup of ``L / (1 + k*c)``.  Two things it leaves out
+are put back here:
+
+- **Steps that drafted nothing.**  vLLM averages ``L`` over the steps that
+  drafted; an n-gram or suffix drafter without a match runs a plain step
+  emitting one token.  With ``D`` drafted and ``U`` undrafted steps the
+  expected speedup is ``(D*L + U) / (D*(1 + k*c) + U)`` (:func:`expected_decode_speedup`).
+- **c measured, not guessed.**  The run solves the reference decode step
+  ``t_ref`` and the SD drafted step ``t_k`` (`acceptance.StepTiming`); the
+  model says ``t_k = t_ref * (1 + k*c)``, so ``c = (t_k - t_ref) / (k*t_ref)``
+  (:func:`measured_cost_ratio`): drafting plus any verification cost beyond a
+  plain step, per drafted position.  The parameter-count guess is only a
+  labelled fallback: it gives 0.0174 for Llama-3-70B with a 1B draft and
+  0.0728 for Qwen3-8B with 0.6B, where "Speculative Decoding: Performance or
+  Illusion?" (Sec. 3.2) measured about 0.125 and 0.375.  Every c carries its
+  source (:class:`CostRatio`).
+
+The theory is of decoding only: it is compared with the decode speedup
+(median TPOT, reference / SD), never with a throughput that includes prefill
+(:func:`falls_short`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Sequence
+
+from .derived import _finite
 
 MODEL_FREE = frozenset({"ngram", "suffix"})
 EAGLE_FAMILY = frozenset({"eagle", "eagle3", "mtp", "medusa", "mlp_speculator"})
+
+# Where a cost ratio c came from (`CostRatio.source`, the reports' `cost_ratio_source`).
+MEASURED = "measured"  # from this run's step times
+PARAMETER_RATIO = "estimated (parameter ratio)"  # draft / target weight bytes (or layers)
+METHOD_DEFAULT = "method default"  # 0 for host-side lookups, one decoder layer for EAGLE-type heads
+GIVEN = "given"  # a number a caller (script, test) passed in
+UNAVAILABLE = "unavailable"
+
+# How many standard deviations of the run's own noise a shortfall must exceed:
+# the gate's default tolerances sit at ~2.5 sd of the noise they guard against
+# (verdict/tolerances.py), and "short of theory" is held to the same standard.
+NOISE_SDS = 2.5
 
 
 def _check_k(k: int) -> None:
@@ -36,8 +68,13 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     return math.fsum(alpha**i for i in range(k + 1))
 
 
+def _check_c(c: float) -> None:
+    if not (_finite(c) and c >= 0):
+        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+
+
 def expected_speedup(alpha: float, k: int, c: float) -> float:
-    """Leviathan et al. expected walltime speedup over plain decoding.
+    """Leviathan et al. expected walltime speedup over plain decoding (every step drafts).
 
     ``alpha``: per-token acceptance in [0, 1]; ``k``: draft length >= 1;
     ``c``: cost of one draft forward relative to one target forward (>= 0).
@@ -47,10 +84,64 @@ def expected_speedup(alpha: float, k: int, c: float) -> float:
     >>> expected_speedup(1.0, 3, 0.0)
     4.0
     """
-    if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 0):
-        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+    _check_c(c)
     # One step costs k draft forwards plus one target forward (verification).
     return expected_tokens_per_step(alpha, k) / (k * c + 1)
+
+
+def expected_decode_speedup(length: float, k: int, c: float, undrafted_per_drafted: float = 0.0) -> float:
+    """``(L + u) / (1 + k*c + u)``: the module docstring's ``(D*L + U) / (D*(1 + k*c) + U)`` with ``u = U/D``.
+
+    ``length``: tokens per drafted step (vLLM's mean acceptance length);
+    ``undrafted_per_drafted``: steps that drafted nothing (one token at the
+    cost of one plain step) per drafted step.  Half the steps undrafted
+    (``u = 1``) at ``L = 3``, ``c = 0``: 2.0 tokens per forward, not 3.0.
+
+    >>> expected_decode_speedup(3.0, 3, 0.0, 1.0)
+    2.0
+    """
+    _check_k(k)
+    _check_c(c)
+    if not (_finite(length) and length >= 1):
+        raise ValueError(f"length must be a number >= 1, got {length!r}")
+    if not (_finite(undrafted_per_drafted) and undrafted_per_drafted >= 0):
+        raise ValueError(f"undrafted_per_drafted must be a finite number >= 0, got {undrafted_per_drafted!r}")
+    return (length + undrafted_per_drafted) / (1 + k * c + undrafted_per_drafted)
+
+
+def break_even_length(k: int, c: float) -> float:
+    """``1 + k*c``: SD pays exactly when the acceptance length exceeds it (Leviathan et al.; ``u`` cancels)."""
+    _check_c(c)
+    return 1 + k * c
+
+
+def speedups_by_draft_length(rates: Sequence[float], c: float, undrafted_per_drafted: float = 0.0) -> dict[int, float]:
+    """Expected decode speedup drafting only the first ``j`` positions, for ``j = 1..len(rates)``.
+
+    ``rates[i]`` is the share of drafted steps accepting position ``i + 1``
+    (vLLM's per-position counter over drafts), so ``E_j = 1 + sum(rates[:j])``
+    tokens per drafted step, each costing ``1 + j*c``.
+    """
+    _check_c(c)
+    u, total, out = undrafted_per_drafted, 1.0, {}
+    for j, rate in enumerate(rates, start=1):
+        total += rate
+        out[j] = (total + u) / (1 + j * c + u)
+    return out
+
+
+def position_break_even(rates: Sequence[float], position: int, c: float, undrafted_per_drafted: float = 0.0) -> float:
+    """The rate above which draft position `position` (1-based) raises the expected speedup.
+
+    Drafting position ``j`` as well adds ``p_j`` tokens and ``c`` cost per
+    drafted step; ``(E_j + u) / (1 + j*c + u) > (E_{j-1} + u) / (1 + (j-1)*c + u)``
+    simplifies to ``p_j > c * (E_{j-1} + u) / (1 + (j-1)*c + u)``, Leviathan's
+    ``c * E_{j-1} / (1 + (j-1)*c)`` when every step drafts (``u = 0``).
+    """
+    _check_c(c)
+    before = 1.0 + math.fsum(rates[:position - 1])
+    u = undrafted_per_drafted
+    return c * (before + u) / (1 + (position - 1) * c + u)
 
 
 def alpha_from_acceptance_length(length: float, k: int) -> float:
@@ -85,32 +176,74 @@ def alpha_from_acceptance_length(length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def measured_cost_ratio(reference_step_ms: float, drafted_step_ms: float, k: int) -> float:
+    """``c = (t_k - t_ref) / (k * t_ref)``, from ``t_k = t_ref * (1 + k*c)``; negative when t_k < t_ref (say so)."""
+    _check_k(k)
+    if not (_finite(reference_step_ms) and reference_step_ms > 0 and _finite(drafted_step_ms)):
+        raise ValueError(f"step times must be finite, t_ref > 0; got t_ref={reference_step_ms!r}, "
+                         f"t_k={drafted_step_ms!r}")
+    return (drafted_step_ms - reference_step_ms) / (k * reference_step_ms)
+
+
+@dataclass(frozen=True)
+class CostRatio:
+    """A draft/target cost ratio c with where it came from (`source`, one of the constants above).
+
+    `value` is None when unavailable; `note` says why, or what a fallback
+    stands in for (a measurement that failed or was rejected); `repeats` are
+    the per-repeat measurements a measured c is the median of (None where a
+    repeat could not be measured).
+    """
+
+    value: float | None
+    source: str
+    note: str | None = None
+    repeats: tuple[float | None, ...] = ()
+
+    def with_note(self, note: str | None) -> "CostRatio":
+        return replace(self, note=f"{note}; {self.note}" if self.note else note) if note else self
+
+
+def as_cost_ratio(value) -> CostRatio:
+    """A `CostRatio` from what a result or caller holds: a CostRatio, a bare number (source "given"), or None."""
+    if isinstance(value, CostRatio):
+        return value
+    if _finite(value) and value >= 0:
+        return CostRatio(float(value), GIVEN)
+    return CostRatio(None, UNAVAILABLE, "no draft/target cost ratio was given" if value is None
+                     else f"the cost ratio given, {value!r}, is not a finite number >= 0")
+
+
 def _positive(x: float | None) -> float | None:
     return x if x is not None and x > 0 else None  # 0 or negative sizes mean "unknown"
 
 
-def estimate_cost_ratio(method: str, draft_layers: int | None = None, target_layers: int | None = None,
-                        draft_params: float | None = None, target_params: float | None = None) -> float | None:
-    """Estimate ``c`` (draft forward / target forward cost), or None if unknown."""
+def estimated_cost_ratio(method: str, draft_layers: int | None = None, target_layers: int | None = None,
+                         draft_params: float | None = None, target_params: float | None = None) -> CostRatio:
+    """Estimate ``c`` from the method and model sizes, labelled; a fallback for when c cannot be measured."""
     method = (method or "").lower()
     if method in MODEL_FREE:
-        # N-gram / suffix lookups run on the host; next to a GPU forward pass
-        # they cost nothing.
-        return 0.0
+        # N-gram / suffix lookups run on the host: under 2% of the time in the
+        # study's breakdown (Sec. 5.1, Fig. 3), nothing next to a forward pass.
+        return CostRatio(0.0, METHOD_DEFAULT)
     dp, tp = _positive(draft_params), _positive(target_params)
     dl, tl = _positive(draft_layers), _positive(target_layers)
     if dp and tp:
-        # Decode is memory bound: a forward pass costs about the time to read
-        # the weights, i.e. scales with parameter count.
-        return dp / tp
+        # Decode is memory bound: a forward pass costs about the time to read the weights.
+        return CostRatio(dp / tp, PARAMETER_RATIO)
     if dl and tl:
         # A same-width truncated draft costs its share of the target's layers.
-        return dl / tl
+        return CostRatio(dl / tl, PARAMETER_RATIO, "from layer counts")
     if method in EAGLE_FAMILY and tl:
-        # EAGLE/MTP/Medusa heads are about one decoder layer on top of the
-        # target's hidden states.
-        return 1 / tl
-    return None
+        # EAGLE/MTP/Medusa heads are about one decoder layer on top of the target's hidden states.
+        return CostRatio(1 / tl, METHOD_DEFAULT, "one decoder layer of the target")
+    return CostRatio(None, UNAVAILABLE, f"no size of the draft and target to estimate c for method {method!r} from")
+
+
+def estimate_cost_ratio(method: str, draft_layers: int | None = None, target_layers: int | None = None,
+                        draft_params: float | None = None, target_params: float | None = None) -> float | None:
+    """:func:`estimated_cost_ratio`'s value alone (None if unknown)."""
+    return estimated_cost_ratio(method, draft_layers, target_layers, draft_params, target_params).value
 
 
 def model_size_from_dir(path: str | Path) -> tuple[int | None, int]:
@@ -133,29 +266,34 @@ def model_size_from_dir(path: str | Path) -> tuple[int | None, int]:
     return layers, sum(f.stat().st_size for f in files if f.is_file())
 
 
-def cost_ratio_for(spec, resolve: Callable[[str], str] | None = None) -> float | None:
-    """Estimated draft/target cost per forward pass for `spec` (None when unknown).
+def cost_ratio_for(spec, resolve: Callable[[str], str] | None = None) -> CostRatio:
+    """The estimated c of `spec`, labelled; never raises (an estimate must not fail a measured test).
 
     Sizes are read from local model directories when `resolve` maps the names
-    to them (the bundled model and its truncated drafts always are); hub names
-    that are not on disk leave the estimate to the method alone.
+    to them; call it while the servers are up (at measure time), never from a
+    report hook, where resolving may convert a model or find a package
+    missing.  Whatever resolving raises leaves sizes unknown, with the reason
+    in the note; ``resolve=None`` uses the method alone.
     """
     config = spec.speculative_config or {}
     method = str(config.get("method", ""))
+    problems: list[str] = []
 
     def size(name):
-        if not name or resolve is None:
+        if not name or resolve is None or method.lower() in MODEL_FREE:
             return None, None
-        with contextlib.suppress(OSError, ValueError):
+        try:
             path = resolve(name)
-            if path:
-                return model_size_from_dir(path)
-        return None, None
+            return model_size_from_dir(path) if path else (None, None)
+        except Exception as exc:  # noqa: BLE001 - ModelUnavailableError, conversion failures, I/O: all "unknown"
+            problems.append(f"{name}: {type(exc).__name__}: {exc}")
+            return None, None
 
     target_layers, target_bytes = size(spec.model)
-    draft_layers, draft_bytes = size(config.get("model")) if config.get("model") else (None, None)
-    return estimate_cost_ratio(method, draft_layers=draft_layers, target_layers=target_layers,
-                               draft_params=draft_bytes or None, target_params=target_bytes or None)
+    draft_layers, draft_bytes = size(config.get("model"))
+    estimate = estimated_cost_ratio(method, draft_layers=draft_layers, target_layers=target_layers,
+                                    draft_params=draft_bytes or None, target_params=target_bytes or None)
+    return estimate.with_note("model sizes unreadable (" + "; ".join(problems) + ")" if problems else None)
 
 
 def cost_per_million_tokens(output_tok_per_s: float, usd_per_hour: float) -> float:
@@ -167,14 +305,46 @@ def cost_per_million_tokens(output_tok_per_s: float, usd_per_hour: float) -> flo
     return 1e6 / output_tok_per_s * usd_per_hour / 3600
 
 
+def shortfall_margin(repeat_values: Iterable[float]) -> tuple[float, str]:
+    """How far (a fraction) a measurement may sit below what it is compared with before it falls short.
+
+    With two or more repeats: ``NOISE_SDS`` sample standard deviations of the
+    repeats' values, relative to their median (the run's own noise).  With
+    one: the gate's default speedup tolerance (15%, ~2.5 sd of the ~4% drift
+    per server instance measured by benchmarks/gate_calibration.py; see
+    verdict/tolerances.py).
+    """
+    values = [v for v in repeat_values if _finite(v) and v > 0]
+    if len(values) >= 2:
+        spread = statistics.stdev(values) / statistics.median(values)
+        return NOISE_SDS * spread, f"{NOISE_SDS:g} sd of {len(values)} repeats ({spread:.1%} each)"
+    from ..verdict.tolerances import default_tolerance
+
+    return default_tolerance("speedup_median_tpot"), "the default speedup tolerance (one repeat: noise unknown)"
+
+
+def falls_short(measured: float | None, expected: float | None, margin: float | None) -> bool | None:
+    """The one test of "measured falls short of expected": below ``expected * (1 - margin)``.
+
+    `margin` comes from :func:`shortfall_margin`.  None (not False) when a
+    figure is missing: an unknown is not a pass.
+    """
+    if not (_finite(measured) and _finite(expected) and expected > 0 and _finite(margin)):
+        return None
+    return measured < expected * (1 - margin)
+
+
 @dataclass(frozen=True)
 class Theory:
     alpha: float
     k: int
     cost_ratio: float | None
-    expected_speedup: float | None
-    measured_speedup: float | None
+    expected_speedup: float | None  # of decoding, undrafted steps included
+    measured_speedup: float | None  # what it predicts: the decode speedup (median TPOT, reference / SD)
     problem: str | None = None  # why there is no expected speedup
+    cost_ratio_source: str | None = None  # CostRatio.source
+    undrafted_per_drafted: float | None = None  # u = U / D; None: unknown, counted as 0
+    note: str | None = None  # what the figure rests on (a fallback c, undrafted steps unknown)
 
     @property
     def efficiency(self) -> float | None:
@@ -183,30 +353,43 @@ class Theory:
             return None
         return self.measured_speedup / self.expected_speedup
 
+    @property
+    def break_even(self) -> float | None:
+        """``1 + k*c``, the acceptance length above which SD pays; None without c."""
+        return None if self.cost_ratio is None else break_even_length(self.k, self.cost_ratio)
 
-def _missing(x: float | None) -> bool:
+
+def _missing(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def theory_for(acceptance_length: float | None, k: int | None, cost_ratio: float | None,
-               measured_speedup: float | None) -> Theory | None:
-    """Build a :class:`Theory` from measured metrics; None without length or k.
+def theory_for(acceptance_length: float | None, k: int | None, cost_ratio, measured_speedup: float | None, *,
+               undrafted_per_drafted: float | None = None) -> Theory | None:
+    """Build a :class:`Theory` from measured figures; None without length or k.
 
-    Never raises on measured input: an acceptance length outside [1, k+1]
-    (counters from mixed configurations, drift) gives a Theory without an
-    expected speedup whose `problem` says why.
+    `cost_ratio` is a :class:`CostRatio` or a bare number (labelled "given");
+    `undrafted_per_drafted` is ``U / D`` (None: unknown, counted as 0, which
+    puts the expected speedup further from 1x than the truth, and the note
+    says so).  Never raises on measured input: an acceptance length outside
+    [1, k+1] (counters from mixed configurations, drift) or a negative c gives
+    a Theory without an expected speedup whose `problem` says why.
     """
     if _missing(acceptance_length) or _missing(k):
         return None
     k = int(k)  # metrics may carry k as a float
-    measured = None if _missing(measured_speedup) else measured_speedup
-    cost = None if _missing(cost_ratio) else cost_ratio
+    cost = as_cost_ratio(None if _missing(cost_ratio) else cost_ratio)
+    u = undrafted_per_drafted if _finite(undrafted_per_drafted) and undrafted_per_drafted >= 0 else None
+    base = Theory(math.nan, k, cost.value, None, None if _missing(measured_speedup) else measured_speedup,
+                  cost_ratio_source=cost.source, undrafted_per_drafted=u)
     try:
         alpha = alpha_from_acceptance_length(acceptance_length, k)
     except ValueError:
-        return Theory(math.nan, k, cost, None, measured,
-                      problem=f"acceptance length {acceptance_length:.3g} is outside [1, k+1] = [1, {k + 1}], so no "
-                              "per-token acceptance fits it (counters from another configuration?)")
-    expected = None if cost is None else expected_speedup(alpha, k, cost)
-    return Theory(alpha, k, cost, expected, measured,
-                  problem=None if cost is not None else "the draft/target cost ratio of this method is unknown")
+        return replace(base, problem=f"acceptance length {acceptance_length:.3g} is outside [1, k+1] = [1, {k + 1}], "
+                                     "so no per-token acceptance fits it (counters from another configuration?)")
+    if cost.value is None:
+        return replace(base, alpha=alpha, problem="the draft/target cost ratio of this method is unknown"
+                                                  + (f" ({cost.note})" if cost.note else ""))
+    notes = [f"c {cost.source}" + (f": {cost.note}" if cost.note else "")]
+    notes += ["undrafted steps unknown, counted as none"] if u is None else []
+    expected = expected_decode_speedup(min(max(acceptance_length, 1.0), k + 1.0), k, cost.value, u or 0.0)
+    return replace(base, alpha=alpha, expected_speedup=expected, note="; ".join(notes))

@@ -49,17 +49,26 @@ class SteadyState:
         return f"{state} in {self.seconds:.1f} s; ms per output token by round: {figures}"
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "describe": self.describe()}
+        """JSON-safe: a round that could not be timed is null, never NaN."""
+        rounds = [x if math.isfinite(x) else None for x in self.rounds_ms_per_token]
+        return {**asdict(self), "rounds_ms_per_token": rounds, "describe": self.describe()}
 
 
-def round_figure(records) -> tuple[float, float]:
-    """(ms per output token over the round, relative spread between its requests); NaN when unusable."""
-    done = [r for r in records if getattr(r, "success", False) and r.output_tokens > 0]
-    tokens = sum(r.output_tokens for r in done)
+def round_figure(records, requested_tokens: int | None = None) -> tuple[float, float]:
+    """(ms per output token over the round, relative spread between its requests); NaN when unusable.
+
+    A server that streams neither usage nor token ids leaves `output_tokens` at 0 until the text is
+    tokenized; warm-up requests ignore EOS, so `requested_tokens` is what each one produced.
+    """
+    def tokens_of(record) -> int:
+        return record.output_tokens or (requested_tokens or 0)
+
+    done = [r for r in records if getattr(r, "success", False) and tokens_of(r) > 0]
+    tokens = sum(tokens_of(r) for r in done)
     if not done or tokens <= 0:
         return math.nan, math.nan
     figure = 1000.0 * sum(r.latency for r in done) / tokens
-    per_request = [1000.0 * r.latency / r.output_tokens for r in done]
+    per_request = [1000.0 * r.latency / tokens_of(r) for r in done]
     spread = (max(per_request) - min(per_request)) / figure if len(per_request) > 1 and figure > 0 else 0.0
     return figure, spread
 
@@ -74,7 +83,8 @@ def agree(previous: tuple[float, float], latest: tuple[float, float], floor: flo
 
 
 def warm_until_steady(send_round: Callable[[int], Sequence], *, max_rounds: int = MAX_ROUNDS,
-                      max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic) -> SteadyState:
+                      max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic,
+                      requested_tokens: int | None = None) -> SteadyState:
     """Call ``send_round(index)`` (it returns the round's request records) until two rounds agree.
 
     Stops after `max_rounds` rounds or once `max_seconds` have passed, whichever comes first;
@@ -84,7 +94,7 @@ def warm_until_steady(send_round: Callable[[int], Sequence], *, max_rounds: int 
     figures: list[tuple[float, float]] = []
     tolerance = MIN_TOLERANCE
     while True:
-        figures.append(round_figure(send_round(len(figures))))
+        figures.append(round_figure(send_round(len(figures)), requested_tokens))
         if len(figures) >= MIN_ROUNDS:
             steady, tolerance = agree(figures[-2], figures[-1])
             if steady:

@@ -4,6 +4,11 @@ One row per test: the SD configuration, its traffic, the headline ratios, the
 theory next to them, and the verdicts.  Rows are plain JSON-able dicts so
 they cross pytest-xdist's wire unchanged and a report can be rebuilt from
 ``results.json`` alone (`tables` renders them, `files` writes them).
+
+Rows are built inside pytest's report hook, so they use only what the result
+already carries: its step times (c is measured from them), the estimate made
+at measure time, the method.  Nothing here resolves, downloads or converts a
+model.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..measure.analysis import ANALYSIS_FIGURES
+from ..measure.fairness import as_rows as fairness_row
+from ..measure.acceptance import ORACLE_LABEL
+from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..measure.derived import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value
-from ..measure.theory import cost_per_million_tokens, cost_ratio_for, theory_for
+from ..measure.theory import as_cost_ratio, cost_per_million_tokens
 
 HEADLINE_METRICS = SPEEDUP_METRICS
 # Per side: the headline metrics, and how late the client sent its requests (a client-bound run shows here).
@@ -23,13 +30,17 @@ SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
 CSV_COLUMNS = (
     "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
     "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
+    "cost_ratio_source",
     "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
     "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
     "reference_request_goodput", "speculative_request_goodput", "reference_output_goodput",
     "speculative_output_goodput", "goodput_ratio", "capacity_ratio",
     *(f"{side}_{metric}" for metric in SIDE_METRICS for side in SIDES),
-    "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens",
+    "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens", "cost_operating_point",
 )
+COST_FIGURES = ("reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens")
+# Where a cost per token is priced (`cost_operating_point`): the server's own maximum, never an offered load.
+SATURATION, SLO_CAPACITY = "saturation", "slo_capacity"
 
 
 def _number(value: Any) -> float | None:
@@ -47,10 +58,35 @@ def sd_label(spec) -> str:
     return inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
 
 
+def operating_point(pattern: dict) -> tuple[str | None, str]:
+    """(SATURATION, what that is) for a closed loop; (None, why no cost) at an offered load.
+
+    With ``request_rate`` inf the client keeps ``max_concurrency`` requests
+    in flight (or sends every prompt at once): tok/s is what the server
+    delivers at that concurrency.  At a finite rate below saturation both
+    sides' tok/s is the offered load, and a cost per token would price the
+    load, not the server.
+    """
+    rate = pattern.get("request_rate")
+    if rate == "inf" or (isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isinf(rate)):
+        concurrency = pattern.get("max_concurrency")
+        loop = (f"{concurrency} request{'s' if concurrency != 1 else ''} in flight" if concurrency
+                else f"all {pattern.get('num_prompts')} prompts at once")
+        return SATURATION, f"closed loop, {loop} (request rate inf): the throughput the server delivers"
+    offered = f"{rate:g} req/s" if isinstance(rate, (int, float)) else repr(rate)
+    return None, (f"open loop at {offered} offered: below saturation both sides' tok/s is the offered load, so a "
+                  "cost per token prices the load, not the server; price a closed loop (request_rate=inf) or an "
+                  "SLO capacity search")
+
+
 def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
-            regression: str | None = None, cost_ratio: float | None = None,
+            regression: str | None = None, cost_ratio=None,
             gpu_usd_per_hour: float | None = None, detection: dict | None = None) -> dict[str, Any]:
-    """One report row; `result` is None when the test ended before measuring."""
+    """One report row; `result` is None when the test ended before measuring.
+
+    `cost_ratio` (a number or `theory.CostRatio`) stands in for c where the
+    result's step times cannot measure it, before the result's own estimate.
+    """
     config = spec.speculative_config or {}
     k = config.get("num_speculative_tokens")
     row: dict[str, Any] = {
@@ -58,6 +94,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "outcome": outcome,
         "regression": regression or "not checked",
         "model": spec.model,
+        "target": spec.target,
         "config": sd_label(spec),
         "method": config.get("method"),
         "k": k if isinstance(k, int) else None,
@@ -69,7 +106,9 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "request_rate": pattern.get("request_rate"),
         "num_prompts": pattern.get("num_prompts"),
         "repeats": 0,
-        "cost_ratio": _number(cost_ratio),
+        "cost_ratio": None if cost_ratio is None else _number(as_cost_ratio(cost_ratio).value),
+        "cost_ratio_source": None if cost_ratio is None else as_cost_ratio(cost_ratio).source,
+        "cost_operating_point": None,
     }
     for key in (*SPEEDUPS, "expected_speedup", "acceptance_rate", "acceptance_length", "match_rate",
                 "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens", *ANALYSIS_FIGURES, "per_step_source"):
@@ -78,18 +117,22 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
                unavailable={}, detection={}, client_bound=None, per_request=None, diagnosis=[], slo={},
                reference_request_goodput=None, speculative_request_goodput=None, reference_output_goodput=None,
                speculative_output_goodput=None, goodput_ratio=None, capacity=None,
-               capacity_ratio=None)
+               capacity_ratio=None, theory={}, oracle_speedup_label=None,
+               cost_operating_point_detail=None, fairness_flags=[], confounds=[], engine_facts={}, warm_up={},
+               speedup_range=None)
     row["detection"] = dict(detection or {})
     if result is None:
         return row
     if hasattr(result, "capacity_ratio"):
         return _capacity_row(row, result, gpu_usd_per_hour)
 
+    row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
     counters = result.counters
-    theory = theory_for(result.acceptance_length if counters.present else None, row["k"], cost_ratio,
-                        result.speedup())
+    # The theory with c measured from the run's step times (or a labelled fallback): nothing is resolved here.
+    figures = theory_figures(result, fallback=cost_ratio)
+    theory = figures.theory
     # Figures that could not be measured are null with their reason: never 0, never blank.
     unavailable = {name: why for name in (*SPEEDUPS, "acceptance_rate", "acceptance_length", "match_rate",
                                           *ANALYSIS_FIGURES) if (why := result.unavailable(name))}
@@ -98,10 +141,15 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         unavailable["expected_speedup"] = (theory.problem if theory else unavailable.get("acceptance_length")
                                            or "no draft length k in the speculative config")
     row.update(
+        cost_ratio=_number(figures.cost.value),
+        cost_ratio_source=figures.cost.source,
+        theory=figures.as_dict(),
+        oracle_speedup_label=ORACLE_LABEL,
         client_bound=result.client_bound(),
         unavailable=unavailable,
         repeats=len(result.speculative_runs),
         **{speedup_name(metric): _number(result.speedup(metric)) for metric in SPEEDUP_METRICS},
+        speedup_range=_range(result.repeat_speedups()),
         expected_speedup=_number(theory.expected_speedup) if theory else None,
         acceptance_rate=_number(result.acceptance_rate) if counters.present else None,
         acceptance_length=_number(result.acceptance_length) if counters.present else None,
@@ -135,11 +183,17 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
                 row["unavailable"][f"{side}_{metric}"] = why_no_value(metric)
     if result.slo and (why := result.unavailable("goodput_ratio")):
         row["unavailable"]["goodput_ratio"] = why
+    if cost_ratio_why := (figures.cost.note if figures.cost.value is None else None):
+        row["unavailable"]["cost_ratio"] = cost_ratio_why
     if gpu_usd_per_hour is not None:
+        point, words = operating_point(pattern)
         for side, metrics in (("reference", reference), ("speculative", speculative)):
             tok_s = metrics["output_throughput"]
-            row[f"{side}_usd_per_1m_tokens"] = (cost_per_million_tokens(tok_s, gpu_usd_per_hour)
-                                               if tok_s else None)
+            if point is None:
+                row["unavailable"][f"{side}_usd_per_1m_tokens"] = words
+            elif tok_s:
+                row[f"{side}_usd_per_1m_tokens"] = cost_per_million_tokens(tok_s, gpu_usd_per_hour)
+        row.update(cost_operating_point=point, cost_operating_point_detail=words if point else None)
     return row
 
 
@@ -165,6 +219,9 @@ def _capacity_row(row: dict[str, Any], result, gpu_usd_per_hour: float | None) -
             "over": result.pattern.get("search"),
             "percentile": result.percentile,
             "note": result.ratio_note(),
+            # the ratio as an estimate (with the interval the brackets allow) or a bound with its direction
+            "ratio": _json_safe(result.as_dict()["ratio"]) if hasattr(result, "as_dict") else None,
+            "objectives": _json_safe(getattr(result, "objectives", {})),  # as given, the ms they resolved to, the unloaded median
             "reference": _json_safe(result.reference.as_dict()),
             "speculative": _json_safe(result.speculative.as_dict()),
         },
@@ -173,8 +230,13 @@ def _capacity_row(row: dict[str, Any], result, gpu_usd_per_hour: float | None) -
     if why := result.unavailable("capacity_ratio"):
         row["unavailable"]["capacity_ratio"] = why
     if gpu_usd_per_hour is not None:
+        # Priced at each side's own SLO capacity: the most load it carries within the objectives.
         for side in ("reference", "speculative"):
             row[f"{side}_usd_per_1m_tokens"] = result.cost_per_million(side, gpu_usd_per_hour)
+            if row[f"{side}_usd_per_1m_tokens"] is None:
+                row["unavailable"][f"{side}_usd_per_1m_tokens"] = f"the {side} side reached no SLO capacity to price"
+        row.update(cost_operating_point=SLO_CAPACITY, cost_operating_point_detail=(
+            "each side at its SLO capacity: the highest load probed at which every objective held"))
     return row
 
 
@@ -184,19 +246,22 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
 
     `plan` is the test's collection plan (spec, workload, pattern) and `test`
     its `SpecDecTest` (None when the test ended before the fixture was made).
+    `resolve` is accepted for callers and not used: this runs inside pytest's
+    report hook, where resolving a model may convert it or raise (the cost
+    ratio was estimated at measure time, and is measured from the result).
     """
     workload = plan.workload.describe() if plan.workload else {}
     pattern = plan.pattern.describe() if plan.pattern else {}
-    cost_ratio = cost_ratio_for(plan.spec, resolve)
     gate = test.gate if test is not None else None
     regression = gate.outcome if gate is not None else None
     detection = {metric: found.as_dict() for metric, found in getattr(gate, "detections", {}).items()}
     results = test.results if test is not None else []
     if not results and outcome == "passed":
         return []  # a test that used servers without measuring SD has nothing to report
+    # A result's pattern says what ran (a sweep's level); the plan's fills in what it leaves out.
     return [row_for(test_id, plan.spec, result.workload if result else workload,
-                    result.pattern if result else pattern, outcome=outcome, result=result, regression=regression,
-                    cost_ratio=cost_ratio, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection)
+                    {**pattern, **result.pattern} if result else pattern, outcome=outcome, result=result,
+                    regression=regression, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection)
             for result in results or [None]]
 
 
@@ -216,3 +281,7 @@ def _numerical_ties(result) -> int | None:
     return sum(1 for d in divergences if d.tie)
 
 
+def _range(values) -> list[float] | None:
+    """[lowest, highest] of the repeats' throughput speedups: the run-to-run spread beside the median."""
+    finite = [v for v in (_number(x) for x in values) if v is not None]
+    return [min(finite), max(finite)] if len(finite) > 1 else None

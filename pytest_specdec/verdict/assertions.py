@@ -173,7 +173,9 @@ def check_best_k(result, expected) -> None:
     raise AssertionError(failure_message(
         f"the best draft length predicted for {result.spec.label()} is k={analysis.best_k}, not {wanted}",
         [], result, extra=f"predicted throughput speedups ({analysis.source} per-step data): {predictions}; "
-                          f"oracle (each step proposing exactly what is accepted): {analysis.oracle_speedup:.2f}x"))
+                          f"oracle at k (each step proposing exactly what it accepted, spans capped at k: a lower "
+                          f"bound on the oracle of \"Speculative Decoding: Performance or Illusion?\", Sec. 8.1 / "
+                          f"Fig. 9): {analysis.oracle_speedup:.2f}x"))
 
 
 def check_acceptance(result, min_rate: float | None, min_length: float | None,

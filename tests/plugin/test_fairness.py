@@ -33,7 +33,7 @@ def test_pair(specdec):
     flags = result.fairness_flags()
     print("FIGURES speedup=%.3f ttft=%.3f steady=%s rounds=%d flags=%s" % (
         result.speedup(), result.speedup("median_ttft_ms"), result.reference_runs[0].warm_up.steady,
-        len(result.reference_runs[0].warm_up.rounds_ms_per_token), sorted(f.kind for f in flags)))
+        len(result.reference_runs[0].warm_up.rounds_ms_per_token), ",".join(sorted(f.kind for f in flags))))
     for flag in flags:
         print("FLAG", flag.describe())
     if os.environ.get("SLOW_DOWN"):  # the machine slows after the test's runs: only the closing check can see it

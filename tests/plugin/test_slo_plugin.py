@@ -135,3 +135,151 @@ def test_from_marker(specdec):
     pytester.makeini("[pytest]\nspecdec_slo = tpot=40\n")
     bad = pytester.runpytest("--specdec-cpu", "-p", "no:cacheprovider")
     assert "ini setting specdec_slo" in bad.stderr.str()
+
+
+RELATIVE_CONFTEST = '''
+import math
+from types import SimpleNamespace
+
+import pytest
+from pytest_specdec.load.client import RequestRecord
+from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.measure.result import Run
+
+
+class Machine:
+    """Stands in for the session's Measurements: TPOT grows with load, SD 0.8x of the reference's;
+    SPEED divides every time and multiplies the load a server carries."""
+
+    max_dispatch_lag_ms = 10.0
+
+    def __init__(self, speed):
+        self.speed = speed
+        self.pool = SimpleNamespace(get=lambda spec: SimpleNamespace(log_path=None))
+        self.events = []
+
+    def prompts(self, model, workload, pattern, seed):
+        return ["p"] * pattern.num_prompts
+
+    def measure_planned_references(self, spec):
+        pass
+
+    def on_event(self, message):
+        self.events.append(message)
+
+    def _run(self, spec, rate, n):
+        x = 0.0 if math.isinf(rate) else rate / self.speed
+        tpot = 0.033 / self.speed * (1 + 1.2 * x) * (0.8 if spec.speculative_config else 1.0)
+        records = [RequestRecord(i, 8, 9, i * 0.5, 0.1 / self.speed, [tpot] * 8, 0.1 / self.speed + 8 * tpot,
+                                 [], "x", None, True) for i in range(n)]
+        return [Run(spec, 0, summarize(records, n * 0.5), records, None, ["vllm", "serve", spec.model], 0.0)]
+
+    def reference(self, spec, workload, pattern, prompts, seed=0):
+        return self._run(spec.reference(), math.inf, pattern.num_prompts)
+
+    def measure(self, spec, workload, pattern, prompts, seed=0, what="", repeats=1):
+        return self._run(spec, pattern.request_rate, pattern.num_prompts)
+'''
+
+RELATIVE_TEST = '''
+import os
+
+import pytest
+from conftest import Machine
+
+@pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+@pytest.mark.workload("code_edit")
+@pytest.mark.access_pattern("slo_capacity", num_prompts=8, max_load=32.0)
+@pytest.mark.specdec_slo(tpot_x=3, ttft_ms=5000, percentile=50)
+def test_relative(specdec):
+    assert specdec.slo == {"tpot_x": 3.0, "ttft": 5000.0} and specdec.slo_percentile == 50.0
+    speed = float(os.environ["SPEED"])
+    specdec.measurements = Machine(speed)
+    result = specdec.run()
+    print(result.describe())
+    # 3 x the unloaded 33 ms: the reference holds to load 1.67 x speed, SD to 2.29 x speed.
+    assert result.slo["tpot"] == pytest.approx(99.0 / speed) and result.objectives["tpot"]["multiple"] == 3.0
+    assert result.reference.status == result.speculative.status == "found"
+    result.assert_capacity(min_ratio=1.2)
+'''
+
+
+@pytest.mark.parametrize("speed", ["0.5", "4"])
+def test_a_relative_slo_in_the_marker_is_resolved_searched_and_reported(pytester, monkeypatch, speed):
+    pytester.makeconftest(RELATIVE_CONFTEST)
+    pytester.makepyfile(test_inner_relative=RELATIVE_TEST)
+    monkeypatch.setenv("SPEED", speed)
+    result = run_inner(pytester, "--specdec-report", "report", "-s")
+    result.assert_outcomes(passed=1)
+    unloaded = 33.0 / float(speed)
+    result.stdout.fnmatch_lines([f"*SLO: p50 tpot <= {3 * unloaded:.4g} ms (tpot_x=3: 3 x the reference's unloaded "
+                                 f"median {unloaded:.4g} ms), p50 ttft <= 5000 ms",
+                                 "capacity ratio: 1.4?x (*within the brackets)"])
+    row = json.loads((pytester.path / "report" / "results.json").read_text())["results"][0]
+    assert row["slo"] == {"tpot": pytest.approx(3 * unloaded), "ttft": 5000.0}
+    assert row["capacity_ratio"] == pytest.approx(1.375, rel=0.1)
+    assert row["capacity"]["reference"]["status"] == "found" and row["capacity"]["note"] is None
+
+
+def test_bad_slo_and_search_fields_are_named_in_the_error(pytester):
+    pytester.makepyfile('''
+import pytest
+
+SPEC = pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+
+@SPEC
+@pytest.mark.specdec_slo(tpot_ms=50, tpot_x=2)
+def test_both_ways(specdec):
+    pass
+
+@SPEC
+@pytest.mark.specdec_slo(ttft_x=0)
+def test_not_a_multiple(specdec):
+    pass
+
+@SPEC
+@pytest.mark.workload("code_edit")
+@pytest.mark.access_pattern("slo_capacity", max_load=0.5)
+@pytest.mark.specdec_slo(tpot_x=2)
+def test_ceiling_below_start(specdec):
+    pass
+
+@SPEC
+@pytest.mark.workload("code_edit")
+@pytest.mark.access_pattern("slo_capacity", bisect_probes=-1)
+@pytest.mark.specdec_slo(tpot_x=2)
+def test_bad_budget(specdec):
+    pass
+
+@SPEC
+@pytest.mark.workload("code_edit")
+@pytest.mark.access_pattern("throughput_low", max_load=8)
+def test_ceiling_without_a_search(specdec):
+    pass
+''')
+    result = pytester.runpytest("--specdec-cpu", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=5)
+    result.stdout.fnmatch_lines([
+        "*invalid @pytest.mark.specdec_slo: SLO key 'tpot' given both in milliseconds and as a multiple "
+        "('tpot_ms' and 'tpot_x')*",
+        "*invalid @pytest.mark.specdec_slo: SLO 'ttft_x' must be a finite multiple > 0*",
+        "*invalid @pytest.mark.access_pattern: max_load must be a finite number >= search_start (1) or None, "
+        "got 0.5*",
+        "*invalid @pytest.mark.access_pattern: bisect_probes must be an int >= 0, got -1*",
+        "*invalid @pytest.mark.access_pattern: max_load only apply to capacity searches*",
+    ])
+
+
+def test_the_ini_slo_takes_relative_objectives_too(pytester):
+    pytester.makeini("[pytest]\nspecdec_slo = tpot_x:2.5 ttft:1500\n")
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.specdec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+def test_from_ini(specdec):
+    assert specdec.slo == {"tpot_x": 2.5, "ttft": 1500.0}
+''')
+    run_inner(pytester).assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\nspecdec_slo = tpot:40 tpot_x:2\n")
+    bad = run_inner(pytester)
+    assert "ini setting specdec_slo: SLO key 'tpot' given both in milliseconds and as a multiple" in bad.stderr.str()

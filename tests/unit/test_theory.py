@@ -319,7 +319,8 @@ def test_theory_for_bad_length_is_unavailable_not_a_crash():
     assert theory.expected_speedup is None and theory.measured_speedup == 1.5
     assert "outside [1, k+1] = [1, 5]" in theory.problem
     assert theory.efficiency is None
-    assert theory_for(3.0, 4, None, 1.5).problem == "the draft/target cost ratio of this method is unknown"
+    assert theory_for(3.0, 4, None, 1.5).problem == ("the draft/target cost ratio of this method is unknown "
+                                                     "(no draft/target cost ratio was given)")
 
 def test_theory_efficiency_and_frozen():
     t = Theory(alpha=0.5, k=1, cost_ratio=0.0, expected_speedup=1.5, measured_speedup=1.2)
@@ -329,3 +330,62 @@ def test_theory_efficiency_and_frozen():
     assert Theory(0.5, 1, 0.0, 1.5, None).efficiency is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.alpha = 0.9  # type: ignore[misc]
+
+
+# --- undrafted steps, break-evens, the shortfall test ------------------------------------------------
+
+from pytest_specdec.measure.theory import (break_even_length, expected_decode_speedup, falls_short,  # noqa: E402
+                                           position_break_even, shortfall_margin, speedups_by_draft_length)
+
+
+def test_expected_decode_speedup_counts_undrafted_steps():
+    # (D*L + U) / (D*(1 + k*c) + U) with u = U/D: half the steps undrafted, L = 3, c = 0 -> 4 / 2 = 2.0.
+    assert expected_decode_speedup(3.0, 3, 0.0, 1.0) == pytest.approx(2.0)
+    # No undrafted steps: Leviathan's L / (1 + k*c); 3.3616 / 1.2 = 2.80133 (alpha 0.8, k 4, c 0.05 above).
+    assert expected_decode_speedup(3.3616, 4, 0.05) == pytest.approx(expected_speedup(0.8, 4, 0.05))
+    # u = 0.5, L = 2.5, k = 2, c = 0.1: (2.5 + 0.5) / (1.2 + 0.5) = 1.76470588.
+    assert expected_decode_speedup(2.5, 2, 0.1, 0.5) == pytest.approx(3.0 / 1.7)
+    for bad in ((0.9, 3, 0.0, 0.0), (2.0, 3, -0.1, 0.0), (2.0, 3, 0.0, -1.0), (2.0, 0, 0.0, 0.0)):
+        with pytest.raises(ValueError):
+            expected_decode_speedup(*bad)
+
+
+@pytest.mark.parametrize("u", [0.0, 0.3, 2.0])
+def test_break_even_is_where_the_expected_speedup_crosses_one(u):
+    # 1 + 3 * 0.375 = 2.125; at that acceptance length SD neither gains nor loses, whatever u.
+    assert break_even_length(3, 0.375) == pytest.approx(2.125)
+    assert expected_decode_speedup(2.125, 3, 0.375, u) == pytest.approx(1.0)
+    assert expected_decode_speedup(1.9, 3, 0.375, u) < 1 < expected_decode_speedup(2.2, 3, 0.375, u)
+
+
+def test_speedups_by_draft_length_and_the_position_break_even():
+    # Rates 0.7, 0.5, 0.3 at c = 0.375: E = 1.7, 2.2, 2.5 over 1.375, 1.75, 2.125.
+    speedups = speedups_by_draft_length([0.7, 0.5, 0.3], 0.375)
+    assert speedups == pytest.approx({1: 1.7 / 1.375, 2: 2.2 / 1.75, 3: 2.5 / 2.125})
+    assert (round(speedups[3], 3), round(speedups[2], 3)) == (1.176, 1.257)
+    # Break-evens c * E_(j-1) / (1 + (j-1) c): 0.375, 0.375 * 1.7 / 1.375 = 0.4636, 0.375 * 2.2 / 1.75 = 0.4714.
+    assert [position_break_even([0.7, 0.5, 0.3], j, 0.375) for j in (1, 2, 3)] == pytest.approx(
+        [0.375, 0.375 * 1.7 / 1.375, 0.375 * 2.2 / 1.75])
+
+
+def test_a_position_pays_exactly_when_its_rate_beats_its_break_even():
+    import random
+
+    rng = random.Random(19)
+    for _ in range(500):
+        rates = sorted((rng.random() for _ in range(5)), reverse=True)
+        c, u = rng.choice([0.0, 0.05, 0.375, 1.2]), rng.choice([0.0, 0.4, 3.0])
+        speedups = speedups_by_draft_length(rates, c, u)
+        for j in range(2, 6):
+            gain = speedups[j] - speedups[j - 1]
+            if abs(gain) > 1e-12:
+                assert (gain > 0) == (rates[j - 1] > position_break_even(rates, j, c, u))
+
+
+def test_shortfall_margin_from_the_repeats_or_the_default_tolerance():
+    # Repeats 0.9, 1.0, 1.1: sample sd 0.1, median 1.0 -> 2.5 * 10% = 25%.
+    margin, source = shortfall_margin([0.9, 1.0, 1.1, float("nan")])
+    assert margin == pytest.approx(0.25) and source == "2.5 sd of 3 repeats (10.0% each)"
+    assert shortfall_margin([1.5]) == (0.15, "the default speedup tolerance (one repeat: noise unknown)")
+    assert falls_short(0.74, 1.0, 0.25) and not falls_short(0.75, 1.0, 0.25)
+    assert falls_short(float("nan"), 1.0, 0.25) is None and falls_short(0.5, None, 0.25) is None
