@@ -57,9 +57,11 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
-    # In a CI log: one line per measured run (3 repeats x 7 runs: references of three traffics, four SD), no live line.
+    # In a CI log: one line per measured run, no live line: 3 repeats x 8 runs, the references of four
+    # traffics (the capacity search's unloaded run is the fourth: its relative SLO resolves against it)
+    # and four SD runs.
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
-    assert len(runs) == 21, "\n".join(runs)
+    assert len(runs) == 24, "\n".join(runs)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
     assert "requests, " not in out and "elapsed" not in out
