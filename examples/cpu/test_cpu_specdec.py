@@ -25,8 +25,8 @@ easy to predict.
 
 Baselines for these tests are stored in baselines/ at the repository root;
 `assert_no_regression` compares ratios only (speedup, acceptance, per-request
-acceptance, the recommended k, the SLO capacity ratio), which hold across
-machines better than tok/s, so baselines recorded on one 2-core box gate another.
+acceptance, the recommended k), which hold across machines better than tok/s,
+so baselines recorded on one 2-core box gate another.
 """
 
 import pytest
@@ -120,29 +120,30 @@ def test_a_poor_draft_makes_sd_slower(specdec):
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
-@code_edit
-# Poisson arrivals of 16 code edits from 0.5 requests/s, doubling until a probe fails, then
-# bisection to within 10% and one more run at each end of the bracket. The ceiling of 32
-# requests/s sits far above where a two-core box fails, so a machine several times faster still
-# brackets both sides; a side that held up to it would be reported as ">= 32 req/s" and the check
-# below would fail as undecidable rather than pass.
-@pytest.mark.access_pattern("slo_capacity", search_start=0.5, max_load=32.0, num_prompts=16)
-# Relative, not absolute: three times the reference's median TPOT with one request at a time on
-# this machine, in this session. An absolute number of milliseconds holds where it was tuned only
-# (105 ms held at every load on a faster box, and the search never bracketed). The unloaded run is
-# the reference run test_ngram_pays_on_code_edits measures (same workload, one request at a time,
-# four prompts), so in this suite it costs nothing extra.
-@pytest.mark.specdec_slo(tpot_x=3.0, percentile=50)
-# Each side's capacity is bisected to within 10%, so the ratio of two of them moves by up to
-# ~20% with nothing changed; the band says so. SD losing its gain (ratio to 1.0 or below) fails.
-@pytest.mark.specdec_tolerance(capacity_ratio=0.25)
+# Half the output of the other code-edit tests: each probe is 16 requests, and a probe of 64-token
+# outputs at 0.5 requests/s took 40 s on two cores.
+@pytest.mark.workload("code_edit", input_len=192, output_len=32)
+# Poisson arrivals of 16 code edits from 0.5 requests/s, doubling until a probe fails, then at
+# most three more probes (a bisection and a second run at each end of the bracket). The ceiling
+# of 32 requests/s sits far above where a two-core box fails, so a machine several times faster
+# still brackets both sides; a side that held up to it would be reported as ">= 32 req/s" and the
+# check below would fail as undecidable rather than pass.
+@pytest.mark.access_pattern("slo_capacity", search_start=0.5, max_load=32.0, num_prompts=16, bisect_probes=3)
+# Relative, not absolute: twice the reference's median TPOT with one request at a time on this
+# machine, in this session (an absolute 105 ms held at every load on a faster box, and the search
+# never bracketed). Why twice and not more: vLLM admits all 16 requests of a probe into one batch,
+# so above ~2 requests/s every probe is 16 requests in flight at once and TPOT stops growing with
+# the rate; measured here, that plateau sat at 2.6-3x the unloaded TPOT, so a 3x objective held at
+# 8 requests/s and bracketed on noise. At 2x the objective falls where TPOT still climbs with the
+# rate (1.6x at 1 request/s, 2.6x at 2, measured here).
+@pytest.mark.specdec_slo(tpot_x=2.0, percentile=50)
 def test_ngram_slo_capacity_on_code_edits(specdec):
     result = specdec.run()
     print(result.describe())
-    # Under load the CPU build's n-gram gain shrinks (its throughput falls behind the
-    # reference's from about 4 concurrent requests), so SD adds little or nothing to the load
-    # a server carries within a TPOT objective, whatever its single-stream 1.3x. The baseline
-    # holds the measured ratio (describe() above prints both capacities, the objective in ms
-    # and the unloaded median it came from), and the check asks that SD not cost capacity.
+    # At low load n-gram decodes code edits faster than the reference, so SD should carry at least
+    # as much load within the objective (measured here: reference 0.46 requests/s, SD 0.92, a ratio
+    # of 2.0x, each bracketed to within 10%). Not gated against a baseline: the reference's failing
+    # probe at 0.5 requests/s was 2% over its objective, so one run of each search can move the ratio
+    # anywhere between about 1x and 2x with nothing changed, wider than any band that would still
+    # catch a regression. The check asks that SD not cost capacity.
     result.assert_capacity(min_ratio=0.9)
-    result.assert_no_regression()
