@@ -113,8 +113,12 @@ def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, o
             generate_load(server.url, server.model, prompts, pattern)  # warm both paths' prompts into the cache
             runs: dict[str, list[dict]] = {"plugin": [], "vllm bench serve": [], **{p: [] for p in peers or {}}}
             for round_ in range(rounds):  # interleaved: the machine's drift falls on every client alike
-                runs["plugin"].append(plugin_round(server, prompts, pattern))
-                runs["vllm bench serve"].append(vllm_round(flags, work, f"c{level}-r{round_}.json"))
+                # and in alternating order (ABBA): whichever client runs second in a round finds the
+                # server just after a burst of traffic; alternating gives each client that seat as often.
+                pair = [("plugin", lambda: plugin_round(server, prompts, pattern)),
+                        ("vllm bench serve", lambda: vllm_round(flags, work, f"c{level}-r{round_}.json"))]
+                for client, measure in (pair if round_ % 2 == 0 else pair[::-1]):
+                    runs[client].append(measure())
                 for peer, executable in (peers or {}).items():
                     try:
                         runs[peer].append(peer_round(peer, executable, server, tokenizer, prompts, level, work,

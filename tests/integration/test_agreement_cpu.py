@@ -1,10 +1,14 @@
 """Our load generator and `vllm bench serve` agree on the same server and traffic.
 
-Interleaved rounds of each (ours, theirs, ours, ...) on the CPU build's
-reference server, three at concurrency 1 and five at concurrency 4 (where a
-round's median TTFT moves by 2-3% from round to round): the medians over
-rounds of output throughput and of median TTFT, TPOT and ITL must agree
-within 5%.
+Interleaved rounds of each, in alternating order (ours then theirs, theirs
+then ours, ...), on the CPU build's reference server, three at concurrency 1
+and five at concurrency 4 (where a round's median TTFT moves by 2-3% from
+round to round): the medians over rounds of output throughput and of median
+TTFT, TPOT and ITL must agree within 5%.  In a fixed order the client that
+always ran second saw a median TPOT 5.0% higher at concurrency 4 (higher in 4
+rounds of 5, on a 2-core box decoding at ~10 tok/s per stream); alternating
+gives each client each seat equally often, so an effect of running second
+cannot pass for a disagreement between the clients.
 
 Both clients run in one process of their own, ``benchmarks/agreement.py
 --url``: vLLM's import stays out of the test process, and neither client
