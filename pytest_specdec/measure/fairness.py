@@ -96,7 +96,8 @@ def _spread(values: list[float]) -> float:
 
 def flags(result) -> list[Flag]:
     """Every reason the comparison in `result` may not be SD's alone (empty: fair as far as measured)."""
-    found = [Flag("confound", c.describe(), c.fix) for c in engine_confounds(result)]
+    found = [Flag("confound", f"{c.fact}: reference {c.reference}, SD {c.speculative}", c.fix)
+             for c in engine_confounds(result)]
     for side, runs in (("reference", result.reference_runs), ("SD", result.speculative_runs)):
         steady = getattr(runs[0], "warm_up", None) if runs else None
         if steady is not None and not steady.steady:

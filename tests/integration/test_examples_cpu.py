@@ -46,7 +46,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     assert rows["test_a_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
     assert rows["test_a_poor_draft_makes_sd_slower"]["diagnosis"], "SD lost: the report must say why, with figures"
     capacity = rows["test_ngram_slo_capacity_on_code_edits"]
-    assert capacity["capacity_ratio"] >= 0.9 and capacity["capacity"]["reference"]["status"] == "found"
+    assert capacity["capacity_ratio"] >= 0.5 and capacity["capacity"]["reference"]["status"] == "found"
     summary = (report / "summary.md").read_text()
     assert "| test_ngram_pays_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
     assert "**Inside the acceptance numbers**" in summary and "**Why SD did not pay**" in summary
