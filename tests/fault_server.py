@@ -123,7 +123,7 @@ def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
     """Seconds between chunks of request `number` (1-based) in `mode`, `base` once warm."""
     CHUNK_S = base  # noqa: N806 (the module's default, overridden per server by --chunk-s)
     if mode == "cold-start":  # 10x slower at first, settling geometrically, as the H100's first server did
-        return CHUNK_S * (1 + 9 * 0.6 ** (number - 1))
+        return CHUNK_S * (1 + 9 * 0.4 ** (number - 1))
     if mode == "cold-forever":  # 25% slower every request: rounds never agree, whatever the jitter
         return CHUNK_S * 1.25 ** number
     if mode == "drift-slowed":
