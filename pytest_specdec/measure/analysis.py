@@ -268,6 +268,9 @@ def repeat_cost_ratio(result, repeat: int) -> tuple[float | None, str | None]:
     timing = _timing([reference], [speculative], k)
     if timing is None:
         return None, "no completed reference and SD requests to time the steps with"
+    if not (math.isfinite(timing.reference_step_ms) and timing.reference_step_ms > 0):
+        # A server that streams its whole answer at once has no decode step to divide by.
+        return None, f"the reference's decode step timed {timing.reference_step_ms:.3g} ms: nothing to divide by"
     t_k = drafted_step_ms(timing, counts.drafted, counts.undrafted)
     if not math.isfinite(t_k):
         return None, (f"the {counts.undrafted:g} undrafted steps at {timing.reference_step_ms:.3g} ms take the whole "

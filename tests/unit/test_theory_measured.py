@@ -131,6 +131,21 @@ def test_without_step_counts_c_falls_back_with_the_reason():
     assert as_cost_ratio(-1.0).source == UNAVAILABLE
 
 
+def test_a_reference_that_streams_its_answer_at_once_leaves_c_unmeasured_not_a_crash():
+    # A server (or proxy) that sends every token in one burst has a decode step of 0 ms: t_k / t_ref is
+    # undefined.  Seen with the fault server's "alias" mode; the row must still be built, c falling back.
+    result = make(3, [3, 1, 0, 2], 42.5)
+    for record in result.reference_runs[0].records:
+        record.latency, record.itl = record.ttft, [0.0] * len(record.itl)
+    result.reference_runs[0] = Run(result.reference_runs[0].spec, 0, summarize(result.reference_runs[0].records, 1.0),
+                                   result.reference_runs[0].records, None, ["v"], 0.0)
+    cost = cost_ratio_of(result)
+    assert (cost.value, cost.source) == (0.0, METHOD_DEFAULT)
+    assert "c not measured: the reference's decode step timed 0 ms" in cost.note
+    row = row_for("t.py::test", result.spec, result.workload, result.pattern, outcome="passed", result=result)
+    assert row["cost_ratio_source"] == METHOD_DEFAULT
+
+
 # --- steps that drafted nothing --------------------------------------------------------------------
 
 def test_half_the_steps_undrafted_halves_the_gain_of_a_free_draft():
