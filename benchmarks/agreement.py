@@ -23,7 +23,7 @@ starts after its own one-request test run and ends with the last reply; the
 plugin's starts at the schedule's offset 0 and ends with the last reply.
 Both take the SD counters from /metrics before and after.
 
-    .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 3] \
+    .venv/bin/python benchmarks/agreement.py [--concurrency 1 4 16] [--rounds 4] \
         [--guidellm PATH/bin/guidellm] [--aiperf PATH/bin/aiperf]
 
 ``--url URL`` measures a server that is already running (it must serve the
@@ -135,7 +135,11 @@ def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, o
 
 
 def table(results: dict) -> list[str]:
-    """Per concurrency and metric: the plugin's median over rounds, each peer's, and plugin / peer."""
+    """Per concurrency and metric: the plugin's median over rounds, each peer's, and plugin / peer.
+
+    The ratio is the median of the per-round ratios where both clients ran every round (a round's two
+    runs follow each other, so machine drift between rounds cancels), else the ratio of the medians.
+    """
     peers = [client for client in next(iter(results.values())) if client != "plugin"]
     head = f"{'concurrency':>11}  {'metric':<30} {'plugin':>9}" + "".join(
         f" {peer[:16]:>16} {'ratio':>6}" for peer in peers)
@@ -150,7 +154,9 @@ def table(results: dict) -> list[str]:
             for peer in peers:
                 theirs = [run[metric] for run in runs[peer] if metric in run]
                 b = statistics.median(theirs) if theirs else None
-                cells.append(f" {b:>16.2f} {a / b:>6.3f}" if b else f" {'–':>16} {'–':>6}")
+                ratio = (statistics.median(x / y for x, y in zip(mine, theirs)) if len(theirs) == len(mine)
+                         and all(theirs) else a / b if b else None)
+                cells.append(f" {b:>16.2f} {ratio:>6.3f}" if b else f" {'–':>16} {'–':>6}")
             lines.append(f"{level:>11}  {metric:<30} {a:>9.2f}" + "".join(cells))
     return lines
 
@@ -158,7 +164,8 @@ def table(results: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="rounds per client (even: each client goes first equally often)")
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--input-len", type=int, default=192)
     parser.add_argument("--output-len", type=int, default=64)
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(args.json, json.dumps({str(level): runs for level, runs in results.items()}, indent=1))
     server = args.url or "n-gram k=4"
     print(f"\n{server}, {args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
-          f"{args.rounds} interleaved rounds per client; medians over rounds")
+          f"{args.rounds} interleaved rounds per client; medians over rounds, ratio = median per-round ratio")
     print("\n".join(table(results)))
     print("\nratio: plugin / peer.  vllm bench serve defines each figure as the plugin does (vllm/benchmarks/serve.py, "
           "calculate_metrics) but for the throughputs' window: its duration starts after its one-request test run, "

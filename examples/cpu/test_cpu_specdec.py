@@ -27,8 +27,11 @@ Baselines for these tests are stored in baselines/ at the repository root;
 `assert_no_regression` compares ratios only (speedup, acceptance, per-request
 acceptance, the recommended k), which hold across machines better than tok/s,
 but not perfectly: on a 2-core box whose reference decoded 12-28% slower, SD
-slowed more (n-gram on random tokens 2.07x against 2.69x, the poor draft 0.34x
-against 0.48x), and those two baselines were re-recorded there (2.11x, 0.40x).
+slowed more (n-gram on random tokens 2.07x against 2.69x), and that baseline
+was re-recorded there (2.11x).  The poor draft's speedup moved furthest with
+the machine (0.48x, 0.40x and 0.34x on three boxes of the same kind, the last
+in CI): it is the ratio of a draft's cost to the target's, which is the
+hardware's, so no stored figure gates it (see that test).
 """
 
 import pytest
@@ -117,8 +120,10 @@ def test_a_poor_draft_makes_sd_slower(specdec):
     # test fails if that ever stops being true.
     assert result.acceptance_rate < 0.15
     assert result.speedup() < 0.9, f"a draft that is rarely right cannot pay: speedup {result.speedup():.2f}x"
-    # Acceptance this close to zero moves by 100% with one token: gate the speedup only.
-    result.assert_no_regression(metrics=["speedup_output_throughput"])
+    # No baseline gate.  Acceptance this close to zero moves by 100% with one token, and the speedup is
+    # ~1 / (1 + k*c) with c the draft's cost relative to the target's on this CPU: measured 0.48x, 0.40x
+    # and 0.34x on three 2-core boxes of the same kind, so a figure stored on one fails on the next (CI
+    # measured 0.34x against 0.40x).  What holds everywhere is checked above: SD is slower.
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)

@@ -6,6 +6,15 @@ the command line a user would type; a pytest run then points
 managed run (speedup, acceptance from /metrics, output comparison, report
 rows) without starting or stopping anything.  The two servers run at once,
 so their timings mean nothing here: only the kind of result is checked.
+
+The same run checks the output-equivalence report on a real divergence.  The
+deployment here is a mismatched one, as happens in practice: the reference
+serves float32 and the SD server bfloat16, so greedy answers change within a
+few dozen tokens of code.  The report must say where, show both
+continuations, and classify the divergence from the reference's own top-2
+logprobs.  (This used to lean on the CPU build's n-gram verification, whose
+bfloat16 numerics changed an answer on one 2-core box and none on another:
+a divergence the machine decides cannot be what a test relies on.)
 """
 
 import json
@@ -28,13 +37,27 @@ SUITE = f"""
 import pytest
 
 @pytest.mark.specdec(model="{MODEL}", speculative_config={NGRAM!r})
-@pytest.mark.workload("code_edit", input_len=128, output_len=24)
-@pytest.mark.access_pattern("throughput_low", num_prompts=2)
+@pytest.mark.workload("code_edit", input_len=128, output_len=48)
+@pytest.mark.access_pattern("throughput_low", num_prompts=3)
 def test_deployed(specdec):
-    result = specdec.run()
+    result = specdec.run(logprobs=2)
     assert result.speedup() > 0 and result.counters.present and result.counters.num_drafts > 0
     assert 0 < result.acceptance_rate <= 1 and result.match_rate == result.match_rate
     assert "not started by pytest-specdec" in result.reproduce["speculative_server"]
+    assert all(record.top_logprobs for record in result.reference_runs[0].records)
+    diverged = result.outputs.diverged
+    assert diverged, "float32 against bfloat16: expected at least one greedy answer to change"
+    with pytest.raises(AssertionError) as failure:
+        result.assert_outputs_equivalent(min_match=1.0, ignore_numerical_ties=False)
+    report = str(failure.value)
+    print(report)
+    first = diverged[0]
+    assert f"request {{first.index}}: first difference at token {{first.first_divergence}}" in report
+    assert f"reference: {{first.reference_text!r}}" in report and f"SD:        {{first.speculative_text!r}}" in report
+    assert first.reference_text != first.speculative_text
+    # Every divergence is classified from the reference's own top-2 logprobs.
+    assert "top-2 gap" in report and "(unknown" not in report
+    assert "reproduce by hand:" in report and "not started by pytest-specdec" in report
 """
 
 
@@ -43,11 +66,11 @@ def deployed(tmp_path, specdec_pool):
     specdec_pool.stop_running()  # nothing of the session's own while these run
     servers = []
     try:
-        for name, config in (("reference", None), ("speculative", NGRAM)):
+        for name, config, dtype in (("reference", None, "float32"), ("speculative", NGRAM, "bfloat16")):
             claim = claim_port("127.0.0.1")
             command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(MODEL),
                        "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(claim.port),
-                       "--kv-cache-memory-bytes", str(1024**3), "--enforce-eager"]
+                       "--kv-cache-memory-bytes", str(1024**3), "--enforce-eager", "--dtype", dtype]
             if config:
                 command += ["--speculative-config", json.dumps(config)]
             log = open(tmp_path / f"{name}.log", "wb")

@@ -30,6 +30,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
     )
     out = completed.stdout
+    (tmp_path / "main-job.log").write_text(out + completed.stderr)  # the whole terminal output, for reading later
     print(out[-6000:])
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "5 passed" in out

@@ -1,9 +1,13 @@
 """pytest-xdist with two workers on real CPU servers: each configuration starts once.
 
-Two SD configurations of one target (and its reference) under ``-n 2``: the
-plugin schedules a target's tests onto one worker, so the reference and each
-SD server start exactly once in the whole run, and the results reach one
-report on the controller.
+Two SD configurations of one target (and its reference) under ``-n 2`` with
+two repeats: the plugin schedules a target's tests onto one worker, so the
+reference and each SD server start exactly once in the whole run, the
+reference is measured once (both repeats kept) and shared by both
+configurations, and the results reach one report on the controller.  (A
+serial run of the same kind is the README's main job, checked by
+``test_examples_cpu.py``: it used to have a test of its own here, four more
+server starts for the same promise.)
 """
 
 import json
@@ -22,23 +26,31 @@ CONFIGS = {{
 @pytest.mark.access_pattern("throughput_low", num_prompts=2)
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.specdec(
     model="{MODEL}", server_args=["--enforce-eager"], speculative_config=c)) for n, c in CONFIGS.items()])
-def test_config(specdec, specdec_pool, name):
-    specdec.run()
+def test_config(specdec, specdec_pool, specdec_measurements, name):
+    result = specdec.run()
+    assert result.counters.num_drafts > 0
+    assert [run.repeat for run in result.reference_runs] == [0, 1]  # --specdec-repeats=2 keeps both
+    assert [run.repeat for run in result.speculative_runs] == [0, 1]
     with open(f"starts-{{name}}.json", "w") as f:
         json.dump({{"worker": os.environ.get("PYTEST_XDIST_WORKER"),
-                   "starts": [r.spec.label() for r in specdec_pool.history]}}, f)
+                   "starts": [r.spec.label() for r in specdec_pool.history],
+                   "reference_started_at": result.reference_runs[0].started_at,
+                   "reference_measurements": list(specdec_measurements.reference_measurements.values())}}, f)
 """
 
 
 def test_two_workers_start_each_configuration_once(pytester, specdec_pool):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_xdist_suite=SUITE)
-    result = pytester.runpytest_subprocess("--specdec-cpu", "-n", "2", "-p", "no:cacheprovider",
+    result = pytester.runpytest_subprocess("--specdec-cpu", "-n", "2", "--specdec-repeats=2", "-p", "no:cacheprovider",
                                            "--specdec-report", "report", timeout=900)
     result.assert_outcomes(passed=2)
     records = [json.loads((pytester.path / f"starts-{name}.json").read_text()) for name in ("ngram", "suffix")]
     assert records[0]["worker"] == records[1]["worker"]  # one target: one worker
     starts = max((r["starts"] for r in records), key=len)  # the later test saw every start of its worker
     assert len(starts) == 3 and len(set(starts)) == 3, starts  # reference, ngram, suffix: once each
+    # The reference was measured once, before the first SD server, and both tests compared with those very runs.
+    assert records[0]["reference_started_at"] == records[1]["reference_started_at"]
+    assert all(r["reference_measurements"] == [1] for r in records), records
     rows = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
     assert sorted(row["method"] for row in rows) == ["ngram", "suffix"]
