@@ -119,8 +119,12 @@ def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.Completed
     (directory / "urls.json").write_text(json.dumps(urls))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     env["FAULT_URLS"] = str(directory / "urls.json")
+    # Sixteen fault servers share two cores with the client here, so its dispatch lag can pass 10 ms
+    # (27 ms seen while other work ran) and mark a run client-bound: not what this matrix is about, and
+    # the client-bound verdict has its own tests (tests/unit/test_unavailable.py).
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA",
-                           "--specdec-request-timeout", "3", f"--basetemp={directory / 'tmp'}", *extra],
+                           "--specdec-request-timeout", "3", "--specdec-max-dispatch-lag-ms", "250",
+                           f"--basetemp={directory / 'tmp'}", *extra],
                           cwd=directory, env=env, capture_output=True, text=True, timeout=600)
 
 
