@@ -85,7 +85,8 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
                               "@pytest.mark.specdec")
         return None
     try:
-        spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods)
+        spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods,
+                                    default_engine=settings.engine)
     except MarkerError as exc:
         return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
     plan = Plan(spec)

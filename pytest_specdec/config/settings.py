@@ -72,6 +72,16 @@ def parse_positive_int(value: str) -> int:
     return number
 
 
+def parse_engine(value: str) -> str:
+    """An engine name: ``"vllm"``, ``"sglang"``, ``"trtllm"`` or ``"llamacpp"``."""
+    from ..engines import ENGINE_MODULES
+
+    name = value.strip()
+    if name not in ENGINE_MODULES:
+        raise argparse.ArgumentTypeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_MODULES)}")
+    return name
+
+
 def parse_byte_size(value: str) -> int:
     """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
     match = _SIZE_RE.match(str(value))
@@ -118,6 +128,7 @@ class Settings:
     cpu_kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
+    engine: str = "vllm"  # ini specdec_engine: the engine of markers that name none
     repeats: int = 1  # measured runs per configuration, all kept
     client_workers: int = 1  # processes the load client spreads each run over
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
@@ -237,6 +248,8 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_request_timeout", "seconds one streamed request may take", dict(default="")),
     ("specdec_max_dispatch_lag_ms", "p99 dispatch lag (ms) above which a run is client-bound", dict(default="")),
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
+    ("specdec_engine", "the engine of specdec markers that name none: vllm (default), sglang, trtllm or llamacpp",
+     dict(default="")),
     ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
      dict(type="linelist", default=[])),
     ("specdec_slo", "service-level objectives for goodput and capacity searches, as vllm bench serve's "
@@ -307,6 +320,8 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
                                           deprecations),
         log_dir=Path(log_dir).resolve() if log_dir else None,
         extra_methods=tuple(getini("specdec_extra_methods")),
+        engine=parse_ini("specdec_engine", getini("specdec_engine"), parse_engine) if getini("specdec_engine")
+        else "vllm",
         repeats=_option_or_ini(getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1,
                                deprecations),
         client_workers=_option_or_ini(getoption, getini, "--specdec-client-workers", "specdec_client_workers",

@@ -45,7 +45,9 @@ KNOWN_METHODS = frozenset(
 # Methods that need a separate draft checkpoint in `speculative_config["model"]`.
 METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa", "mlp_speculator"})
 
-MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu", "endpoints")
+MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu", "endpoints",
+                 "engine")
+DEFAULT_ENGINE = "vllm"
 
 # Flags the plugin sets itself; a test that passes them in server_args would
 # silently fight the plugin, so they are refused with a pointer to the field.
@@ -91,6 +93,8 @@ class ServerSpec:
     requires_gpu: bool = False
     # Running servers to use instead of starting any: (("reference", URL), ("speculative", URL)).
     endpoints: tuple[tuple[str, str], ...] = ()
+    # The inference engine that serves it (engines/): vllm, sglang, trtllm or llamacpp.
+    engine: str = DEFAULT_ENGINE
     # Not part of the identity: who asked, for messages only.
     origin: str = field(default="", compare=False)
 
@@ -105,6 +109,8 @@ class ServerSpec:
         }
         if self.endpoints:  # only then, so managed servers keep the keys they always had
             identity["endpoints"] = dict(self.endpoints)
+        if self.engine != DEFAULT_ENGINE:  # likewise: vLLM specs keep their keys, baselines their names
+            identity["engine"] = self.engine
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     @property
@@ -159,7 +165,8 @@ class ServerSpec:
         extra = f" tp={self.tensor_parallel_size}" if self.tensor_parallel_size != 1 else ""
         args = f" {' '.join(self.server_args)}" if self.server_args else ""
         at = f" @ {self.endpoint}" if self.endpoint else ""
-        return f"{self.model} [{sd}{extra}]{args}{at}"
+        on = f" on {self.engine}" if self.engine != DEFAULT_ENGINE else ""
+        return f"{self.model} [{sd}{extra}]{args}{on}{at}"
 
 
 def parse_specdec_marker(
@@ -168,6 +175,7 @@ def parse_specdec_marker(
     *,
     extra_methods: Iterable[str] = (),
     origin: str = "",
+    default_engine: str = DEFAULT_ENGINE,
 ) -> ServerSpec:
     """Validate ``@pytest.mark.specdec(...)`` arguments strictly.
 
@@ -208,15 +216,33 @@ def parse_specdec_marker(
             endpoints = check_endpoints(kwargs["endpoints"])
         except ValueError as exc:
             raise MarkerError("endpoints", str(exc)) from None
-    return ServerSpec(
+    engine = _check_engine(kwargs.get("engine", default_engine))
+    spec = ServerSpec(
         model=model,
         speculative_config=speculative_config,
         server_args=server_args,
         tensor_parallel_size=tp,
         requires_gpu=requires_gpu,
         endpoints=endpoints,
+        engine=engine,
         origin=origin,
     )
+    if engine != DEFAULT_ENGINE:
+        from ..engines import EngineConfigError, engine_named
+
+        try:
+            engine_named(engine).check(spec)
+        except EngineConfigError as exc:
+            raise MarkerError(exc.field, str(exc).split(": ", 1)[1]) from None
+    return spec
+
+
+def _check_engine(value: Any) -> str:
+    from ..engines import ENGINE_MODULES
+
+    if value not in ENGINE_MODULES:
+        raise MarkerError("engine", f"unknown engine {value!r}; known engines: {', '.join(ENGINE_MODULES)}")
+    return value
 
 
 def _check_model(field_name: str, value: Any) -> str:

@@ -131,7 +131,8 @@ def count_output_tokens(records: list[RequestRecord], tokenizer: Callable[[], An
         record.output_tokens_from = "tokenized text"
     return len(uncounted)
 
-async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) -> None:
+async def _stream_one(transport: Transport, body: bytes, record: RequestRecord,
+                      request_sd: Callable[[dict], dict | None]) -> None:
     """Fill ``record`` from one streamed completion; raises on transport errors."""
     want_logprobs = record.top_logprobs is not None
     usage: dict[str, Any] | None = None
@@ -156,16 +157,16 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord) 
             chunks_with_choices += 1
             choice = choices[0]
             texts.append(choice.get("text") or "")
-            if ids := choice.get("token_ids"):
+            # vLLM's return_token_ids; llama.cpp's per-chunk ids under "verbose" (engines/llamacpp.py).
+            if ids := choice.get("token_ids") or (data.get("__verbose") or {}).get("tokens"):
                 record.token_ids.extend(ids)
                 record.chunk_tokens.append(len(ids))
             if want_logprobs and (lp := choice.get("logprobs")):
                 record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
         if data.get("usage"):
             usage = data["usage"]
-        metrics = data.get("metrics")
-        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-            record.spec_decoding = metrics["speculative_decoding"]
+        if (found := request_sd(data)) is not None:  # the engine's own per-request SD figures
+            record.spec_decoding = found
         if err := data.get("error"):
             # vLLM reports a failure mid-stream as an error event with
             # status 200 already sent; vLLM bench would count the
@@ -214,6 +215,7 @@ async def run_load(
     logprobs: int | None = None,
     request_timeout: float = 600.0,
     on_progress: Callable[[int, int], None] | None = None,
+    engine: str = "vllm",
 ) -> LoadRun:
     """Send ``pattern.num_prompts`` streamed completions and time each one.
 
@@ -228,7 +230,7 @@ async def run_load(
     if not prompts:
         raise ValueError("run_load needs at least one prompt")
     schedule = list(enumerate(pattern.arrival_offsets(seed)))
-    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout)
+    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine)
     return await run_schedule(base_url, model, prompts, schedule, pattern.max_concurrency, time.perf_counter(),
                               options, on_progress)
 
@@ -241,6 +243,7 @@ class RequestOptions:
     temperature: float = 0.0
     logprobs: int | None = None
     request_timeout: float = 600.0
+    engine: str = "vllm"  # whose response fields carry each request's SD figures (engines/)
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and self.logprobs < 0:
@@ -265,6 +268,10 @@ async def run_schedule(
     """
     ignore_eos, temperature, logprobs = options.ignore_eos, options.temperature, options.logprobs
     request_timeout = options.request_timeout
+    from ..engines import engine_named  # the engine modules import nothing heavy
+
+    engine = engine_named(options.engine)
+    request_sd, extra_fields = engine.request_sd, engine.request_fields()
     total = len(schedule)
     url = _completions_url(base_url)
     slots: contextlib.AbstractAsyncContextManager[Any]
@@ -288,6 +295,7 @@ async def run_schedule(
         }
         if logprobs is not None:
             payload["logprobs"] = logprobs
+        payload.update(extra_fields)
         body = json.dumps(payload).encode()
         async with slots:
             slot_at = time.perf_counter()
@@ -306,7 +314,7 @@ async def run_schedule(
             )
             record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
             try:
-                await asyncio.wait_for(_stream_one(transport, body, record), request_timeout)
+                await asyncio.wait_for(_stream_one(transport, body, record, request_sd), request_timeout)
             except asyncio.TimeoutError:
                 record.success = False
                 record.error = f"timed out after {request_timeout:g} s"

@@ -98,6 +98,8 @@ class _Connection(asyncio.Protocol):
             return
         if self._state == "body" and not self._chunked and self._remaining is None:
             self._finish()  # the body ran to the end of the connection
+        elif self._state == "body" and self._chunked and self._chunk_left == -1:
+            self._finish()  # the last chunk arrived; only its closing CRLF did not
         else:
             self._done.set_exception(exc or ProtocolError("the server closed the connection mid-response"))
 
@@ -127,6 +129,7 @@ class _Connection(asyncio.Protocol):
 
     def _parse(self, buffer: bytes, now: float) -> None:
         if self._state == "head":
+            buffer = buffer.lstrip(b"\r\n")  # empty lines before a status line are ignored (RFC 9112, 2.2)
             end = buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(buffer) > MAX_HEAD_BYTES:
@@ -174,6 +177,18 @@ class _Connection(asyncio.Protocol):
 
     def _dechunk(self, buffer: bytes, now: float) -> None:
         while buffer:
+            if self._chunk_left == -1:  # after the last chunk: trailer lines up to an empty one
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    self._buffer = buffer
+                    return
+                if end == 0:
+                    # The response ends here, not at the last chunk's size line: a CRLF left unread would
+                    # be taken for the start of the next response on this connection.
+                    self._finish()
+                    return
+                buffer = buffer[end + 2:]  # a trailer field: not used
+                continue
             if self._crlf:  # the CRLF that ends a chunk's data
                 skip = min(self._crlf, len(buffer))
                 self._crlf -= skip
@@ -187,8 +202,8 @@ class _Connection(asyncio.Protocol):
                 size = int(buffer[:end].split(b";", 1)[0], 16)
                 buffer = buffer[end + 2:]
                 if size == 0:
-                    self._finish()  # trailers, if any, are not read: the response is complete
-                    return
+                    self._chunk_left = -1  # the last chunk: trailers and the final CRLF follow
+                    continue
                 self._chunk_left = size
                 continue
             take = buffer[:self._chunk_left]
@@ -225,6 +240,11 @@ class _Connection(asyncio.Protocol):
     def reusable(self) -> bool:
         return not self.closed and self._state == "done" and self._keep_alive
 
+    @property
+    def unanswered(self) -> bool:
+        """The connection ended before a single byte of the response: the request can be sent again."""
+        return self._state == "head" and not self._buffer.strip()
+
 
 class Transport:
     """Connections to one endpoint for one run: reused when free, closed at the end."""
@@ -246,15 +266,26 @@ class Transport:
 
     async def post(self, body: bytes, on_event: EventSink) -> tuple[int, bytes]:
         """POST `body` (JSON); a 200's SSE events go to `on_event`; returns (status, a non-200's body)."""
+        head = (self._head + f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
         connection = None
         while self._free and connection is None:
             candidate = self._free.pop()
             connection = candidate if not candidate.closed else None
-        if connection is None:
-            loop = asyncio.get_running_loop()
-            _, connection = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
-            self._all.append(connection)
-        head = (self._head + f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+        if connection is not None:
+            try:
+                return await self._send(connection, head, body, on_event)
+            except ConnectionError:  # ProtocolError, or a reset
+                if not connection.unanswered:
+                    raise
+                # A kept-alive connection the server closed before answering (its keep-alive timeout or
+                # request limit, as llama.cpp's HTTP server does): nothing reached the caller; send it
+                # again on a fresh connection, as HTTP clients do for a stale keep-alive connection.
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(_Connection, self.host, self.port, ssl=self._ssl)
+        self._all.append(connection)
+        return await self._send(connection, head, body, on_event)
+
+    async def _send(self, connection: "_Connection", head: bytes, body: bytes, on_event: EventSink):
         try:
             result = await connection.request(head, body, on_event)
         except BaseException:

@@ -192,6 +192,7 @@ class Measurements:
                     on_progress=live.update,
                     request_timeout=self.request_timeout,
                     workers=self.client_workers,
+                    engine=spec.engine,
                 )
             finally:
                 live.stop()

@@ -28,7 +28,7 @@ HEADLINE_METRICS = SPEEDUP_METRICS
 SIDE_METRICS = (*HEADLINE_METRICS, "median_dispatch_lag_ms", "p99_dispatch_lag_ms")
 SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
 CSV_COLUMNS = (
-    "test", "outcome", "regression", "model", "config", "method", "k", "workload", "access_pattern",
+    "test", "outcome", "regression", "model", "engine", "config", "method", "k", "workload", "access_pattern",
     "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
     "cost_ratio_source",
     "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
@@ -94,6 +94,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "outcome": outcome,
         "regression": regression or "not checked",
         "model": spec.model,
+        "engine": getattr(spec, "engine", "vllm"),
         "target": spec.target,
         "config": sd_label(spec),
         "method": config.get("method"),

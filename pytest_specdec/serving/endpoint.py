@@ -93,10 +93,13 @@ class ExternalServer:
         self.served_names = tuple(name for name in served if isinstance(name, str))
         return self
 
-    def metrics(self) -> list[Sample]:
+    def metrics_text(self) -> str:
         response = httpx.get(f"{self.url}/metrics", timeout=METRICS_TIMEOUT_S)
         response.raise_for_status()
-        return parse_prometheus(response.text)
+        return response.text
+
+    def metrics(self) -> list[Sample]:
+        return parse_prometheus(self.metrics_text())
 
     def spec_decode_counters(self) -> SpecDecodeCounters:
         """SD counters for any name the endpoint serves; unavailable (never zero) without them."""

@@ -22,6 +22,7 @@ from typing import Callable, Mapping
 from .models import resolve_model
 from .ports import claim_port
 from ..config.settings import DEFAULT_KV_CACHE_BYTES
+from ..engines import engine_named
 from .server import LaunchRequest, ServerStartError, VllmServer, supports_per_request_metrics
 from ..config.spec import ServerSpec
 
@@ -126,25 +127,35 @@ class ServerPool:
             self.on_event(f"using the running {spec.role} endpoint {spec.endpoint} for {spec.label()}")
         return self._external_servers[spec.key]
 
+    def _resolver(self, spec: ServerSpec) -> Callable[[str], str]:
+        """How model names become what the engine loads: llama.cpp takes GGUF files (gguf_models.py)."""
+        if spec.engine == "llamacpp" and self.model_resolver is resolve_model:
+            from .gguf_models import resolve_gguf
+
+            return resolve_gguf
+        return self.model_resolver
+
     def _launch_request(self, spec: ServerSpec, port: int) -> LaunchRequest:
+        resolve = self._resolver(spec)
         draft_config = spec.speculative_config
         if draft_config is not None and isinstance(draft_config.get("model"), str):
-            draft_config = {**draft_config, "model": self.model_resolver(draft_config["model"])}
+            draft_config = {**draft_config, "model": resolve(draft_config["model"])}
         env = dict(self.env)
         if spec.model.startswith("specdec:"):
             env.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model is local: never ask a hub
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        per_request_metrics = draft_config is not None and self._per_request_metrics()
+        per_request_metrics = draft_config is not None and spec.engine == "vllm" and self._per_request_metrics()
         return LaunchRequest(
             spec=spec,
             device=self.device,
             host=self.host,
             port=port,
-            model_path=self.model_resolver(spec.model),
+            model_path=resolve(spec.model),
             speculative_config=draft_config,
             kv_cache_bytes=self.kv_cache_bytes if self.device == "cpu" else None,
             env=env,
             per_request_metrics=per_request_metrics,
+            work_dir=str(self.log_dir),
         )
 
     def _per_request_metrics(self) -> bool:
@@ -165,10 +176,17 @@ class ServerPool:
                 self.before_start(spec)
             except Exception as exc:  # noqa: BLE001 - a refusal to start is this start's failure
                 raise ServerStartError(f"{spec.label()} not started: {exc}") from None
+        engine = engine_named(spec.engine)
+        if self.device not in engine.devices:
+            raise ServerStartError(f"{spec.label()} not started: {engine.title} runs on {' or '.join(engine.devices)} "
+                                   f"here, not on {self.device} (--specdec-{self.device})")
         claim = claim_port(self.host)
         try:
             launch = self._launch_request(spec, claim.port)
             command = self.launcher(launch)
+            for path, text in engine.launch_files(launch).items():  # e.g. TensorRT-LLM's options file
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(text, encoding="utf-8")
         except BaseException:
             claim.release()
             raise
@@ -188,7 +206,7 @@ class ServerPool:
             stop_timeout=self.stop_timeout,
         )
         self.starts[spec.key] += 1
-        self.on_event(f"starting vLLM ({self.device}) for {spec.label()} on {server.url}; log: {log_path}")
+        self.on_event(f"starting {engine.title} ({self.device}) for {spec.label()} on {server.url}; log: {log_path}")
         record = StartRecord(spec, server.url, log_path, None)
         self.history.append(record)
         began = time.monotonic()

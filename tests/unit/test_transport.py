@@ -146,3 +146,77 @@ def test_a_response_that_is_not_http_is_named():
 def test_only_http_urls_are_taken():
     with pytest.raises(ValueError, match="http:// or https://"):
         Transport("ftp://example.org/v1/completions")
+
+
+def test_a_kept_alive_connection_closed_before_answering_is_retried_once_on_a_fresh_one():
+    # llama.cpp's HTTP server closes a kept-alive connection after its idle timeout or request limit without
+    # saying so: the next request on it gets no byte back.  Sent again on a new connection, it succeeds; a
+    # connection that dies after the response began is never retried (that is a real failure).
+    async def scenario():
+        connections = []
+
+        async def handle(reader, writer):
+            connections.append(writer)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            await reader.readexactly(length)
+            writer.write(HEAD_CHUNKED + chunked(BODY))
+            await writer.drain()
+            if len(connections) == 1:  # the first connection: read the next request, then hang up unanswered
+                try:
+                    await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    pass
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/completions"
+        transport = Transport(url)
+        events = []
+        try:
+            first = await transport.post(b"{}", lambda payload, at: events.append(payload))
+            second = await transport.post(b"{}", lambda payload, at: events.append(payload))
+        finally:
+            transport.close()
+            server.close()
+            await server.wait_closed()
+        return first, second, events, len(connections)
+
+    first, second, events, connections = asyncio.run(scenario())
+    assert first == second == (200, b"")
+    assert connections == 2 and len(events) == 2 * 3  # both responses' events, each delivered once
+
+
+def test_the_last_chunks_closing_crlf_arriving_late_is_read_as_the_end_of_that_response():
+    # llama.cpp's server sends the zero-size chunk and its closing CRLF in separate writes.  Finishing at the
+    # size line left that CRLF to be read as the start of the next response on the kept-alive connection.
+    async def scenario():
+        async def handle(reader, writer):
+            for _ in range(2):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                await reader.readexactly(length)
+                response = HEAD_CHUNKED + chunked(BODY)
+                writer.write(response[:-2])  # ... "0\r\n"
+                await writer.drain()
+                await asyncio.sleep(0.05)
+                writer.write(b"\r\n")
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/completions"
+        transport = Transport(url)
+        events = []
+        try:
+            results = [await transport.post(b"{}", lambda payload, at: events.append(payload)) for _ in range(2)]
+        finally:
+            transport.close()
+            server.close()
+            await server.wait_closed()
+        return results, events
+
+    results, events = asyncio.run(scenario())
+    assert results == [(200, b""), (200, b"")] and len(events) == 6

@@ -1,0 +1,119 @@
+"""What every engine module provides, and the request every launch starts from.
+
+An engine is one inference server (vLLM, SGLang, TensorRT-LLM, llama.cpp)
+behind one small interface, as a snapshot library keeps one extension per
+format: its command line built from the test's one speculative vocabulary
+(vLLM's ``speculative_config`` keys: ``method``, ``num_speculative_tokens``,
+``model``, ``prompt_lookup_max``/``min``), the files that command reads, and
+where its own SD figures are (a response field, a metrics page).  Anything an
+engine cannot express fails with an `EngineConfigError` naming the engine and
+the field, at collection, before any server starts.  Pure logic: nothing here
+imports an engine or touches the network.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:  # the spec module imports the engine registry lazily; no cycle at import time
+    from ..config.spec import ServerSpec
+    from ..measure.counters import SpecDecodeCounters
+
+
+class EngineConfigError(ValueError):
+    """A speculative setting the chosen engine cannot run; names the engine and the field."""
+
+    def __init__(self, engine: str, field_name: str, message: str):
+        self.engine = engine
+        self.field = field_name
+        super().__init__(f"{field_name}: {engine} {message}")
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a launch command may depend on; what the launch hook receives."""
+
+    spec: "ServerSpec"
+    device: str  # "gpu" or "cpu"
+    host: str
+    port: int
+    model_path: str  # resolved `spec.model` (a directory for bundled models, a GGUF file for llama.cpp)
+    speculative_config: Mapping | None  # with a bundled draft name resolved to its path
+    kv_cache_bytes: int | None  # CPU only
+    python: str = sys.executable
+    env: Mapping[str, str] = field(default_factory=dict)  # extra environment for the server
+    # The engine can report each request's per-step acceptance (see engines.vllm.supports_per_request_metrics).
+    per_request_metrics: bool = False
+    # Where the engine's extra files go (TensorRT-LLM's options file): the server's log folder.
+    work_dir: str = ""
+
+    def default_command(self) -> list[str]:
+        from . import engine_named
+
+        return engine_named(self.spec.engine).command(self)
+
+
+def draft_length(engine: str, config: Mapping[str, Any]) -> int:
+    """k, the draft tokens per step, which every engine needs; named as the field it came from."""
+    k = config.get("num_speculative_tokens")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise EngineConfigError(engine, "speculative_config.num_speculative_tokens",
+                                f"needs the draft length k as an integer >= 1, got {k!r}")
+    return k
+
+
+def refuse_unknown(engine: str, config: Mapping[str, Any], understood: set[str], why: str = "") -> None:
+    """Fail on the first key of `config` this engine has no translation for (silently dropping it would
+    measure another configuration than the test declares)."""
+    for key in sorted(set(config) - understood - {"method"}):
+        raise EngineConfigError(engine, f"speculative_config.{key}",
+                                f"has no setting for {key!r} with method {config.get('method')!r}"
+                                + (f" ({why})" if why else "") + f"; it understands {sorted(understood)}")
+
+
+class Engine:
+    """One engine's translation and readings.  Subclasses set the names and override what differs."""
+
+    name = ""  # the marker's `engine` value
+    title = ""  # how people write it
+    devices: tuple[str, ...] = ("gpu",)
+    methods: frozenset[str] = frozenset()  # the speculative methods (vLLM's names) it can run
+    # The route that answers once the server can take requests.
+    ready_path = "/health"
+    # Where its version is: a JSON route, read by `version_from`.
+    version_paths: tuple[str, ...] = ("/version",)
+
+    def check(self, spec: "ServerSpec") -> None:
+        """Raise EngineConfigError for what this engine cannot run (called at collection)."""
+        if spec.speculative_config is not None and spec.method not in self.methods:
+            raise EngineConfigError(self.title, "speculative_config.method",
+                                    f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}")
+
+    def command(self, launch: LaunchRequest) -> list[str]:
+        raise NotImplementedError
+
+    def launch_files(self, launch: LaunchRequest) -> dict[str, str]:
+        """Files the command reads, {path: text}, written before the launch (none by default)."""
+        return {}
+
+    def request_fields(self) -> dict[str, Any]:
+        """Fields this engine needs in every completion request beyond the OpenAI ones (none by default)."""
+        return {}
+
+    def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
+        """A request's own SD figures from its final response payload, in vLLM's per-request form
+        (``per_step_accepted``/``per_step_drafted``, or ``num_draft_tokens``/``num_accepted_tokens``);
+        None when the payload carries none."""
+        return None
+
+    def counters(self, metrics_text: str, model_names, where: str) -> "SpecDecodeCounters":
+        """The run's SD counters from the engine's metrics page."""
+        from ..measure.counters import SpecDecodeCounters
+
+        return SpecDecodeCounters.unavailable(f"{self.title} exposes no SD counters at {where}")
+
+    def version_from(self, path: str, payload: Any) -> str | None:
+        """The engine's version from the JSON of one of `version_paths`."""
+        return payload.get("version") if isinstance(payload, dict) else None

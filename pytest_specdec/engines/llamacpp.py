@@ -1,0 +1,169 @@
+"""llama.cpp: ``llama-server`` with a draft model or an n-gram mode, serving GGUF files.
+
+The command is llama-server's own command line.  Where no ``llama-server``
+binary is installed (none is packaged for Debian 12/13, and PyPI ships none
+that runs on an AVX2-only CPU), the same flags go to
+``python -m pytest_specdec.engines.llamacpp_serve``, which runs llama.cpp's
+server code from the ``xllamacpp`` wheel (see that module).  Set
+``SPECDEC_LLAMA_SERVER`` to a binary to use it instead.
+
+Translation of the one vocabulary (flags as of llama.cpp's late-2026 server,
+``common/arg.cpp``; the old ``--draft-max``/``--draft-min`` names now stop
+the server):
+
+- ``draft_model``: ``--spec-type draft-simple -md DRAFT --spec-draft-n-max k
+  --spec-draft-n-min 0`` (a draft model alone does not enable drafting);
+- ``ngram``: ``--spec-type ngram-simple --spec-ngram-simple-size-n N
+  --spec-ngram-simple-size-m k --spec-ngram-simple-min-hits 1``.  It matches
+  one n-gram length N, where vLLM's prompt lookup tries every length from
+  ``prompt_lookup_max`` down to ``prompt_lookup_min``: a range is refused.
+
+Its own SD figures: each response's ``timings.draft_n`` /
+``timings.draft_n_accepted`` (final chunk; present only once something was
+drafted) and the ``llamacpp:spec_decode_*`` counters on /metrics
+(``--metrics``), per draft position too.  Counters are flushed when a
+request's slot is released: read after the run's requests have finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Mapping
+
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+
+TITLE = "llama.cpp"
+BINARY_ENV = "SPECDEC_LLAMA_SERVER"
+SHIM_MODULE = "pytest_specdec.engines.llamacpp_serve"
+PREFIX = "llamacpp:spec_decode_"
+_COUNTERS = {
+    PREFIX + "num_drafts_total": "num_drafts",
+    PREFIX + "num_draft_tokens_total": "num_draft_tokens",
+    PREFIX + "num_accepted_tokens_total": "num_accepted_tokens",
+}
+_PER_POSITION = PREFIX + "num_accepted_tokens_per_pos_total"
+# Requests in flight at once: the plugin's patterns go up to a few dozen on a CPU.
+DEFAULT_SLOTS = 16
+DEFAULT_CONTEXT = 8192  # shared by the slots (llama-server splits -c between them)
+# Flags the plugin sets from the marker; a copy in server_args would silently win or clash.
+OWN_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-a", "--alias", "--metrics", "--spec-type",
+                       "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-draft-n-min"})
+
+
+def server_program(python: str) -> list[str]:
+    """``llama-server`` when one is installed (or named by SPECDEC_LLAMA_SERVER), else the xllamacpp shim."""
+    named = os.environ.get(BINARY_ENV)
+    if named:
+        return [named]
+    found = shutil.which("llama-server")
+    return [found] if found else [python, "-m", SHIM_MODULE]
+
+
+def _ngram_size(config: Mapping[str, Any]) -> int:
+    sizes = {config[key] for key in ("prompt_lookup_min", "prompt_lookup_max") if key in config}
+    if len(sizes) > 1:
+        raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
+                                "matches one n-gram length (--spec-ngram-simple-size-n), not a range: give "
+                                f"prompt_lookup_min equal to prompt_lookup_max (got {config.get('prompt_lookup_min')!r}"
+                                f" and {config.get('prompt_lookup_max')!r}), or only one of them")
+    size = sizes.pop() if sizes else 3
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_max",
+                                f"needs the n-gram length as an integer >= 1, got {size!r}")
+    return size
+
+
+class LlamaCpp(Engine):
+    name = "llamacpp"
+    title = TITLE
+    devices = ("cpu", "gpu")
+    methods = frozenset({"draft_model", "ngram"})
+    ready_path = "/health"  # 503 while the model loads
+    version_paths = ("/props",)  # {"build_info": "b11549-64fbe0fe", ...}
+
+    def check(self, spec) -> None:
+        for arg in spec.server_args:
+            if arg.split("=", 1)[0] in OWN_FLAGS:
+                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin from "
+                                        "the marker's fields; a second copy would silently override it")
+        if spec.tensor_parallel_size != 1:
+            raise EngineConfigError(TITLE, "tensor_parallel_size", "has no tensor parallelism across processes; "
+                                    "split layers with server_args such as ['--split-mode', 'layer'] instead")
+        super().check(spec)
+        config = spec.speculative_config
+        if config is None:
+            return
+        draft_length(TITLE, config)
+        if config["method"] == "draft_model":
+            if not config.get("model"):
+                raise EngineConfigError(TITLE, "speculative_config.model", "needs the draft model's GGUF for "
+                                        "method 'draft_model'")
+            refuse_unknown(TITLE, config, {"num_speculative_tokens", "model"})
+        else:
+            _ngram_size(config)
+            refuse_unknown(TITLE, config, {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"},
+                           "n-gram lookup takes no draft model")
+
+    def command(self, launch: LaunchRequest) -> list[str]:
+        spec = launch.spec
+        command = server_program(launch.python) + [
+            "-m", launch.model_path, "--alias", spec.model, "--host", launch.host, "--port", str(launch.port),
+            "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT)]
+        config = launch.speculative_config
+        if config is not None:
+            k = draft_length(TITLE, config)
+            if config["method"] == "draft_model":
+                command += ["--spec-type", "draft-simple", "-md", str(config["model"]),
+                            "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0"]
+            else:
+                command += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(_ngram_size(config)),
+                            "--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-min-hits", "1"]
+        return command + list(spec.server_args)
+
+    def request_fields(self) -> dict[str, Any]:
+        # "verbose" adds each chunk's token id (`__verbose.tokens`): /v1/completions streams none otherwise.
+        return {"verbose": True}
+
+    def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
+        """The request's drafted and accepted tokens from the final chunk's ``timings``.
+
+        llama-server keeps no per-step breakdown per request (only the
+        counters have positions), so this is the summary form; a response
+        whose timings name no draft drafted nothing (the fields appear once
+        one draft was made).
+        """
+        timings = payload.get("timings")
+        if not isinstance(timings, Mapping) or "predicted_n" not in timings:
+            return None
+        drafted, accepted = timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
+        for name, value in (("draft_n", drafted), ("draft_n_accepted", accepted)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"timings.{name} must be an int >= 0, got {value!r}")
+        if accepted > drafted:
+            raise ValueError(f"timings.draft_n_accepted = {accepted} exceeds timings.draft_n = {drafted}")
+        return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted}
+
+    def counters(self, metrics_text: str, model_names, where: str):
+        """The ``llamacpp:spec_decode_*`` counters (one model per server: no model label to match)."""
+        from ..measure.counters import SpecDecodeCounters, parse_prometheus
+
+        totals: dict[str, float] = {}
+        per_position: dict[int, float] = {}
+        for sample in parse_prometheus(metrics_text):
+            if sample.name in _COUNTERS:
+                totals[_COUNTERS[sample.name]] = totals.get(_COUNTERS[sample.name], 0.0) + sample.value
+            elif sample.name == _PER_POSITION:
+                position = int(sample.label("position") or 0)
+                per_position[position] = per_position.get(position, 0.0) + sample.value
+        missing = sorted(set(_COUNTERS) - {name for name, attr in _COUNTERS.items() if attr in totals})
+        if missing:
+            return SpecDecodeCounters.unavailable(
+                f"no {missing[0]} at {where} (llama-server started without --metrics, or an older build)")
+        return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
+
+    def version_from(self, path: str, payload: Any) -> str | None:
+        return payload.get("build_info") if isinstance(payload, dict) else None
+
+
+ENGINE = LlamaCpp()

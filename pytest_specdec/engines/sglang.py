@@ -1,0 +1,206 @@
+"""SGLang: ``python -m sglang.launch_server`` with its ``--speculative-*`` flags.
+
+The test's vLLM vocabulary maps onto SGLang's algorithms: eagle -> EAGLE,
+eagle3 -> EAGLE3 (both with ``--speculative-draft-model-path``), draft_model
+-> STANDALONE, ngram -> NGRAM, mtp -> EAGLE without a draft path (what SGLang
+makes of NEXTN, ``_resolve_speculative_algorithm_alias`` in
+python/sglang/srt/server_args.py).  Every draft is a chain of k tokens
+(top-k 1, BFS breadth 1), as vLLM drafts, so the two engines measure the same
+thing.  SGLang's own SD figures are per request, in the finished response's
+``meta_info``; its /metrics has only windowed gauges, no counters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+
+TITLE = "SGLang"
+# vLLM method -> SGLang --speculative-algorithm.
+ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"}
+DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
+# Flags `command` sets itself: a second copy in server_args would silently win (argparse keeps the last).
+OWN_FLAGS = ("--model-path", "--model", "--tp-size", "--enable-metrics", "--speculative-algorithm",
+             "--speculative-draft-model-path", "--speculative-draft-model", "--speculative-num-steps",
+             "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+             "--speculative-ngram-min-bfs-breadth", "--speculative-ngram-max-bfs-breadth")
+# sglang PR #21225 (Mar 2026) removed --speculative-ngram-{min,max}-match-window-size with no alias (an
+# upstream test asserts they are gone): a flag for vLLM's prompt_lookup_* fails on one side of that change.
+WINDOW_REFUSAL = ("has no setting for the n-gram match window: --speculative-ngram-min/max-match-window-size "
+                  "were removed in 2026 (sglang PR #21225) without an alias, so no flag works on both old and "
+                  "new releases; leave {key} out")
+
+# meta_info names across releases (spec_decoding_meta.py keeps the older ones as aliases "for one release";
+# older tokenizer_manager.py sent spec_accept_token_num/spec_draft_token_num and no histogram).
+HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+PROPOSED_KEYS = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+ACCEPTED_KEYS = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+VERIFY_KEY = "spec_verify_ct"
+
+
+def speculative_flags(config: Mapping[str, Any]) -> list[str]:
+    """SGLang's flags for a checked config (draft path already resolved).
+
+    ``--speculative-num-draft-tokens`` counts the root (last verified) token
+    too, so k proposed tokens is k+1 (cpp_ngram/result.cpp puts ``last_token``
+    first; the EAGLE family forces steps+1 when top-k is 1).
+    """
+    method, k = config["method"], config["num_speculative_tokens"]
+    flags = ["--speculative-algorithm", ALGORITHMS[method]]
+    if method in DRAFT_METHODS:
+        flags += ["--speculative-draft-model-path", str(config["model"])]
+    if method == "ngram":
+        # topk becomes max_bfs_breadth (speculative_hook.py `_handle_ngram`): breadth 1 keeps the draft a
+        # chain, not a tree.  No window/trie-depth flags: their names changed in 2026 (see WINDOW_REFUSAL).
+        return flags + ["--speculative-num-draft-tokens", str(k + 1),
+                        "--speculative-ngram-min-bfs-breadth", "1", "--speculative-ngram-max-bfs-breadth", "1"]
+    # All three together: setting top-k or draft tokens without num-steps is an AssertionError
+    # (`_handle_eagle_family`), and leaving all three out lets SGLang choose k itself.
+    return flags + ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
+                    "--speculative-num-draft-tokens", str(k + 1)]
+
+
+def meta_info_of(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``meta_info`` of a native /generate response, or of a chat completion asked with return_meta_info."""
+    found = payload.get("meta_info")
+    if found is None and isinstance(payload.get("choices"), list) and payload["choices"]:
+        first = payload["choices"][0]
+        found = first.get("meta_info") if isinstance(first, Mapping) else None
+    return found if isinstance(found, Mapping) else None
+
+
+def _first(meta: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | None:
+    return next(((name, meta[name]) for name in names if meta.get(name) is not None), None)
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"SGLang meta_info.{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def request_figures(meta: Mapping[str, Any]) -> dict | None:
+    """vLLM's per-request form from SGLang's ``meta_info``; see `SGLang.request_sd`."""
+    verify = _first(meta, (VERIFY_KEY,))
+    histogram = _first(meta, HISTOGRAM_KEYS)
+    proposed = _first(meta, PROPOSED_KEYS)
+    accepted = _first(meta, ACCEPTED_KEYS)
+    steps = _count(*verify) if verify else None
+    figures: dict[str, Any] = {}
+    if steps is not None:
+        figures["num_drafts"] = steps
+    if proposed:
+        figures["num_draft_tokens"] = _count(*proposed)
+    if accepted:
+        figures["num_accepted_tokens"] = _count(*accepted)
+    if histogram is None:
+        return figures or None  # rates alone (spec_accept_rate/length) are no counts
+    name, counts = histogram
+    if isinstance(counts, (str, bytes)) or not isinstance(counts, list):
+        raise ValueError(f"SGLang meta_info.{name} must be a list of ints, got {counts!r}")
+    counts = [_count(f"{name}[{i}]", c) for i, c in enumerate(counts)]
+    if steps is None and not any(counts):
+        steps = figures["num_drafts"] = 0  # an empty histogram without a count: no verify step yet
+    if sum(counts) != steps:
+        raise ValueError(f"SGLang meta_info.{name} counts {sum(counts)} verify steps but {VERIFY_KEY} is "
+                         f"{steps}: the histogram is not this request's")
+    from_histogram = sum(i * c for i, c in enumerate(counts))
+    if accepted and figures["num_accepted_tokens"] != from_histogram:
+        raise ValueError(f"SGLang meta_info.{accepted[0]} is {accepted[1]} but {name} accepts {from_histogram} "
+                         "drafts in all")
+    figures["num_accepted_tokens"] = from_histogram
+    if steps == 0:
+        figures.update(per_step_accepted=[], per_step_drafted=[])
+        return figures
+    if not proposed:
+        return figures  # k unknown: the summary form only
+    k, rest = divmod(figures["num_draft_tokens"], steps)
+    most = max((i for i, c in enumerate(counts) if c), default=0)
+    if rest or k < 1 or most > k:
+        raise ValueError(f"SGLang meta_info.{proposed[0]} = {proposed[1]} over {VERIFY_KEY} = {steps} steps "
+                         f"gives no draft length that fits {name} = {counts}")
+    # The histogram keeps how many steps accepted i drafts, not when: the steps come out sorted by
+    # acceptance, so a request's order is lost (position-in-output analyses see a reordered request).
+    figures["per_step_accepted"] = [i for i, c in enumerate(counts) for _ in range(c)]
+    figures["per_step_drafted"] = [k] * steps
+    return figures
+
+
+class SGLang(Engine):
+    name = "sglang"
+    title = TITLE
+    devices = ("gpu",)
+    methods = frozenset(ALGORITHMS)
+    ready_path = "/health"
+    # Newer builds answer /server_info and keep /get_server_info as a deprecated alias (http_server.py).
+    version_paths = ("/server_info", "/get_server_info")
+
+    def check(self, spec) -> None:
+        for arg in spec.server_args:
+            if arg.split("=", 1)[0] in OWN_FLAGS:
+                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin "
+                                        "from the marker's fields; a second copy would silently override it")
+        super().check(spec)
+        config = spec.speculative_config
+        if config is None:
+            return
+        method = config["method"]
+        draft_length(TITLE, config)
+        if method in DRAFT_METHODS and not config.get("model"):
+            raise EngineConfigError(TITLE, "speculative_config.model", f"method {method!r} needs a draft model")
+        if method == "ngram" and "model" in config:
+            raise EngineConfigError(TITLE, "speculative_config.model",
+                                    "ignores a draft model with NGRAM (it accepts the path and never loads it): "
+                                    "the run would not be what the marker says; leave model out")
+        for key in ("prompt_lookup_max", "prompt_lookup_min"):
+            if key in config:
+                raise EngineConfigError(TITLE, f"speculative_config.{key}", WINDOW_REFUSAL.format(key=key))
+        understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
+        why = "mtp drafts with the target's own layers" if method == "mtp" else ""
+        refuse_unknown(TITLE, config, understood, why)
+
+    def command(self, launch: LaunchRequest) -> list[str]:
+        if launch.device != "gpu":
+            raise ValueError(f"{TITLE} is run on device 'gpu' only, got {launch.device!r}: its CPU backend needs "
+                             "Intel AMX CPUs and a build from source, which the plugin does not set up")
+        spec = launch.spec
+        command = [launch.python, "-m", "sglang.launch_server", "--model-path", launch.model_path,
+                   "--served-model-name", spec.model, "--host", launch.host, "--port", str(launch.port),
+                   "--enable-metrics"]
+        if spec.tensor_parallel_size != 1:
+            command += ["--tp-size", str(spec.tensor_parallel_size)]
+        if launch.speculative_config is not None:
+            command += speculative_flags(launch.speculative_config)
+        return command + list(spec.server_args)
+
+    def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
+        """A finished request's SD figures from its ``meta_info`` (spec_decoding_meta.py).
+
+        SGLang puts them on the finished response only (native /generate:
+        top-level ``meta_info``; /v1/chat/completions with
+        ``return_meta_info``, non-streaming only: ``choices[0].meta_info``),
+        whether or not metrics are enabled.  With a histogram (index i = drafts
+        accepted in one verify step, bonus token excluded; value = steps) and
+        the proposed-token count, this is vLLM's per-step form:
+        ``per_step_accepted`` lists i once per step that accepted i, so the
+        order within the request is lost; ``per_step_drafted`` is k for every
+        step, k = proposed / spec_verify_ct (num_draft_tokens - 1).  Otherwise
+        the summary form (``num_drafts``, ``num_draft_tokens``,
+        ``num_accepted_tokens``, whichever exist).  None without spec_* keys.
+        ValueError, naming the fields, when they disagree (a histogram that does
+        not sum to spec_verify_ct).
+        """
+        meta = meta_info_of(payload)
+        return request_figures(meta) if meta is not None else None
+
+    def counters(self, metrics_text: str, model_names, where: str):
+        from ..measure.counters import SpecDecodeCounters
+
+        return SpecDecodeCounters.unavailable(
+            f"{TITLE} has no SD counters at {where}: sglang:spec_accept_length and sglang:spec_accept_rate are "
+            "gauges over the last --decode-log-interval window (metrics/collector.py), not run totals; the "
+            "per-request figures in each response's meta_info are SGLang's own SD figures")
+
+
+ENGINE = SGLang()

@@ -1,0 +1,204 @@
+"""TensorRT-LLM: ``trtllm-serve`` (PyTorch backend) with an options file holding ``speculative_config``.
+
+The speculative settings are not flags but LLM-API fields, read from the file
+``--extra_llm_api_options`` names (newer releases also call it ``--config``;
+releases up to 1.0 know only the long name, so that is the one emitted).  The
+file is JSON, which YAML reads as it is, so no YAML library is needed.  Its
+own SD figures: the iteration stats ``GET /metrics`` returns (their
+``specDecodingStats``) once ``enable_iter_perf_stats`` is on; responses carry
+none per request.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+
+TITLE = "TensorRT-LLM"
+DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
+# vLLM method -> decoding_type (tensorrt_llm/llmapi/llm_args.py, a pydantic union keyed by it).
+DECODING_TYPES = {
+    "eagle": "Eagle",
+    "eagle3": "Eagle3",
+    # The docs (docs/source/features/speculative-decoding.md) and the `from_dict` table of releases up to
+    # 1.0 spell it "DraftTarget"; the main-branch llm_args.py declares
+    # `decoding_type: Literal["Draft_Target"]` and no alias was found.  The documented name is used; if a
+    # newer server answers "Input should be 'Draft_Target'", that is this conflict.
+    "draft_model": "DraftTarget",
+    "ngram": "NGram",
+    "mtp": "MTP",
+}
+# vLLM's prompt_lookup_max when the test leaves it out; NGram's own default drifted (4, then 0, then 2).
+DEFAULT_MATCHING_NGRAM_SIZE = 4
+# Flags `command` sets itself (click keeps the last copy, so one in server_args would silently win).
+OWN_FLAGS = ("--backend", "--extra_llm_api_options", "--config", "--tp_size", "--tensor_parallel_size")
+STATS_KEY = "specDecodingStats"
+# specDecodingStats field -> SpecDecodeCounters field (C++ `struct SpecDecodingStats`, camelCase in JSON).
+STATS_FIELDS = {"numRequestsWithDraftTokens": "num_drafts", "numDraftTokens": "num_draft_tokens",
+                "numAcceptedTokens": "num_accepted_tokens"}
+
+
+def options_path(launch: LaunchRequest) -> str:
+    """Where the options file goes: the server's log folder, one per port."""
+    return str(Path(launch.work_dir) / f"trtllm-options-{launch.port}.yaml")
+
+
+def speculative_section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``speculative_config`` section for a checked config (draft path already resolved)."""
+    method, k = config["method"], config["num_speculative_tokens"]
+    section: dict[str, Any] = {"decoding_type": DECODING_TYPES[method]}
+    if method == "mtp":
+        # num_nextn_predict_layers is MTP's draft length in every release; main deprecates it for
+        # max_draft_len but still reads it.
+        return {**section, "num_nextn_predict_layers": k}
+    section["max_draft_len"] = k
+    if method == "eagle":
+        # speculative_model_dir: the spelling releases up to 1.0 require; main keeps it as an alias.
+        section["speculative_model_dir"] = str(config["model"])
+    elif method in DRAFT_METHODS:
+        section["speculative_model"] = str(config["model"])
+    else:  # ngram: every field set, since the defaults changed between releases
+        section.update(max_matching_ngram_size=config.get("prompt_lookup_max", DEFAULT_MATCHING_NGRAM_SIZE),
+                       is_keep_all=True, is_use_oldest=True,
+                       # Per request, as vLLM's prompt lookup: a pool shared across requests makes one
+                       # request's acceptance depend on the ones before it.
+                       is_public_pool=False)
+    return section
+
+
+def iteration_counters(entries: list, where: str):
+    """The SD counters summed over trtllm-serve's iteration stats (one `/metrics` answer).
+
+    Each entry is one iteration; its ``specDecodingStats`` counts that
+    iteration's proposed and accepted draft tokens and the requests that
+    drafted (PyExecutor fills it per iteration), so the sums are the figures of
+    the iterations listed; ``num_drafts`` is the number of (request, step)
+    pairs that drafted.  Entries without the section (iterations before
+    speculation started) are skipped; unavailable, with the reason naming
+    `where`, when the list is empty, is not a list, or no entry has it (never
+    zeros: iteration stats off reads the same as nothing counted).
+    """
+    from ..measure.counters import SpecDecodeCounters
+
+    if not isinstance(entries, list):
+        return SpecDecodeCounters.unavailable(
+            f"{where} answered {type(entries).__name__}, not {TITLE}'s list of iteration stats")
+    if not entries:
+        return SpecDecodeCounters.unavailable(
+            f"{where} listed no iteration stats: an empty list (each read drains the queue, and the server "
+            "keeps none without enable_iter_perf_stats)")
+    sections = [entry[STATS_KEY] for entry in entries if isinstance(entry, Mapping) and STATS_KEY in entry]
+    if not sections:
+        return SpecDecodeCounters.unavailable(
+            f"{where}: none of its {len(entries)} iteration stats has {STATS_KEY} (no speculative decoding ran)")
+    totals = dict.fromkeys(STATS_FIELDS.values(), 0.0)
+    for number, section in enumerate(sections):
+        for name, attr in STATS_FIELDS.items():
+            value = section.get(name) if isinstance(section, Mapping) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return SpecDecodeCounters.unavailable(
+                    f"{where}: {STATS_KEY} #{number} has no number {name} (got {value!r})")
+            totals[attr] += value
+    return SpecDecodeCounters(**totals)
+
+
+class TensorRTLLM(Engine):
+    name = "trtllm"
+    title = TITLE
+    devices = ("gpu",)
+    methods = frozenset(DECODING_TYPES)
+    ready_path = "/health"
+    version_paths = ("/version",)  # {"version": "1.x.y"}
+
+    def check(self, spec) -> None:
+        """Refuse what trtllm-serve cannot run as declared.
+
+        The served name is not refused: trtllm-serve has no served-model-name
+        option, and serves the model under the basename of the path it loads
+        (``OpenAIServer.__init__``); the plugin asks /v1/models for it.
+        """
+        for arg in spec.server_args:
+            if arg.split("=", 1)[0] in OWN_FLAGS:
+                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin "
+                                        "from the marker's fields; a second copy would silently override it")
+        super().check(spec)
+        config = spec.speculative_config
+        if config is None:
+            return
+        method = config["method"]
+        draft_length(TITLE, config)
+        if method in DRAFT_METHODS and not config.get("model"):
+            raise EngineConfigError(TITLE, "speculative_config.model", f"method {method!r} needs a draft model")
+        if method == "ngram":
+            if "prompt_lookup_min" in config:
+                raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
+                                        "NGram has no minimum match size (only max_matching_ngram_size, which "
+                                        "prompt_lookup_max sets); leave prompt_lookup_min out")
+            size = config.get("prompt_lookup_max", DEFAULT_MATCHING_NGRAM_SIZE)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_max",
+                                        f"needs max_matching_ngram_size as an integer >= 1, got {size!r}")
+            understood = {"num_speculative_tokens", "prompt_lookup_max"}
+        else:
+            understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
+        refuse_unknown(TITLE, config, understood)
+
+    def launch_files(self, launch: LaunchRequest) -> dict[str, str]:
+        options: dict[str, Any] = {"enable_iter_perf_stats": True}  # the PyTorch backend keeps no stats without it
+        if launch.speculative_config is not None:
+            options["speculative_config"] = speculative_section(launch.speculative_config)
+        return {options_path(launch): json.dumps(options, indent=2, sort_keys=True) + "\n"}
+
+    def command(self, launch: LaunchRequest) -> list[str]:
+        """The trtllm-serve command; the model is served under its path's basename (no name option)."""
+        if launch.device != "gpu":
+            raise ValueError(f"{TITLE} runs on device 'gpu' only, got {launch.device!r}")
+        spec = launch.spec
+        command = ["trtllm-serve", launch.model_path, "--host", launch.host, "--port", str(launch.port),
+                   "--backend", "pytorch", "--extra_llm_api_options", options_path(launch)]
+        if spec.tensor_parallel_size != 1:
+            command += ["--tp_size", str(spec.tensor_parallel_size)]
+        return command + list(spec.server_args)
+
+    def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
+        """None: trtllm-serve's OpenAI responses carry no per-request SD figures (only the
+        deprecated /perf_metrics route does, and only with return_perf_metrics on)."""
+        return None
+
+    def __init__(self):
+        # Running totals per metrics URL: each read of trtllm-serve's /metrics drains its queue, so
+        # one read covers only the iterations since the last; the plugin takes after - before.
+        self._totals: dict[str, Any] = {}
+        self._read_before: set[str] = set()
+
+    def counters(self, metrics_text: str, model_names, where: str):
+        """The SD counters from ``GET /metrics``, as running totals of its iteration stats.
+
+        A read that drains an empty queue is a valid reading (nothing ran since
+        the last): zeros where nothing was ever counted, so that the read
+        before a run can be subtracted; a run whose iterations never carried
+        specDecodingStats still ends unavailable, from the read after it.
+        """
+        from ..measure.counters import SpecDecodeCounters
+
+        try:
+            entries = json.loads(metrics_text)
+        except ValueError as exc:
+            return SpecDecodeCounters.unavailable(f"{where} is not {TITLE}'s JSON iteration stats: {exc}")
+        read = iteration_counters(entries, where)
+        held = self._totals.get(where)
+        if read.present:
+            self._totals[where] = read if held is None else held + read
+        elif not (isinstance(entries, list) and not entries):
+            return read  # not a list, or a malformed section: say what is wrong
+        if where in self._totals:
+            return self._totals[where]
+        first = where not in self._read_before  # the zero a run's counters start from
+        self._read_before.add(where)
+        return SpecDecodeCounters() if first else read
+
+
+ENGINE = TensorRTLLM()
