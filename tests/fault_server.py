@@ -29,6 +29,11 @@ Modes:
   cold-forever     every request is slower than the one before (a server that never settles)
   drift            decodes three times slower once told to (POST /fault/slow: the machine slowed mid-session)
 ``--variant`` changes the generated text, so two servers can disagree.
+``--dialect llamacpp`` speaks llama-server's formats instead of vLLM's: ``llamacpp:spec_decode_*``
+counters without labels, token ids under each chunk's ``__verbose.tokens``, and the final chunk's
+``timings.draft_n``/``draft_n_accepted``.  ``--dialect trtllm`` speaks trtllm-serve's: /metrics is
+a JSON list of iteration statistics (``specDecodingStats``) that each read drains, and the stream
+carries text only.  The modes apply as they do to vLLM's formats ("no-counters": no SD statistics).
 ``--facts JSON`` adds engine facts: ``version`` (served at /version) and the labels of
 ``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
 """
@@ -58,8 +63,10 @@ ALIAS = "first-served-name"
 
 
 class State:
-    def __init__(self, mode: str, model: str, variant: int, facts: dict | None = None):
+    def __init__(self, mode: str, model: str, variant: int, facts: dict | None = None, dialect: str = "vllm"):
         self.mode, self.model, self.variant, self.facts = mode, model, variant, dict(facts or {})
+        self.dialect = dialect
+        self.iterations: list[dict] = []  # trtllm: iteration statistics not yet read
         self.chunk_s = CHUNK_S
         self.lock = threading.Lock()
         self.requests = 0
@@ -76,10 +83,14 @@ class State:
                 self.draft_tokens += 8 * steps
                 self.accepted += 6 * steps
             else:
-                steps = max(1, tokens // 2)
-                self.drafts += steps
-                self.draft_tokens += 4 * steps
-                self.accepted += tokens - steps  # acceptance length 2, rate 25%
+                drafted, accepted = request_drafting(tokens)  # acceptance length 2, rate 25%
+                self.drafts += max(1, tokens // 2)
+                self.draft_tokens += drafted
+                self.accepted += accepted
+                stats = {"numDraftTokens": drafted, "numAcceptedTokens": accepted,
+                         "numRequestsWithDraftTokens": max(1, tokens // 2)}
+                self.iterations.append({"iter": self.requests, "numActiveRequests": 1,
+                                        **({"specDecodingStats": stats} if self.mode != "no-counters" else {})})
             # The first request after /metrics was first read: inside the measured run, however many
             # warm-up rounds went before it (the warm-up reads no counters).
             if self.mode == "counter-reset" and self.scrapes and not getattr(self, "was_reset", False):
@@ -89,6 +100,13 @@ class State:
                 self.created = time.time()
 
     def metrics(self) -> str:
+        if self.dialect == "llamacpp":
+            return self.llamacpp_metrics()
+        if self.dialect == "trtllm":  # drained on read, as trtllm-serve's /metrics is
+            with self.lock:
+                self.scrapes += 1
+                entries, self.iterations = self.iterations, []
+            return json.dumps(entries)
         with self.lock:
             self.scrapes += 1
             drafts, draft_tokens, accepted, created = self.drafts, self.draft_tokens, self.accepted, self.created
@@ -117,6 +135,28 @@ class State:
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
                              f"{float(value)}")
         return "\n".join(lines) + "\n"
+
+
+    def llamacpp_metrics(self) -> str:
+        """llama-server's /metrics: one model per server, so no labels; per position as it counts them."""
+        with self.lock:
+            self.scrapes += 1
+            drafts, draft_tokens, accepted = self.drafts, self.draft_tokens, self.accepted
+        lines = ["# TYPE llamacpp:tokens_predicted_total counter", f"llamacpp:tokens_predicted_total {accepted}"]
+        if self.mode != "no-counters":
+            for name, value in (("num_draft_tokens", draft_tokens), ("num_accepted_tokens", accepted),
+                                ("num_drafts", drafts)):
+                lines += [f"# TYPE llamacpp:spec_decode_{name}_total counter", f"llamacpp:spec_decode_{name}_total {value}"]
+            for position, share in enumerate((0.5, 0.3, 0.15, 0.05)):
+                lines.append(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{position}"}} '
+                             f"{round(accepted * share)}")
+        return "\n".join(lines) + "\n"
+
+
+def request_drafting(tokens: int) -> tuple[int, int]:
+    """(draft tokens, accepted) of one request of `tokens` outputs, as `State.count` adds them up."""
+    steps = max(1, tokens // 2)
+    return 4 * steps, tokens - steps
 
 
 def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
@@ -209,12 +249,24 @@ def make_handler(state: State):
                 chunk_ids = ids[position:position + 2]
                 choice = {"index": 0, "text": "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids),
                           "finish_reason": None}
-                if state.mode not in ("no-token-ids", "bare-stream"):
-                    choice["token_ids"] = chunk_ids
-                self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]})
+                event = {"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]}
+                if state.mode not in ("no-token-ids", "bare-stream") and state.dialect != "trtllm":
+                    if state.dialect == "llamacpp":
+                        event["__verbose"] = {"tokens": chunk_ids}  # what "verbose": true adds to a chunk
+                    else:
+                        choice["token_ids"] = chunk_ids
+                self._event(event)
                 time.sleep(chunk_s(state.mode, number, state.chunk_s))
             else:
-                if state.mode not in ("no-usage", "bare-stream"):
+                if state.dialect == "llamacpp":  # the last chunk: finish_reason, usage and timings together
+                    drafted, accepted = request_drafting(count)
+                    timings = {"predicted_n": count, "predicted_ms": 1.0}
+                    if drafted and state.mode != "no-counters":
+                        timings.update(draft_n=drafted, draft_n_accepted=accepted)
+                    self._event({"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
+                                 "model": state.model, "object": "text_completion", "timings": timings,
+                                 "usage": {"completion_tokens": count, "prompt_tokens": 1, "total_tokens": count + 1}})
+                elif state.mode not in ("no-usage", "bare-stream"):
                     self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
                                  "usage": {"prompt_tokens": len(request.get("prompt", "").split()) or 1,
                                            "completion_tokens": count, "total_tokens": count + 1}})
@@ -234,8 +286,9 @@ def main() -> int:
     parser.add_argument("--variant", type=int, default=0)
     parser.add_argument("--facts", type=json.loads, default={})
     parser.add_argument("--chunk-s", type=float, default=CHUNK_S)
+    parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm"), default="vllm")
     args = parser.parse_args()
-    state = State(args.mode, args.model, args.variant, args.facts)
+    state = State(args.mode, args.model, args.variant, args.facts, args.dialect)
     state.chunk_s = args.chunk_s
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(state))
     server.daemon_threads = True

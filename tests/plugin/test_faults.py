@@ -91,11 +91,12 @@ class FaultServers:
     def __init__(self):
         self.processes: list[subprocess.Popen] = []
 
-    def start(self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002) -> str:
+    def start(self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002,
+              dialect: str = "vllm") -> str:
         port = _free_port()
         process = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--port", str(port), "--model", MODEL,
                                     "--mode", mode, "--variant", str(variant), "--facts", json.dumps(facts or {}),
-                                    "--chunk-s", str(chunk_s)],
+                                    "--chunk-s", str(chunk_s), "--dialect", dialect],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.processes.append(process)
         url = f"http://127.0.0.1:{port}"
@@ -193,3 +194,60 @@ def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_
     # The matrix checks the count (8 tokens in 4 events per request); the report says how outputs were compared.
     _, _, row = fault_runs["bare-stream"]
     assert row["match_basis"] == "text" and fault_runs["ok"][2]["match_basis"] == "token ids"
+
+
+# --- other engines' formats: llama.cpp and TensorRT-LLM --------------------------------------------
+
+ENGINE_SUITE = f"""
+import json, os
+import pytest
+
+URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
+
+
+@pytest.mark.specdec(model="{MODEL}", engine=os.environ["FAULT_ENGINE"], endpoints={{"reference": URLS["reference"],
+                     "speculative": URLS["speculative"]}},
+                     speculative_config={{"method": "ngram", "num_speculative_tokens": 4}})
+@pytest.mark.workload("random_s", input_len=24, output_len=8)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_engine(specdec):
+    result = specdec.run()
+    run = result.speculative_runs[0]
+    print("FIGURES acceptance=%.3f drafted=%s counted=%s ids=%s match=%.3f" % (
+        result.acceptance_rate, [r.spec_decoding for r in run.records], run.counters.num_draft_tokens,
+        [len(r.token_ids) for r in run.records], result.match_rate))
+    result.assert_acceptance(min_rate=0.0)
+    result.assert_outputs_equivalent(min_match=1.0)
+"""
+
+# 8 tokens a request: 4 drafting steps of 4 tokens accepting 4 in all (25%), in every dialect's own format.
+ENGINE_MATRIX = {
+    ("llamacpp", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?{'num_draft_tokens': 16, "
+                                    "'num_accepted_tokens': 4}, *counted=64.0 ids=?8, 8, 8, 8? match=1.000*"]),
+    # TensorRT-LLM: counters from its drained iteration statistics, no per-request figures, text compared.
+    ("trtllm", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?None, None, None, None? counted=64.0 "
+                                  "ids=?0, 0, 0, 0? match=1.000*"]),
+    ("llamacpp", "no-counters"): ("failed", ["*acceptance_rate: unavailable: no llamacpp:spec_decode_num_*_total at "
+                                             "http://127.0.0.1:*/metrics (llama-server started without --metrics*"]),
+    ("trtllm", "no-counters"): ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics: none of its * "
+                                           "iteration stats has specDecodingStats*"]),
+    **{(engine, mode): MATRIX[mode] for engine in ("llamacpp", "trtllm") for mode in ("wrong-model", "die")},
+}
+
+
+@pytest.mark.parametrize("engine, mode", list(ENGINE_MATRIX), ids=[f"{e}-{m}" for e, m in ENGINE_MATRIX])
+def test_other_engines_formats_end_in_their_own_figures_or_a_named_failure(tmp_path, monkeypatch, engine, mode):
+    outcome, lines = ENGINE_MATRIX[(engine, mode)]
+    servers = FaultServers()
+    try:
+        urls = {"reference": servers.start("ok", dialect=engine), "speculative": servers.start(mode, dialect=engine)}
+        (tmp_path / "test_engine.py").write_text(ENGINE_SUITE)
+        monkeypatch.setenv("FAULT_ENGINE", engine)
+        done = _run_suite(tmp_path, urls)
+    finally:
+        servers.stop()
+    out = done.stdout + done.stderr
+    assert f"1 {outcome}" in out, out[-3000:]
+    assert "INTERNALERROR" not in out
+    for pattern in lines:  # "?" stands for "[" and "]", as in MATRIX
+        assert any(fnmatch.fnmatch(line, pattern) for line in out.splitlines()), (pattern, out[-3000:])
