@@ -80,6 +80,8 @@ class Engine:
     title = ""  # how people write it
     devices: tuple[str, ...] = ("gpu",)
     methods: frozenset[str] = frozenset()  # the speculative methods (vLLM's names) it can run
+    # Flags the command sets from the marker's fields: a copy in server_args would silently override them.
+    own_flags: frozenset[str] = frozenset()
     # The route that answers once the server can take requests.
     ready_path = "/health"
     # Where its version is: a JSON route, read by `version_from`.
@@ -87,6 +89,10 @@ class Engine:
 
     def check(self, spec: "ServerSpec") -> None:
         """Raise EngineConfigError for what this engine cannot run (called at collection)."""
+        for arg in spec.server_args:
+            if arg.split("=", 1)[0] in self.own_flags:
+                raise EngineConfigError(self.title, "server_args", f"flag {arg.split('=', 1)[0]} is set by the "
+                                        "plugin from the marker's fields; a second copy would silently override it")
         if spec.speculative_config is not None and spec.method not in self.methods:
             raise EngineConfigError(self.title, "speculative_config.method",
                                     f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}")

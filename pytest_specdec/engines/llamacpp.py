@@ -79,14 +79,11 @@ class LlamaCpp(Engine):
     title = TITLE
     devices = ("cpu", "gpu")
     methods = frozenset({"draft_model", "ngram"})
+    own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"  # 503 while the model loads
     version_paths = ("/props",)  # {"build_info": "b11549-64fbe0fe", ...}
 
     def check(self, spec) -> None:
-        for arg in spec.server_args:
-            if arg.split("=", 1)[0] in OWN_FLAGS:
-                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin from "
-                                        "the marker's fields; a second copy would silently override it")
         if spec.tensor_parallel_size != 1:
             raise EngineConfigError(TITLE, "tensor_parallel_size", "has no tensor parallelism across processes; "
                                     "split layers with server_args such as ['--split-mode', 'layer'] instead")

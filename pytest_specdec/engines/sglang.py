@@ -132,15 +132,12 @@ class SGLang(Engine):
     title = TITLE
     devices = ("gpu",)
     methods = frozenset(ALGORITHMS)
+    own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"
     # Newer builds answer /server_info and keep /get_server_info as a deprecated alias (http_server.py).
     version_paths = ("/server_info", "/get_server_info")
 
     def check(self, spec) -> None:
-        for arg in spec.server_args:
-            if arg.split("=", 1)[0] in OWN_FLAGS:
-                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin "
-                                        "from the marker's fields; a second copy would silently override it")
         super().check(spec)
         config = spec.speculative_config
         if config is None:

@@ -110,6 +110,7 @@ class TensorRTLLM(Engine):
     title = TITLE
     devices = ("gpu",)
     methods = frozenset(DECODING_TYPES)
+    own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"
     version_paths = ("/version",)  # {"version": "1.x.y"}
 
@@ -120,10 +121,6 @@ class TensorRTLLM(Engine):
         option, and serves the model under the basename of the path it loads
         (``OpenAIServer.__init__``); the plugin asks /v1/models for it.
         """
-        for arg in spec.server_args:
-            if arg.split("=", 1)[0] in OWN_FLAGS:
-                raise EngineConfigError(TITLE, "server_args", f"flag {arg.split('=', 1)[0]} is set by the plugin "
-                                        "from the marker's fields; a second copy would silently override it")
         super().check(spec)
         config = spec.speculative_config
         if config is None:

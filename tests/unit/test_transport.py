@@ -24,6 +24,14 @@ def chunked(*pieces: bytes) -> bytes:
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
+async def read_request(reader) -> None:
+    """Read one request (head and Content-Length body) off a connection."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    await reader.readexactly(length)
+
+
 async def serve(responses, *, split=None):
     """Answer each request on a connection with the next response; `split` cuts every write into pieces."""
     served = {"requests": 0, "connections": 0}
@@ -32,10 +40,7 @@ async def serve(responses, *, split=None):
         served["connections"] += 1
         try:
             while responses:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
-                await reader.readexactly(length)
+                await read_request(reader)
                 served["requests"] += 1
                 response, close = responses.pop(0)
                 for piece in (split(response) if split else [response]):
@@ -157,10 +162,7 @@ def test_a_kept_alive_connection_closed_before_answering_is_retried_once_on_a_fr
 
         async def handle(reader, writer):
             connections.append(writer)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length")))
-            await reader.readexactly(length)
+            await read_request(reader)
             writer.write(HEAD_CHUNKED + chunked(BODY))
             await writer.drain()
             if len(connections) == 1:  # the first connection: read the next request, then hang up unanswered
@@ -194,10 +196,7 @@ def test_the_last_chunks_closing_crlf_arriving_late_is_read_as_the_end_of_that_r
     async def scenario():
         async def handle(reader, writer):
             for _ in range(2):
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                                  if line.lower().startswith(b"content-length")))
-                await reader.readexactly(length)
+                await read_request(reader)
                 response = HEAD_CHUNKED + chunked(BODY)
                 writer.write(response[:-2])  # ... "0\r\n"
                 await writer.drain()
