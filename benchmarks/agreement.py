@@ -111,6 +111,9 @@ def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, o
             prompts = measurements.prompts(MODEL, workload, pattern, seed=0)
             flags = bench_serve_flags(server.url, server.model, tokenizer, measurements.prompts_file(prompts), pattern)
             generate_load(server.url, server.model, prompts, pattern)  # warm both paths' prompts into the cache
+            # And vLLM's client: its first call in a process imports its benchmark modules (4 s of CPU on a
+            # 2-core box, beside the server), which no measured round should carry.
+            vllm_round(flags, work, f"c{level}-warm-up.json")
             runs: dict[str, list[dict]] = {"plugin": [], "vllm bench serve": [], **{p: [] for p in peers or {}}}
             for round_ in range(rounds):  # interleaved: the machine's drift falls on every client alike
                 # and in alternating order (ABBA): whichever client runs second in a round finds the

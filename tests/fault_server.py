@@ -34,7 +34,8 @@ counters without labels, token ids under each chunk's ``__verbose.tokens``, and 
 ``timings.draft_n``/``draft_n_accepted``.  ``--dialect trtllm`` speaks trtllm-serve's: /metrics is
 a JSON list of iteration statistics (``specDecodingStats``) that each read drains, and the stream
 carries text only.  The modes apply as they do to vLLM's formats ("no-counters": no SD statistics).
-``--facts JSON`` adds engine facts: ``version`` (served at /version) and the labels of
+``--facts JSON`` adds engine facts: ``version`` (served at /version, or as /props' ``build_info``
+in the llamacpp dialect) and the labels of
 ``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
 """
 
@@ -194,8 +195,10 @@ def make_handler(state: State):
         def do_GET(self):
             if self.path == "/health":
                 self._json(200, {})
-            elif self.path == "/version" and "version" in state.facts:
+            elif self.path == "/version" and "version" in state.facts and state.dialect != "llamacpp":
                 self._json(200, {"version": state.facts["version"]})
+            elif self.path == "/props" and state.dialect == "llamacpp":  # llama-server always has it
+                self._json(200, {"build_info": state.facts.get("version", "b0-unknown"), "total_slots": 16})
             elif self.path == "/v1/models":
                 served = ["someone-else"] if state.mode == "wrong-model" else \
                     [ALIAS, state.model] if state.mode == "alias" else [state.model]

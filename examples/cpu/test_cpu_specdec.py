@@ -15,23 +15,26 @@ What it shows, as the published studies found on GPUs
 (docs/references.md#vllm-methods-guide, Experiment A, Scenario 2: suffix and
 n-gram do best on code; docs/references.md#performance-or-illusion, Fig. 1
 and Sec. 3.2: what a draft's cost does to the speedup):
-- on code edits, whose outputs repeat the prompt, model-free drafting
-  (n-gram, suffix) pays;
+- on code edits, whose outputs repeat the prompt, model-free drafting finds
+  the continuation (n-gram ~49% of draft tokens accepted, suffix ~55%), and
+  suffix decoding pays;
+- whether n-gram pays there is the machine's as much as SD's: 1.42x on a
+  2-core box whose reference decoded at ~103 ms per token, 1.26x at ~70 ms,
+  1.04x at ~58 ms, with the same acceptance (see that test);
 - a poor draft model makes SD slower than no SD at all
   (docs/references.md#blackwell-eagle-3, Experiment 2: k=3 lost ~30% to no SD);
 and one trap this project measured itself (no study says it): random-token
 prompts can flatter SD, because a small model loops on them and the loop is
 easy to predict.
 
-Baselines for these tests are stored in baselines/ at the repository root;
-`assert_no_regression` compares ratios only (speedup, acceptance, per-request
-acceptance, the recommended k), which hold across machines better than tok/s,
-but not perfectly: on a 2-core box whose reference decoded 12-28% slower, SD
-slowed more (n-gram on random tokens 2.07x against 2.69x), and that baseline
-was re-recorded there (2.11x).  The poor draft's speedup moved furthest with
-the machine (0.48x, 0.40x and 0.34x on three boxes of the same kind, the last
-in CI): it is the ratio of a draft's cost to the target's, which is the
-hardware's, so no stored figure gates it (see that test).
+Baselines for these tests are stored in baselines/ at the repository root.
+`assert_no_regression` compares acceptance (rate, length, per request) on
+any machine: it is the model's and the algorithm's.  Speedups are compared
+only on a machine whose reference decodes within 10% of the recording
+machine's speed, measured in both sessions (the report says which): the
+same n-gram speedup was 2.11x on one box and 1.62x on a faster one with
+99.4% accepted on both.  To gate speedups on your own machine, record there
+with --specdec-update-baselines.
 """
 
 import pytest
@@ -58,15 +61,19 @@ one_at_a_time = pytest.mark.access_pattern("throughput_low", num_prompts=4)
 @pytest.mark.specdec(model=MODEL, speculative_config=NGRAM, server_args=EAGER)
 @code_edit
 @one_at_a_time
-def test_ngram_pays_on_code_edits(specdec):
+def test_ngram_on_code_edits(specdec):
     result = specdec.run()
     # Code edits repeat most of the prompt, so the n-gram lookup finds the
-    # continuation: measured here ~49% of draft tokens accepted, ~3 tokens
-    # per step, 1.44x.  The theory column shows ~3x for a free draft: on a
-    # CPU the target's verification of k+1 positions costs more than one
-    # decode step, which the formula does not model.
+    # continuation: measured ~49% of draft tokens accepted, ~3 tokens per
+    # drafted step, on every box.  What that buys is the machine's: 1.42x where
+    # the reference decoded at ~103 ms per token, 1.26x at ~70 ms and 1.04x at
+    # ~58 ms (CI; c measured 0.34, the theory's 1.11x at k=4).  SD's own cost
+    # per step (the lookup, verifying k+1 positions, the scheduler) weighs more
+    # against a faster decode step.  So no speedup is required here: a figure
+    # that holds on one box of this kind fails on the next.  The suffix test
+    # below makes the claim that SD pays on code edits, and the baseline gates
+    # this speedup on a machine of the recording one's speed.
     result.assert_acceptance(min_rate=0.25, min_length=1.8)
-    result.assert_speedup(min=1.10)
     # From this run at k=4, the predicted best draft length (benchmarks/best_k.py checks such
     # predictions against runs at every k): measured here, every k up to 5 paid more than the one
     # below it on code edits, so k=4 is at or next to the best; a k that collapses shows as 1 or 2.
@@ -102,7 +109,7 @@ def test_ngram_on_random_tokens(specdec):
     # A trap worth knowing: random prompt tokens do not make n-gram useless
     # when a small model, decoding greedily without EOS, falls into a loop
     # that repeats itself -- the lookup then predicts the loop (measured here:
-    # ~91% accepted, 2.2x).  A random-token workload measures the model's
+    # ~99% accepted, 1.6-2.2x).  A random-token workload measures the model's
     # degeneration as much as SD; use real text to judge a draft.
     result.assert_acceptance(min_rate=0.5)
     result.assert_no_regression(metrics=RATIOS)

@@ -122,4 +122,9 @@ class Engine:
 
     def version_from(self, path: str, payload: Any) -> str | None:
         """The engine's version from the JSON of one of `version_paths`."""
-        return payload.get("version") if isinstance(payload, dict) else None
+        found = payload.get("version") if isinstance(payload, dict) else None
+        return found if isinstance(found, str) else None
+
+    def local_version(self, command: list[str]) -> str | None:
+        """The version of what `command` ran, from installed packages, where the server cannot say (None)."""
+        return None

@@ -160,7 +160,19 @@ class LlamaCpp(Engine):
         return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
 
     def version_from(self, path: str, payload: Any) -> str | None:
-        return payload.get("build_info") if isinstance(payload, dict) else None
+        build = payload.get("build_info") if isinstance(payload, dict) else None
+        # A build made outside llama.cpp's git tree reports build 0 ("b0-unknown"): no version at all.
+        return build if isinstance(build, str) and build and not build.startswith(("b0-", "unknown")) else None
+
+    def local_version(self, command: list[str]) -> str | None:
+        if SHIM_MODULE not in command:
+            return None  # a llama-server binary: only its /props can say, and it did not
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"xllamacpp {version('xllamacpp')}"
+        except PackageNotFoundError:
+            return None
 
 
 ENGINE = LlamaCpp()

@@ -29,11 +29,19 @@ SPEEDUP_PREFIX = "speedup_"
 # and SD against the reference under an SLO (goodput, capacity).
 SD_RATIO_METRICS = ("acceptance_rate", "acceptance_length", "match_rate", "request_acceptance_length_p10",
                     "request_acceptance_length_p50", "best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
+# The ratios above that are the machine's as much as SD's: they rest on step times or on loads a
+# machine holds, so a baseline gates them only on a machine of its speed (verdict.fingerprint.MachineSpeed).
+MACHINE_BOUND_RATIOS = ("best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
 # Figures a baseline holds exactly: any change is flagged, whatever its direction
 # (a different recommended draft length means the configuration should change).
 EXACT_METRICS = ("best_k",)
 SIDES = ("reference", "speculative")
 _LOWER_IS_BETTER = ("duration_s", "failed")
+
+
+def is_machine_bound(metric: str) -> bool:
+    """Speedups and the figures built on step times or held loads: comparable only at one machine speed."""
+    return metric.startswith(SPEEDUP_PREFIX) or metric in MACHINE_BOUND_RATIOS
 
 
 def higher_is_better(metric: str) -> bool:

@@ -132,13 +132,21 @@ def read_engine_facts(server, timeout: float = 5.0) -> dict[str, str]:
         metrics = facts_from_metrics(server.metrics())
     except Exception:  # a server without /metrics (another engine) still has its other facts
         pass
+    from ..engines import engine_named
+
+    engine = engine_named(getattr(getattr(server, "spec", None), "engine", "vllm"))
     version: dict[str, str] = {}
-    try:
-        response = httpx.get(f"{server.url}/version", timeout=timeout)
-        if response.status_code == 200 and isinstance(response.json().get("version"), str):
-            version = {"version": response.json()["version"]}
-    except (httpx.HTTPError, ValueError, AttributeError):
-        pass
+    for path in engine.version_paths:  # each engine says where its version is
+        try:
+            response = httpx.get(f"{server.url}{path}", timeout=timeout)
+            found = engine.version_from(path, response.json()) if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue
+        if isinstance(found, str) and found:
+            version = {"version": found}
+            break
+    if not version and (local := engine.local_version(getattr(server, "command", None) or [])):
+        version = {"version": local}  # a build that does not know its own version: the package that ran it
     return merge(log, metrics, version)
 
 

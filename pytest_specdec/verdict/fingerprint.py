@@ -133,3 +133,58 @@ def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, t
     extra = _shared_extra_keys(a, b)
     fa, fb = comparable_fields(a, extra), comparable_fields(b, extra)
     return {key: (fa[key], fb[key]) for key in fa if fa[key] != fb[key]}
+
+
+# --- the machine's speed, measured in the session ---
+
+# Two boxes with one fingerprint (2 cores, the same CPU model, the same builds) decoded the bundled
+# model at about 58 and 103 ms per token, and n-gram SD on the same code edits paid 1.04x on the fast
+# one and 1.42x on the slow one: SD's own per-step cost (drafting, verifying k+1 positions, the
+# scheduler) is a larger share of a fast machine's decode step. A speedup is as much the machine's as
+# SD's, so the fingerprint alone cannot say two runs are comparable; the reference's decode step,
+# measured in both sessions, can. One session's three repeats spread 5% (101-106 ms); 10% tells those
+# boxes apart without calling a session on the same box another machine.
+MACHINE_SPEED_BAND = 0.10
+
+
+def reference_step_ms(repeats: list[dict]) -> float | None:
+    """The reference's decode step (median TPOT, median over repeats), or None where none was timed."""
+    values = sorted(v for entry in repeats
+                    if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"), (int, float))
+                    and v == v and 0 < v < float("inf"))
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+class MachineSpeed:
+    """The reference's decode step when a baseline was recorded against the one measured now."""
+
+    def __init__(self, recorded_ms: float | None, measured_ms: float | None, band: float = MACHINE_SPEED_BAND):
+        self.recorded_ms, self.measured_ms, self.band = recorded_ms, measured_ms, band
+
+    @classmethod
+    def of(cls, baseline_repeats: list[dict], current_repeats: list[dict]) -> "MachineSpeed":
+        return cls(reference_step_ms(baseline_repeats), reference_step_ms(current_repeats))
+
+    @property
+    def known(self) -> bool:
+        return self.recorded_ms is not None and self.measured_ms is not None
+
+    @property
+    def change(self) -> float | None:
+        return self.measured_ms / self.recorded_ms - 1 if self.known else None
+
+    @property
+    def same(self) -> bool:
+        """True unless both steps were timed and differ beyond the band (an untimed side cannot tell)."""
+        return not self.known or abs(self.change) <= self.band
+
+    def describe(self) -> str:
+        if not self.known:
+            missing = "the baseline" if self.recorded_ms is None else "this run"
+            return f"machine speed unknown ({missing} timed no reference decode step): compared as the same machine"
+        return (f"the reference decoded at {self.measured_ms:.1f} ms per token here and at {self.recorded_ms:.1f} ms "
+                f"when the baseline was recorded ({self.change:+.1%}; within {self.band:.0%} counts as the same "
+                "machine)")

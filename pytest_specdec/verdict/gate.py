@@ -1,8 +1,10 @@
 """The regression gate: a result against its stored baseline, and the update flow.
 
-Ratios (speedups, acceptance) compare across environments; absolute numbers
-(tok/s, ms) only when the environment fingerprint matches, and the report
-says which comparison was made.  In update mode nothing fails: a missing,
+Acceptance compares across environments; speedups (and the ratios built on
+step times or held loads) only on a machine of the
+baseline's speed (the reference's decode step, measured in both sessions, see
+fingerprint.MachineSpeed); absolute numbers (tok/s, ms) only when, besides,
+the environment fingerprint matches. The report says which comparison was made.  In update mode nothing fails: a missing,
 corrupt or out-of-tolerance baseline is queued and written at session end,
 while one within tolerance is left alone so noise does not churn files.
 """
@@ -17,8 +19,8 @@ from typing import Any
 
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
-from .fingerprint import same_environment
-from ..measure.derived import EXACT_METRICS, SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric
+from .fingerprint import MachineSpeed, same_environment
+from ..measure.derived import EXACT_METRICS, SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric, is_machine_bound
 from ..measure.result import repeat_seed
 from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
@@ -85,10 +87,21 @@ class RegressionGate:
         self.outcome: str | None = None
         self.detections: dict[str, Detection] = {}  # what the last check can detect, per gated metric
 
+    def _fingerprint_for(self, result) -> dict:
+        """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
+        fingerprint names the installed vLLM build), at the version its servers reported."""
+        engine = getattr(getattr(result, "spec", None), "engine", "vllm")
+        if engine == "vllm":
+            return self.session.fingerprint
+        runs = [*getattr(result, "speculative_runs", [])[:1], *getattr(result, "reference_runs", [])[:1]]
+        version = next((facts["version"] for run in runs if (facts := getattr(run, "engine_facts", None) or {})
+                        and facts.get("version")), None)
+        return {**self.session.fingerprint, "engine": engine, "engine_version": version}
+
     def _baseline_for(self, result, metrics, tolerances) -> Baseline:
         return Baseline(
             test_id=self.test_id,
-            fingerprint=self.session.fingerprint,
+            fingerprint=self._fingerprint_for(result),
             config={
                 "spec": {
                     "model": result.spec.model,
@@ -154,14 +167,15 @@ class RegressionGate:
                 f"{baseline.path}: the baseline of {self.test_id} was recorded on engine {recorded_on!r}, this run "
                 f"is on {running_on!r}: a baseline never gates another engine; record one for "
                 f"{running_on!r} with --specdec-update-baselines")
-        same_env = same_environment(baseline.fingerprint, self.session.fingerprint)
         current = result.repeats()
+        speed = MachineSpeed.of(baseline.repeats, current)
+        same_env = same_environment(baseline.fingerprint, self._fingerprint_for(result)) and speed.same
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
         paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
         rows, verdicts, skipped, detects = [], [], [], []
         self.detections = {}
         for metric in metrics:
-            if not is_ratio(metric) and not same_env:
+            if (not is_ratio(metric) and not same_env) or (is_machine_bound(metric) and not speed.same):
                 skipped.append(metric)
                 continue
             side = _side(metric)
@@ -197,11 +211,18 @@ class RegressionGate:
                 ci = tuple(sorted((as_value(verdict.ci_low), as_value(verdict.ci_high))))
             rows.append(Row(metric, verdict.baseline, verdict.current, tolerances[metric], ci, not verdict.regression,
                             direction=metric))
-        comparison = (
-            "same environment: ratios and absolute numbers compared"
-            if same_env
-            else f"different environment from the baseline: ratios only, not compared: {', '.join(skipped) or '-'}"
-        )
+        if not speed.same:
+            comparison = (f"another machine's speed: {speed.describe()}. A speedup is the machine's as much as "
+                          f"SD's, so only acceptance-type figures are compared; not compared: "
+                          f"{', '.join(skipped) or '-'} (record a baseline on this machine with "
+                          "--specdec-update-baselines to gate them)")
+        elif same_env:
+            comparison = "same environment: ratios and absolute numbers compared"
+        else:
+            comparison = ("different environment from the baseline: ratios only, not compared: "
+                          f"{', '.join(skipped) or '-'}")
+        if speed.same:
+            comparison += f"\nmachine speed: {speed.describe()}"
         if baseline.migrated_from:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
@@ -211,7 +232,8 @@ class RegressionGate:
         self.last_report = comparison + "\n" + "\n".join(described)
         if self.session.update:
             moved = any(abs(v.change) > v.tolerance for v in judged if not math.isnan(v.change))
-            # Also re-recorded: a baseline from another environment, in an older file format, or without a figure.
+            # Also re-recorded: a baseline from another environment or machine speed, in an older file format, or
+            # without a figure.
             rewrite = moved or not same_env or bool(baseline.migrated_from) or any(v is None for v in verdicts)
             if rewrite:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)

@@ -213,20 +213,22 @@ URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
 def test_engine(specdec):
     result = specdec.run()
     run = result.speculative_runs[0]
-    print("FIGURES acceptance=%.3f drafted=%s counted=%s ids=%s match=%.3f" % (
+    print("FIGURES acceptance=%.3f drafted=%s counted=%s ids=%s match=%.3f version=%s" % (
         result.acceptance_rate, [r.spec_decoding for r in run.records], run.counters.num_draft_tokens,
-        [len(r.token_ids) for r in run.records], result.match_rate))
+        [len(r.token_ids) for r in run.records], result.match_rate, run.engine_facts.get("version")))
     result.assert_acceptance(min_rate=0.0)
     result.assert_outputs_equivalent(min_match=1.0)
 """
 
 # 8 tokens a request: 4 drafting steps of 4 tokens accepting 4 in all (25%), in every dialect's own format.
 ENGINE_MATRIX = {
+    # The engine's version as its server says it: llama-server's /props build_info, trtllm-serve's /version.
     ("llamacpp", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?{'num_draft_tokens': 16, "
-                                    "'num_accepted_tokens': 4}, *counted=64.0 ids=?8, 8, 8, 8? match=1.000*"]),
+                                    "'num_accepted_tokens': 4}, *counted=64.0 ids=?8, 8, 8, 8? match=1.000 "
+                                    "version=b7702-1a2b3c4*"]),
     # TensorRT-LLM: counters from its drained iteration statistics, no per-request figures, text compared.
     ("trtllm", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?None, None, None, None? counted=64.0 "
-                                  "ids=?0, 0, 0, 0? match=1.000*"]),
+                                  "ids=?0, 0, 0, 0? match=1.000 version=1.3.0*"]),
     ("llamacpp", "no-counters"): ("failed", ["*acceptance_rate: unavailable: no llamacpp:spec_decode_num_*_total at "
                                              "http://127.0.0.1:*/metrics (llama-server started without --metrics*"]),
     ("trtllm", "no-counters"): ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics: none of its * "
@@ -240,7 +242,9 @@ def test_other_engines_formats_end_in_their_own_figures_or_a_named_failure(tmp_p
     outcome, lines = ENGINE_MATRIX[(engine, mode)]
     servers = FaultServers()
     try:
-        urls = {"reference": servers.start("ok", dialect=engine), "speculative": servers.start(mode, dialect=engine)}
+        facts = {"version": {"llamacpp": "b7702-1a2b3c4", "trtllm": "1.3.0"}[engine]}
+        urls = {"reference": servers.start("ok", dialect=engine, facts=facts),
+                "speculative": servers.start(mode, dialect=engine, facts=facts)}
         (tmp_path / "test_engine.py").write_text(ENGINE_SUITE)
         monkeypatch.setenv("FAULT_ENGINE", engine)
         done = _run_suite(tmp_path, urls)

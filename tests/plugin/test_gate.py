@@ -157,9 +157,11 @@ import os
 
 def test_gated(make_result):
     scale = float(os.environ.get("SPEEDUP_SCALE", "1"))
+    step = float(os.environ.get("REFERENCE_STEP_SCALE", "1"))  # another machine's decode speed
+    accepted = float(os.environ.get("ACCEPTED_SCALE", "1"))
     make_result(ref=(30.0, 30.6, 29.7), sd=(45.0 * scale, 45.9 * scale, 44.6 * scale),
-                ref_tpot=(33.0, 32.6, 33.4), sd_tpot=(22.0, 22.3, 21.8),
-                accepted=(240.0, 238.0, 242.0)).assert_no_regression()
+                ref_tpot=(33.0 * step, 32.6 * step, 33.4 * step), sd_tpot=(22.0, 22.3, 21.8),
+                accepted=(240.0 * accepted, 238.0 * accepted, 242.0 * accepted)).assert_no_regression()
 """
 
 
@@ -195,6 +197,36 @@ def test_update_then_rerun_is_green_and_a_real_drop_fails(inner, monkeypatch):
                                   "*same environment: ratios and absolute numbers compared*"])
     run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
     assert path.read_text() != before, "an out-of-tolerance baseline is refreshed when updating"
+
+
+def test_a_machine_of_another_speed_gates_acceptance_but_not_speedup(inner, monkeypatch):
+    inner.makepyfile(test_gated=GATED)
+    run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
+    (path,) = baseline_files(inner)
+    before = path.read_text()
+    # Same fingerprint, but the reference decodes 40% faster: a faster box, where SD's own per-step cost
+    # weighs more and its speedup is lower. The 25% drop would fail on the recording machine (see above).
+    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.6")
+    monkeypatch.setenv("SPEEDUP_SCALE", "0.75")
+    faster = run_inner(inner, "-rA")
+    faster.assert_outcomes(passed=1)
+    # Within 10%, it is the recording machine: the same drop fails.
+    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.92")
+    run_inner(inner).assert_outcomes(failed=1)
+    # Acceptance is the algorithm's and the model's, not the machine's: still gated on the faster box.
+    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.6")
+    monkeypatch.setenv("ACCEPTED_SCALE", "0.6")
+    dropped = run_inner(inner)
+    dropped.assert_outcomes(failed=1)
+    dropped.stdout.fnmatch_lines(["*acceptance_rate*FAIL*",
+                                  "*another machine's speed: the reference decoded at 19.8 ms per token here and at "
+                                  "33.0 ms when the baseline was recorded (-40.0%; within 10% counts as the same machine)*"
+                                  "not compared: speedup_output_throughput, output_throughput, median_tpot_ms, "
+                                  "median_ttft_ms*"])
+    assert "speedup_output_throughput  1.5" not in dropped.stdout.str()
+    # Updating on the faster box records its own baseline: speedups gate there from then on.
+    run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
+    assert path.read_text() != before
 
 
 def test_corrupt_and_invalid_baselines_name_the_file_and_field(inner):

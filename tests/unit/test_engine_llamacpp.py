@@ -155,3 +155,16 @@ def test_a_truncated_gguf_keeps_the_first_blocks_byte_for_byte(tmp_path):
     with pytest.raises(ValueError, match="layers must be from 1 to 3, got 4"):
         write_truncated_gguf(source, tmp_path / "bad.gguf", 4)
     assert not (tmp_path / "bad.gguf").exists() or (tmp_path / "bad.gguf").stat().st_size == 0
+
+
+def test_the_version_is_the_servers_build_or_else_the_package_that_ran_it():
+    engine = llamacpp.ENGINE
+    assert engine.version_from("/props", {"build_info": "b7702-1a2b3c4"}) == "b7702-1a2b3c4"
+    # Built outside llama.cpp's git tree (as the xllamacpp wheel is): build 0 says nothing.
+    assert engine.version_from("/props", {"build_info": "b0-unknown"}) is None
+    assert engine.version_from("/props", ["not", "a", "dict"]) is None
+    from importlib.metadata import version
+
+    shim = ["python", "-m", llamacpp.SHIM_MODULE, "-m", "model.gguf"]
+    assert engine.local_version(shim) == f"xllamacpp {version('xllamacpp')}"
+    assert engine.local_version(["/usr/bin/llama-server", "-m", "model.gguf"]) is None
