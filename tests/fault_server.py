@@ -33,7 +33,10 @@ Modes:
 counters without labels, token ids under each chunk's ``__verbose.tokens``, and the final chunk's
 ``timings.draft_n``/``draft_n_accepted``.  ``--dialect trtllm`` speaks trtllm-serve's: /metrics is
 a JSON list of iteration statistics (``specDecodingStats``) that each read drains, and the stream
-carries text only.  The modes apply as they do to vLLM's formats ("no-counters": no SD statistics).
+carries text only.  ``--dialect sglang`` answers SGLang's native /generate: running totals of text and
+``output_ids`` with each request's SD figures in ``meta_info`` (``spec_verify_ct``,
+``spec_accept_histogram``, ``spec_num_proposed_drafts``), version at /server_info.  The modes apply
+as they do to vLLM's formats ("no-counters": no SD statistics).
 ``--facts JSON`` adds engine facts: ``version`` (served at /version, or as /props' ``build_info``
 in the llamacpp dialect) and the labels of
 ``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
@@ -195,8 +198,10 @@ def make_handler(state: State):
         def do_GET(self):
             if self.path == "/health":
                 self._json(200, {})
-            elif self.path == "/version" and "version" in state.facts and state.dialect != "llamacpp":
+            elif self.path == "/version" and "version" in state.facts and state.dialect in ("vllm", "trtllm"):
                 self._json(200, {"version": state.facts["version"]})
+            elif self.path == "/server_info" and state.dialect == "sglang" and "version" in state.facts:
+                self._json(200, {"version": state.facts["version"], "tp_size": 1})
             elif self.path == "/props" and state.dialect == "llamacpp":  # llama-server always has it
                 self._json(200, {"build_info": state.facts.get("version", "b0-unknown"), "total_slots": 16})
             elif self.path == "/v1/models":
@@ -225,6 +230,9 @@ def make_handler(state: State):
             if self.path == "/fault/slow" and state.mode == "drift":
                 state.mode = "drift-slowed"
                 self._json(200, {"mode": state.mode})
+                return
+            if state.dialect == "sglang":
+                self._sglang_generate(request)
                 return
             if request.get("model") != state.model:
                 self._json(404, {"error": {"message": f"model {request.get('model')!r} does not exist"}})
@@ -278,6 +286,38 @@ def make_handler(state: State):
             self.wfile.flush()
             state.count(count)
 
+        def _sglang_generate(self, request: dict) -> None:
+            """SGLang's native /generate, streamed: running totals of text and output_ids, and meta_info
+            with the request's own SD figures so far (k = 4, one draft accepted per verify step)."""
+            if self.path != "/generate":
+                self._json(404, {"detail": f"Not Found: {self.path}"})
+                return
+            with state.lock:
+                number = state.requests + 1
+            count = int((request.get("sampling_params") or {}).get("max_new_tokens", 16))
+            ids = tokens_for(request.get("text", ""), count, state.variant)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for end in range(2, count + 2, 2):
+                if state.mode == "die" and number >= 3 and end > 4:
+                    os._exit(17)
+                so_far = ids[:min(end, count)]
+                steps = len(so_far) // 2  # each verify step: one accepted draft and the bonus token
+                meta = {"id": f"req-{number}", "prompt_tokens": 1, "completion_tokens": len(so_far),
+                        "finish_reason": {"type": "length", "length": count} if end >= count else None}
+                if state.mode != "no-counters":
+                    meta.update(spec_verify_ct=steps, spec_accept_histogram=[0, steps],
+                                spec_num_proposed_drafts=4 * steps)
+                self._event({"text": "".join(f" {WORDS[(t - 100) % len(WORDS)]}" for t in so_far),
+                             "output_ids": so_far, "meta_info": meta})
+                time.sleep(chunk_s(state.mode, number, state.chunk_s))
+            self._event(b"[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            state.count(count)
+
     return Handler
 
 
@@ -289,7 +329,7 @@ def main() -> int:
     parser.add_argument("--variant", type=int, default=0)
     parser.add_argument("--facts", type=json.loads, default={})
     parser.add_argument("--chunk-s", type=float, default=CHUNK_S)
-    parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm"), default="vllm")
+    parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm", "sglang"), default="vllm")
     args = parser.parse_args()
     state = State(args.mode, args.model, args.variant, args.facts, args.dialect)
     state.chunk_s = args.chunk_s

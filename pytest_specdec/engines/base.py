@@ -86,6 +86,12 @@ class Engine:
     ready_path = "/health"
     # Where its version is: a JSON route, read by `version_from`.
     version_paths: tuple[str, ...] = ("/version",)
+    # The streamed completion route; the body and events are OpenAI's unless `completion_payload` and
+    # `stream_event` say otherwise.
+    completion_path = "/v1/completions"
+    # True for an engine whose metrics page has no run totals: the run's SD counters are then the sum of
+    # its requests' own figures (`request_sd`), and a request without them makes the counters unavailable.
+    counts_per_request = False
 
     def check(self, spec: "ServerSpec") -> None:
         """Raise EngineConfigError for what this engine cannot run (called at collection)."""
@@ -107,6 +113,15 @@ class Engine:
     def request_fields(self) -> dict[str, Any]:
         """Fields this engine needs in every completion request beyond the OpenAI ones (none by default)."""
         return {}
+
+    def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
+        """The request body for `completion_path`, from the OpenAI completion body the client builds."""
+        return {**openai, **self.request_fields()}
+
+    def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """One streamed event in OpenAI's completion-chunk shape (``choices[0].text``/``token_ids`` as
+        deltas, ``usage``); `state` is the request's own, for engines that stream running totals."""
+        return data
 
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         """A request's own SD figures from its final response payload, in vLLM's per-request form

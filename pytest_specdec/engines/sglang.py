@@ -6,8 +6,14 @@ eagle3 -> EAGLE3 (both with ``--speculative-draft-model-path``), draft_model
 makes of NEXTN, ``_resolve_speculative_algorithm_alias`` in
 python/sglang/srt/server_args.py).  Every draft is a chain of k tokens
 (top-k 1, BFS breadth 1), as vLLM drafts, so the two engines measure the same
-thing.  SGLang's own SD figures are per request, in the finished response's
-``meta_info``; its /metrics has only windowed gauges, no counters.
+thing.  SGLang's own SD figures are per request, in the response's
+``meta_info``; its /metrics has only windowed gauges, no counters.  Its
+OpenAI routes leave ``meta_info`` out of streamed chunks
+(serving_completions.py), so the plugin streams from the native
+``/generate``: each event carries the request's text and ``output_ids`` so
+far (or only the new ones, with ``--incremental-streaming-output``) and its
+``meta_info``, whose ``completion_tokens`` tells the two apart.  The run's SD
+counters are the sum of its requests' figures (`counts_per_request`).
 """
 
 from __future__ import annotations
@@ -171,6 +177,41 @@ class SGLang(Engine):
             command += speculative_flags(launch.speculative_config)
         return command + list(spec.server_args)
 
+    completion_path = "/generate"
+    counts_per_request = True
+
+    def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
+        """The native /generate body for the client's OpenAI one (the single served model needs no name).
+
+        Top logprobs are not asked for: SGLang returns them in another shape
+        (``meta_info.output_top_logprobs``), so near-tie analysis is unavailable on SGLang.
+        """
+        sampling = {"max_new_tokens": openai["max_tokens"], "temperature": openai.get("temperature", 0.0),
+                    "ignore_eos": bool(openai.get("ignore_eos", False))}
+        return {"text": openai["prompt"], "sampling_params": sampling, "stream": True}
+
+    def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        meta = data.get("meta_info")
+        if not isinstance(meta, Mapping):
+            return data  # an error event, or not SGLang's
+        text, ids = data.get("text") or "", list(data.get("output_ids") or [])
+        so_far = meta.get("completion_tokens")
+        seen_ids, seen_text = state.get("ids", 0), state.get("text", 0)
+        # Running totals (the default) hold every token so far: as many ids as completion_tokens.
+        if isinstance(so_far, int) and len(ids) == so_far and len(ids) >= seen_ids and seen_ids <= so_far:
+            new_ids, new_text = ids[seen_ids:], text[seen_text:]
+            state.update(ids=len(ids), text=len(text))
+        else:
+            new_ids, new_text = ids, text
+        event: dict[str, Any] = {"meta_info": meta}
+        if new_ids or new_text:
+            event["choices"] = [{"text": new_text, "token_ids": new_ids}]
+        if meta.get("finish_reason") and isinstance(so_far, int):
+            event["usage"] = {"prompt_tokens": meta.get("prompt_tokens"), "completion_tokens": so_far}
+        if "error" in data:
+            event["error"] = data["error"]
+        return event
+
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         """A finished request's SD figures from its ``meta_info`` (spec_decoding_meta.py).
 
@@ -196,8 +237,8 @@ class SGLang(Engine):
 
         return SpecDecodeCounters.unavailable(
             f"{TITLE} has no SD counters at {where}: sglang:spec_accept_length and sglang:spec_accept_rate are "
-            "gauges over the last --decode-log-interval window (metrics/collector.py), not run totals; the "
-            "per-request figures in each response's meta_info are SGLang's own SD figures")
+            "gauges over the last --decode-log-interval window (metrics/collector.py), not run totals; a run's "
+            "counters are the sum of its responses' meta_info figures (counters_from_requests)")
 
 
 ENGINE = SGLang()

@@ -105,8 +105,10 @@ class LoadRun:
         return [r for r in self.records if not r.success]
 
 
-def _completions_url(base_url: str) -> str:
+def _completions_url(base_url: str, path: str = "/v1/completions") -> str:
     base = base_url.rstrip("/")
+    if path != "/v1/completions":  # another engine's own route (engines/), from the server's root
+        return base.removesuffix("/v1") + path
     if base.endswith("/v1/completions"):
         return base
     if not base.endswith("/v1"):
@@ -131,21 +133,21 @@ def count_output_tokens(records: list[RequestRecord], tokenizer: Callable[[], An
         record.output_tokens_from = "tokenized text"
     return len(uncounted)
 
-async def _stream_one(transport: Transport, body: bytes, record: RequestRecord,
-                      request_sd: Callable[[dict], dict | None]) -> None:
-    """Fill ``record`` from one streamed completion; raises on transport errors."""
+async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, engine: Any) -> None:
+    """Fill ``record`` from one streamed completion (`engine` reads its events); raises on transport errors."""
     want_logprobs = record.top_logprobs is not None
     usage: dict[str, Any] | None = None
     chunks_with_choices = 0
     texts: list[str] = []
     most_recent = record.start_time
+    stream_state: dict[str, Any] = {}  # the engine's, for streams of running totals
 
     def handle(message: bytes, timestamp: float) -> None:
         nonlocal usage, chunks_with_choices, most_recent
         if message == b"[DONE]" or not message:
             return
         try:
-            data = _decode_event(message)
+            data = engine.stream_event(_decode_event(message), stream_state)
         except (_DecodeError, ValueError) as exc:
             raise ValueError(f"malformed JSON in a streamed event ({exc}): {_excerpt(message)}") from None
         if choices := data.get("choices"):
@@ -165,7 +167,7 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord,
                 record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
         if data.get("usage"):
             usage = data["usage"]
-        if (found := request_sd(data)) is not None:  # the engine's own per-request SD figures
+        if (found := engine.request_sd(data)) is not None:  # the engine's own per-request SD figures
             record.spec_decoding = found
         if err := data.get("error"):
             # vLLM reports a failure mid-stream as an error event with
@@ -271,9 +273,8 @@ async def run_schedule(
     from ..engines import engine_named  # the engine modules import nothing heavy
 
     engine = engine_named(options.engine)
-    request_sd, extra_fields = engine.request_sd, engine.request_fields()
     total = len(schedule)
-    url = _completions_url(base_url)
+    url = _completions_url(base_url, engine.completion_path)
     slots: contextlib.AbstractAsyncContextManager[Any]
     slots = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else contextlib.nullcontext()
     transport = Transport(url)
@@ -295,8 +296,7 @@ async def run_schedule(
         }
         if logprobs is not None:
             payload["logprobs"] = logprobs
-        payload.update(extra_fields)
-        body = json.dumps(payload).encode()
+        body = json.dumps(engine.completion_payload(payload)).encode()
         async with slots:
             slot_at = time.perf_counter()
             record = RequestRecord(
@@ -314,7 +314,7 @@ async def run_schedule(
             )
             record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
             try:
-                await asyncio.wait_for(_stream_one(transport, body, record, request_sd), request_timeout)
+                await asyncio.wait_for(_stream_one(transport, body, record, engine), request_timeout)
             except asyncio.TimeoutError:
                 record.success = False
                 record.error = f"timed out after {request_timeout:g} s"

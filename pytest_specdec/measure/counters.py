@@ -214,3 +214,39 @@ def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str]
             f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}")
     return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), engines=tuple(sorted(engines)),
                               created=tuple(sorted(created.items())), **totals)
+
+
+_PER_REQUEST = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+
+
+def counters_from_requests(records, where: str) -> SpecDecodeCounters:
+    """A run's SD counters as the sum of its completed requests' own figures (``record.spec_decoding``).
+
+    For an engine whose metrics page holds no run totals (SGLang: windowed
+    gauges only), each response's figures are the engine's own count.  One
+    completed request without them makes the whole run's counters unavailable,
+    naming it: a partial sum would read as a lower acceptance.  Per position
+    only where every request gave its per-step acceptances.
+    """
+    done = [record for record in records if record.success]
+    if not done:
+        return SpecDecodeCounters.unavailable(f"no request completed at {where}, so none carried SD figures")
+    lacking = [record.index for record in done
+               if not all(isinstance((record.spec_decoding or {}).get(name), (int, float)) for name in _PER_REQUEST)]
+    if lacking:
+        return SpecDecodeCounters.unavailable(
+            f"{len(lacking)} of {len(done)} responses from {where} carried no per-request SD figures "
+            f"({', '.join(_PER_REQUEST)}), request {lacking[0]} first: the engine ran without SD, or an older "
+            "build names them otherwise")
+    totals = {name: float(sum(record.spec_decoding[name] for record in done)) for name in _PER_REQUEST}
+    per_position: dict[int, float] = {}
+    if all(isinstance(record.spec_decoding.get("per_step_accepted"), list) for record in done):
+        for record in done:
+            for accepted in record.spec_decoding["per_step_accepted"]:
+                for position in range(int(accepted)):
+                    per_position[position] = per_position.get(position, 0.0) + 1.0
+    counters = SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
+    if counters.num_accepted_tokens > counters.num_draft_tokens:
+        raise CounterError(f"{where}: the responses accept {counters.num_accepted_tokens:g} of "
+                           f"{counters.num_draft_tokens:g} drafted tokens: these figures cannot be one run's")
+    return counters

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..atomic import write_atomic
 from ..load.client import count_output_tokens, generate_load
-from .counters import CounterError
+from .counters import CounterError, counters_from_requests
 from .metrics import summarize
 from ..load.patterns import AccessPattern
 from ..serving.pool import ServerPool
@@ -30,6 +30,7 @@ from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
 from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
+from ..engines import engine_named
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
 from ..config.spec import ServerSpec
@@ -139,7 +140,7 @@ class Measurements:
 
         def send_round(index: int):
             load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
-                                 request_timeout=self.request_timeout, ignore_eos=True)
+                                 request_timeout=self.request_timeout, ignore_eos=True, engine=spec.engine)
             check_run(server, spec, load.records, f"warm-up of {spec.label()} (round {index + 1})")
             return load.records
 
@@ -176,7 +177,9 @@ class Measurements:
         for repeat in range(repeats):
             if repeat:
                 prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
-            before = server.spec_decode_counters() if spec.speculative_config else None
+            # An engine without run totals on its metrics page counts in each response instead.
+            per_request = engine_named(spec.engine).counts_per_request
+            before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
             label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
                      f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}")
             live = self.progress.start(label, pattern.num_prompts)
@@ -201,11 +204,13 @@ class Measurements:
             # "connection refused").
             check_run(server, spec, load.records, label)
             counters = None
-            if before is not None:
-                try:
+            try:
+                if before is not None:
                     counters = server.spec_decode_counters().delta(before, where=f"{server.url}/metrics")
-                except CounterError as exc:
-                    raise RunError(f"{label}: {exc}") from None
+                elif spec.speculative_config and per_request:
+                    counters = counters_from_requests(load.records, where=server.url)
+            except CounterError as exc:
+                raise RunError(f"{label}: {exc}") from None
             if counted := count_output_tokens(load.records, lambda: self.tokenizer(spec.model)):
                 self.on_event(f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
                               "their output tokens were counted by tokenizing the text, as vllm bench serve does")

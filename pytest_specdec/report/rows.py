@@ -81,7 +81,8 @@ def operating_point(pattern: dict) -> tuple[str | None, str]:
 
 def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
             regression: str | None = None, cost_ratio=None,
-            gpu_usd_per_hour: float | None = None, detection: dict | None = None) -> dict[str, Any]:
+            gpu_usd_per_hour: float | None = None, detection: dict | None = None,
+            regression_comparison: str | None = None) -> dict[str, Any]:
     """One report row; `result` is None when the test ended before measuring.
 
     `cost_ratio` (a number or `theory.CostRatio`) stands in for c where the
@@ -93,6 +94,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "test": test_id,
         "outcome": outcome,
         "regression": regression or "not checked",
+        "regression_comparison": regression_comparison,
         "model": spec.model,
         "engine": getattr(spec, "engine", "vllm"),
         "engine_version": None,
@@ -261,13 +263,15 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
     gate = test.gate if test is not None else None
     regression = gate.outcome if gate is not None else None
     detection = {metric: found.as_dict() for metric, found in getattr(gate, "detections", {}).items()}
+    comparison = getattr(gate, "comparison", None)
     results = test.results if test is not None else []
     if not results and outcome == "passed":
         return []  # a test that used servers without measuring SD has nothing to report
     # A result's pattern says what ran (a sweep's level); the plan's fills in what it leaves out.
     return [row_for(test_id, plan.spec, result.workload if result else workload,
                     {**pattern, **result.pattern} if result else pattern, outcome=outcome, result=result,
-                    regression=regression, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection)
+                    regression=regression, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection,
+                    regression_comparison=comparison)
             for result in results or [None]]
 
 

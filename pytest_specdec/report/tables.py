@@ -156,6 +156,12 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
                 f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | "
                 f"{found.get('noise_from', 'baseline repeats') if found['spread'] is not None else '–'} |"
                 for r, name, found in guarded] + [""]
+    compared = [r for r in rows if r.get("regression_comparison")
+                and not r["regression_comparison"].startswith("same environment")]
+    if compared:
+        out += ["**Not compared against the baseline** (another environment or machine speed than the one it "
+                "was recorded on):", ""]
+        out += [f"- {escape(r['test'])}: {escape(r['regression_comparison'].splitlines()[0])}" for r in compared] + [""]
     out += per_request_section(rows, escape)
     out += diagnosis_section(rows, escape)
     out += slo_section(rows, escape)

@@ -86,6 +86,8 @@ class RegressionGate:
         # "passed", "failed", "missing", "unreadable", "unavailable" or "recorded" (update mode).
         self.outcome: str | None = None
         self.detections: dict[str, Detection] = {}  # what the last check can detect, per gated metric
+        # Which comparison the last check made (environment, machine speed), for reports: None if none.
+        self.comparison: str | None = None
 
     def _fingerprint_for(self, result) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
@@ -226,6 +228,7 @@ class RegressionGate:
         if baseline.migrated_from:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
+        self.comparison = comparison
         judged = [v for v in verdicts if v is not None]
         failed = [v for v in verdicts if v is None or v.regression]
         described = [v.describe() for v in judged] + [d.describe() for d in self.detections.values()]

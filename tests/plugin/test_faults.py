@@ -233,7 +233,13 @@ ENGINE_MATRIX = {
                                              "http://127.0.0.1:*/metrics (llama-server started without --metrics*"]),
     ("trtllm", "no-counters"): ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics: none of its * "
                                            "iteration stats has specDecodingStats*"]),
-    **{(engine, mode): MATRIX[mode] for engine in ("llamacpp", "trtllm") for mode in ("wrong-model", "die")},
+    # SGLang: its native /generate stream, counters summed from each response's meta_info.
+    ("sglang", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?{'num_drafts': 4, 'num_draft_tokens': 16, "
+                                  "'num_accepted_tokens': 4, 'per_step_accepted': ?1, 1, 1, 1?, 'per_step_drafted': "
+                                  "?4, 4, 4, 4?}, * counted=64.0 ids=?8, 8, 8, 8? match=1.000 version=0.5.8*"]),
+    ("sglang", "no-counters"): ("failed", ["*acceptance_rate: unavailable: 4 of 4 responses from "
+                                           "http://127.0.0.1:* carried no per-request SD figures*"]),
+    **{(engine, mode): MATRIX[mode] for engine in ("llamacpp", "trtllm", "sglang") for mode in ("wrong-model", "die")},
 }
 
 
@@ -242,7 +248,7 @@ def test_other_engines_formats_end_in_their_own_figures_or_a_named_failure(tmp_p
     outcome, lines = ENGINE_MATRIX[(engine, mode)]
     servers = FaultServers()
     try:
-        facts = {"version": {"llamacpp": "b7702-1a2b3c4", "trtllm": "1.3.0"}[engine]}
+        facts = {"version": {"llamacpp": "b7702-1a2b3c4", "trtllm": "1.3.0", "sglang": "0.5.8"}[engine]}
         urls = {"reference": servers.start("ok", dialect=engine, facts=facts),
                 "speculative": servers.start(mode, dialect=engine, facts=facts)}
         (tmp_path / "test_engine.py").write_text(ENGINE_SUITE)

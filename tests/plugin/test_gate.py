@@ -208,8 +208,14 @@ def test_a_machine_of_another_speed_gates_acceptance_but_not_speedup(inner, monk
     # weighs more and its speedup is lower. The 25% drop would fail on the recording machine (see above).
     monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.6")
     monkeypatch.setenv("SPEEDUP_SCALE", "0.75")
-    faster = run_inner(inner, "-rA")
+    faster = run_inner(inner, "--specdec-report", "report")
     faster.assert_outcomes(passed=1)
+    # A pass that compared less than usual says so, in results.json and summary.md.
+    (row,) = json.loads((inner.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "passed"
+    assert row["regression_comparison"].startswith("another machine's speed: the reference decoded at 19.8 ms")
+    summary = (inner.path / "report" / "summary.md").read_text()
+    assert "**Not compared against the baseline**" in summary and "- test_gated.py::test_gated: another machine" in summary
     # Within 10%, it is the recording machine: the same drop fails.
     monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.92")
     run_inner(inner).assert_outcomes(failed=1)
