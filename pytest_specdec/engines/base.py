@@ -92,6 +92,9 @@ class Engine:
     # True for an engine whose metrics page has no run totals: the run's SD counters are then the sum of
     # its requests' own figures (`request_sd`), and a request without them makes the counters unavailable.
     counts_per_request = False
+    # True when each streamed event is one engine step (vLLM sends a step's tokens together), so the
+    # tokens per event estimate the accepted drafts where the server gives no per-step arrays.
+    events_are_steps = True
 
     def check(self, spec: "ServerSpec") -> None:
         """Raise EngineConfigError for what this engine cannot run (called at collection)."""

@@ -25,6 +25,7 @@ from typing import Any
 from .acceptance import (ORACLE_LABEL, Percentiles, RequestSteps, StepTiming, acceptance_by_position, best_k,
                          compare_estimate, drafted_step_ms, oracle_speedup, per_position_rates, predict_speedups,
                          request_length_distribution, steps_from_chunks, steps_from_server, why_no_prediction)
+from ..engines import engine_named
 from .diagnosis import Cause, diagnose
 from .theory import (MEASURED, CostRatio, Theory, as_cost_ratio, cost_ratio_for, measured_cost_ratio,
                      shortfall_margin, theory_for)
@@ -110,8 +111,9 @@ def _k(result) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else None
 
 
-def request_steps(record, k: int) -> tuple[RequestSteps | None, RequestSteps | None]:
-    """(the server's per-step data, the chunk estimate) for one SD record; either may be None."""
+def request_steps(record, k: int, estimate: bool = True) -> tuple[RequestSteps | None, RequestSteps | None]:
+    """(the server's per-step data, the chunk estimate) for one SD record; either may be None (the
+    estimate always when `estimate` is False: an engine whose streamed events are not steps)."""
     server = None
     reported = getattr(record, "spec_decoding", None)  # records from other clients may lack both fields
     chunks = getattr(record, "chunk_tokens", None)
@@ -120,8 +122,7 @@ def request_steps(record, k: int) -> tuple[RequestSteps | None, RequestSteps | N
             server = steps_from_server(reported, record.output_tokens)
         except ValueError:
             server = None  # malformed arrays: fall back to the estimate rather than trust them
-    estimate = steps_from_chunks(chunks, k) if chunks else None
-    return server, estimate
+    return server, steps_from_chunks(chunks, k) if chunks and estimate else None
 
 
 def _timing(reference_runs, speculative_runs, k: int) -> StepTiming | None:
@@ -150,15 +151,19 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
     speculative_runs = [sd for _, sd in pairs]
     steps: list[RequestSteps] = []
     checks = []
+    engine = engine_named(getattr(result.spec, "engine", "vllm"))
     for run in speculative_runs:
         for record in run.records:
             if not record.success:
                 continue
-            server, estimate = request_steps(record, k)
+            server, estimate = request_steps(record, k, estimate=engine.events_are_steps)
             if server is not None and estimate is not None:
                 checks.append(compare_estimate(server, estimate))
             if server is not None or estimate is not None:
                 steps.append(server or estimate)
+    if not steps and not engine.events_are_steps:
+        return AcceptanceAnalysis(None, f"no per-step data: {engine.title} reports per-request totals only, and "
+                                        "streams one event per token, drafted or not, so its events are not steps")
     if not steps:
         return AcceptanceAnalysis(None, "no per-step data: the server reported no per-request SD metrics and "
                                         "streamed no token ids to estimate them from")

@@ -52,10 +52,13 @@ def _number(value: Any) -> float | None:
 
 
 def sd_label(spec) -> str:
-    """The SD part of a spec's label, e.g. ``ngram k=4 prompt_lookup_max=4``."""
+    """The SD part of a spec's label, e.g. ``ngram k=4 prompt_lookup_max=4``, and the engine when it is not
+    vLLM (``... on llamacpp``): one config on two engines is two rows, two heatmap panels."""
     label = spec.label()
     inner = label[label.index("[") + 1: label.rindex("]")] if "[" in label else label
-    return inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
+    engine = getattr(spec, "engine", "vllm")
+    return (inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
+            + (f" on {engine}" if engine != "vllm" else ""))
 
 
 def operating_point(pattern: dict) -> tuple[str | None, str]:

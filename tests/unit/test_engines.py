@@ -143,3 +143,46 @@ def test_updating_replaces_another_engines_baseline_and_the_same_engine_is_compa
     again.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=FINGERPRINT), "t.py::test")
     again.assert_no_regression(metrics=["acceptance_rate"])  # same engine: compared, and within tolerance
     assert again.gate.outcome == "passed"
+
+
+def test_a_baseline_on_another_engine_keeps_that_engine_and_its_version_and_rows_name_it(tmp_path):
+    from pytest_specdec.report.rows import row_for, sd_label
+
+    session = BaselineSession(tmp_path, update=True, fingerprint=FINGERPRINT)
+    result = result_on("llamacpp")
+    for run in (*result.reference_runs, *result.speculative_runs):
+        run.engine_facts = {"version": "xllamacpp 2026.10.11549"}
+    result.gate = RegressionGate(session, "t.py::test")
+    result.assert_no_regression(metrics=["acceptance_rate"])
+    fingerprint = session.pending["t.py::test"].fingerprint
+    assert fingerprint["engine"] == "llamacpp" and fingerprint["engine_version"] == "xllamacpp 2026.10.11549"
+    assert fingerprint["device_name"] == "x"  # the rest is the session's
+    # Another build of the same engine is another environment: ratios only, and the report says so.
+    session.flush()
+    newer = result_on("llamacpp")
+    for run in (*newer.reference_runs, *newer.speculative_runs):
+        run.engine_facts = {"version": "b7702-1a2b3c4"}
+    newer.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=FINGERPRINT), "t.py::test")
+    newer.assert_no_regression(metrics=["acceptance_rate"])
+    assert newer.gate.comparison.startswith("different environment from the baseline: ratios only")
+    # vLLM keeps the session's fingerprint (the installed build), and its label no engine suffix.
+    assert sd_label(result_on("vllm").spec) == "ngram k=4"
+    row = row_for("t.py::test", newer.spec, {"name": "w"}, {"name": "p"}, outcome="passed", result=newer)
+    assert row["config"] == "ngram k=4 on llamacpp" and row["engine_version"] == "b7702-1a2b3c4"
+
+
+def test_per_step_data_is_never_estimated_from_llama_cpps_one_token_events():
+    def with_events(engine):
+        result = result_on(engine)
+        for run in result.speculative_runs:
+            for record in run.records:
+                record.chunk_tokens = [1] * 8  # llama-server: one event per token, drafted or not
+                record.spec_decoding = {"num_draft_tokens": 8, "num_accepted_tokens": 4}  # totals only
+        return result
+
+    # On vLLM an event is a step: one token per event reads as nothing accepted, labelled an estimate.
+    assert with_events("vllm").analysis().source == "estimate"
+    llamacpp = with_events("llamacpp").analysis()
+    assert llamacpp.source is None
+    assert llamacpp.problem == ("no per-step data: llama.cpp reports per-request totals only, and streams one "
+                                "event per token, drafted or not, so its events are not steps")
