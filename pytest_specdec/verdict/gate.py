@@ -1,12 +1,13 @@
 """The regression gate: a result against its stored baseline, and the update flow.
 
 Acceptance compares across environments; speedups (and the ratios built on
-step times or held loads) only on a machine of the
-baseline's speed (the reference's decode step, measured in both sessions, see
-fingerprint.MachineSpeed); absolute numbers (tok/s, ms) only when, besides,
-the environment fingerprint matches. The report says which comparison was made.  In update mode nothing fails: a missing,
-corrupt or out-of-tolerance baseline is queued and written at session end,
-while one within tolerance is left alone so noise does not churn files.
+step times or held loads) only on a machine of the baseline's speed (the
+reference's decode step, measured in both sessions: fingerprint.MachineSpeed);
+absolute numbers (tok/s, ms) only when, besides, the environment fingerprint
+matches.  The report says which comparison was made (`comparison`).  In
+update mode nothing fails: a missing, corrupt or out-of-tolerance baseline is
+queued and written at session end, while one within tolerance is left alone
+so noise does not churn files.
 """
 
 from __future__ import annotations
