@@ -113,13 +113,10 @@ class Engine:
         """Files the command reads, {path: text}, written before the launch (none by default)."""
         return {}
 
-    def request_fields(self) -> dict[str, Any]:
-        """Fields this engine needs in every completion request beyond the OpenAI ones (none by default)."""
-        return {}
-
     def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
-        """The request body for `completion_path`, from the OpenAI completion body the client builds."""
-        return {**openai, **self.request_fields()}
+        """The request body for `completion_path`, from the OpenAI completion body the client builds
+        (unchanged by default)."""
+        return openai
 
     def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         """One streamed event in OpenAI's completion-chunk shape (``choices[0].text``/``token_ids`` as

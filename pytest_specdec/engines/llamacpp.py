@@ -121,14 +121,14 @@ class LlamaCpp(Engine):
                             "--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-min-hits", "1"]
         return command + list(spec.server_args)
 
-    def request_fields(self) -> dict[str, Any]:
+    def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
         # "verbose" adds each chunk's token id (`__verbose.tokens`): /v1/completions streams none otherwise.
         # "cache_prompt": false prefills every prompt in full. llama-server otherwise reuses a slot's KV for
         # the longest common prefix with what it served before, so an SD server that had served the same
         # prompts in an earlier test ran against a reference measured cold: TTFT speedup 33.7x, throughput
         # speedup 1.92x (above the 1.34 tokens per forward that drafting could give), and only 17% of
         # outputs equal to the reference's (the reused KV was computed in other batches).
-        return {"verbose": True, "cache_prompt": False}
+        return {**openai, "verbose": True, "cache_prompt": False}
 
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         """The request's drafted and accepted tokens from the final chunk's ``timings``.

@@ -198,7 +198,7 @@ class SGLang(Engine):
         so_far = meta.get("completion_tokens")
         seen_ids, seen_text = state.get("ids", 0), state.get("text", 0)
         # Running totals (the default) hold every token so far: as many ids as completion_tokens.
-        if isinstance(so_far, int) and len(ids) == so_far and len(ids) >= seen_ids and seen_ids <= so_far:
+        if isinstance(so_far, int) and seen_ids <= len(ids) == so_far:
             new_ids, new_text = ids[seen_ids:], text[seen_text:]
             state.update(ids=len(ids), text=len(text))
         else:

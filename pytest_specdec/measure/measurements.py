@@ -174,11 +174,11 @@ class Measurements:
             self._facts[server] = read_engine_facts(server)
         runs = []
         repeats = self.repeats if repeats is None else repeats
+        # An engine without run totals on its metrics page counts in each response instead.
+        per_request = engine_named(spec.engine).counts_per_request
         for repeat in range(repeats):
             if repeat:
                 prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
-            # An engine without run totals on its metrics page counts in each response instead.
-            per_request = engine_named(spec.engine).counts_per_request
             before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
             label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
                      f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}")

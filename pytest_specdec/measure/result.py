@@ -172,6 +172,12 @@ class SpecDecResult:
         return None
 
     @property
+    def engine_version(self) -> str | None:
+        """The engine's version as its servers reported it (engine facts): the SD side's, else the reference's."""
+        runs = [*self.speculative_runs[:1], *self.reference_runs[:1]]
+        return next((run.engine_facts["version"] for run in runs if (run.engine_facts or {}).get("version")), None)
+
+    @property
     def acceptance_rate(self) -> float:
         return self.counters.acceptance_rate
 

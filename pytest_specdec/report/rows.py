@@ -28,8 +28,8 @@ HEADLINE_METRICS = SPEEDUP_METRICS
 SIDE_METRICS = (*HEADLINE_METRICS, "median_dispatch_lag_ms", "p99_dispatch_lag_ms")
 SPEEDUPS = tuple(speedup_name(metric) for metric in SPEEDUP_METRICS)
 CSV_COLUMNS = (
-    "test", "outcome", "regression", "model", "engine", "engine_version", "config", "method", "k", "workload", "access_pattern",
-    "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
+    "test", "outcome", "regression", "model", "engine", "engine_version", "config", "method", "k", "workload",
+    "access_pattern", "max_concurrency", "request_rate", "num_prompts", "repeats", *SPEEDUPS, "expected_speedup", "cost_ratio",
     "cost_ratio_source",
     "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
     "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
@@ -134,10 +134,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         return _capacity_row(row, result, gpu_usd_per_hour)
 
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
-    # As the servers said it (engine facts): the SD side's, else the reference's.
-    row["engine_version"] = next((facts["version"] for facts in (row["engine_facts"].get("speculative") or {},
-                                                                 row["engine_facts"].get("reference") or {})
-                                  if facts.get("version")), None)
+    row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
     counters = result.counters

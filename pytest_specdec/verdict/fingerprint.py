@@ -11,8 +11,11 @@ torch here would cost seconds and break installs without them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import statistics
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -149,20 +152,18 @@ MACHINE_SPEED_BAND = 0.10
 
 def reference_step_ms(repeats: list[dict]) -> float | None:
     """The reference's decode step (median TPOT, median over repeats), or None where none was timed."""
-    values = sorted(v for entry in repeats
-                    if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"), (int, float))
-                    and v == v and 0 < v < float("inf"))
-    if not values:
-        return None
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    values = [v for entry in repeats if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"),
+                                                   (int, float)) and math.isfinite(v) and v > 0]
+    return statistics.median(values) if values else None
 
 
+@dataclass(frozen=True)
 class MachineSpeed:
     """The reference's decode step when a baseline was recorded against the one measured now."""
 
-    def __init__(self, recorded_ms: float | None, measured_ms: float | None, band: float = MACHINE_SPEED_BAND):
-        self.recorded_ms, self.measured_ms, self.band = recorded_ms, measured_ms, band
+    recorded_ms: float | None
+    measured_ms: float | None
+    band: float = MACHINE_SPEED_BAND
 
     @classmethod
     def of(cls, baseline_repeats: list[dict], current_repeats: list[dict]) -> "MachineSpeed":

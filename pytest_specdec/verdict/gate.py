@@ -96,10 +96,7 @@ class RegressionGate:
         engine = getattr(getattr(result, "spec", None), "engine", "vllm")
         if engine == "vllm":
             return self.session.fingerprint
-        runs = [*getattr(result, "speculative_runs", [])[:1], *getattr(result, "reference_runs", [])[:1]]
-        version = next((facts["version"] for run in runs if (facts := getattr(run, "engine_facts", None) or {})
-                        and facts.get("version")), None)
-        return {**self.session.fingerprint, "engine": engine, "engine_version": version}
+        return {**self.session.fingerprint, "engine": engine, "engine_version": result.engine_version}
 
     def _baseline_for(self, result, metrics, tolerances) -> Baseline:
         return Baseline(
