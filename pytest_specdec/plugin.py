@@ -13,6 +13,8 @@ import pytest
 
 from . import hookspecs
 from .config.plans import MARKER_DOCS
+from .history.changepoints import DetectorError
+from .history.url import HistoryError
 from .config.settings import COMMAND_LINE_OPTIONS, INI_KEYS, SpecdecDeprecationWarning, resolve_settings
 from .config.spec import MARKER_FIELDS
 from .session import SetupDecision, SpecdecSession, Terminal
@@ -50,7 +52,10 @@ def pytest_configure(config):
     )
     config.stash[session_key] = session
     config.pluginmanager.register(_ReportCollector(session), "specdec-reports")
-    session.start(xdist_load_scheduling=getattr(config.option, "dist", "no") == "load")
+    try:
+        session.start(xdist_load_scheduling=getattr(config.option, "dist", "no") == "load")
+    except (HistoryError, DetectorError) as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_sessionstart(session):
@@ -182,9 +187,12 @@ def pytest_sessionfinish(session, exitstatus):
         args=config.args,
         results_hook=lambda rows, report_dir: config.hook.pytest_specdec_results(
             config=config, rows=rows, report_dir=report_dir),
+        outcome="passed" if exitstatus == pytest.ExitCode.OK else "failed" if completed else "interrupted",
     )
-    if config.stash[session_key].hook_errors and exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a session whose report broke is not green
+    specdec = config.stash[session_key]
+    broken = specdec.hook_errors or (specdec.history is not None and specdec.history.failed)
+    if broken and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a broken report or a regressing change point is not green
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -192,7 +200,7 @@ def pytest_terminal_summary(terminalreporter, config):
         if title:
             terminalreporter.section(title)
         for line in lines:
-            terminalreporter.write_line(line, red=line.startswith(("report: ERROR", "ERROR:", "DRIFT:")))
+            terminalreporter.write_line(line, red=line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:")))
 
 
 @pytest.fixture(scope="session")

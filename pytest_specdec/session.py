@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .config.plans import Plan, plan_for, registered
 from .config.settings import Settings
+from .history.recorder import HistoryRecorder
 from .config.sharding import shard_order, write_groups
 from .config.spec import canonical_id, parse_specdec_marker
 from .hook_errors import HookErrors, test_failure
@@ -91,15 +92,16 @@ class SpecdecSession:
         self._gpu_share: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
         self._gpu_memory: dict[str, int] = {}  # spec key -> MiB the most demanding test of it asks
         self._previous_sigterm: Any = None
-        # Plain -n spreads tests one by one, so a target's servers would start on
-        # several workers: the plugin's scheduler keeps targets whole (xdist_scheduler.py).
+        # Plain -n would start a target's servers on several workers: our scheduler keeps targets whole.
         self.groups_dir: str | None = None
         self.hook_errors = HookErrors()  # exceptions session-level hooks caught, for the summary
         self.drift_checks: list = []  # measure.drift.DriftCheck, one per reference traffic (--specdec-drift-check)
+        self.history = HistoryRecorder(settings.history, self.rootpath) if settings.history.url else None
 
     # --- set-up and tear-down ---------------------------------------------------------------
-
     def start(self, *, xdist_load_scheduling: bool = False) -> None:
+        if self.history is not None and not self.is_worker:
+            self.history.check()  # a history that cannot be written fails the run before any server starts
         if xdist_load_scheduling and (self.settings.device or self.settings.endpoints):
             self.groups_dir = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
         if self.settings.device is not None and threading.current_thread() is threading.main_thread():
@@ -118,8 +120,7 @@ class SpecdecSession:
         if self._pool is not None:
             self._pool.close()
 
-    def close(self) -> None:
-        """Stop every server, remove scratch files, restore signal handlers; idempotent."""
+    def close(self) -> None:  # every server stopped, scratch files removed, signal handlers restored; idempotent
         if self.groups_dir is not None:
             shutil.rmtree(self.groups_dir, ignore_errors=True)
         if self._pool is not None:
@@ -219,11 +220,8 @@ class SpecdecSession:
         return self._gpu_share
 
     def open_pool(self, basetemp: Path | None = None) -> tuple[ServerPool | None, SetupDecision | None]:
-        """The session's pool for the `specdec_pool` fixture, or why a test cannot have one.
-
-        Skipped without a device flag (unless some test points at running
-        endpoints); failed when the GPUs cannot be listed.
-        """
+        """The `specdec_pool` fixture's pool, or why not: skipped without a device flag (unless some test
+        points at running endpoints), failed when the GPUs cannot be listed."""
         if basetemp is not None:
             self.basetemp = basetemp
         if self.settings.device is None and not any(plan.ok and plan.spec.endpoints for plan in self.plans.values()):
@@ -288,7 +286,8 @@ class SpecdecSession:
             self._baselines = BaselineSession(base_dir=self.settings.baseline_dir,
                                               update=self.settings.update_baselines,
                                               fingerprint=self.fingerprint,
-                                              ini_tolerances=self.settings.tolerances)
+                                              ini_tolerances=self.settings.tolerances,
+                                              loader=self.history.baseline_loader() if self.history else None)
         return self._baselines
 
     def server(self, nodeid: str, fields: Mapping[str, Any]) -> VllmServer:
@@ -347,15 +346,17 @@ class SpecdecSession:
     # --- the end ----------------------------------------------------------------------------
 
     def finish(self, *, completed: bool, whole_suite: bool, args: Iterable[str],
-               results_hook: Callable[[list[dict], Path | None], None] | None = None) -> None:
-        """Write queued baselines; on the controller also the report and the stale-baseline verdict.
+               results_hook: Callable[[list[dict], Path | None], None] | None = None, outcome: str = "passed") -> None:
+        """Write queued baselines; on the controller also the report, the stale-baseline verdict, the history.
 
-        `completed`: the session ran to its end (no stop, no -x); `whole_suite`:
-        pytest was given paths only (no node ids) and nothing was deselected by -k/-m.
-        An exception is kept in `hook_errors` (named in the summary), not raised.
+        `completed`: the session ran to its end (no stop, no -x); `whole_suite`: pytest was given paths only
+        (no node ids) and nothing was deselected by -k/-m.  Exceptions are kept in `hook_errors`, not raised.
         """
         with self.hook_errors.guard("finishing the session (baselines, report files)"):
             self._finish(completed, whole_suite, args, results_hook)
+        if self.history is not None and not self.is_worker:
+            with self.hook_errors.guard(f"recording the session in the history {self.settings.history.url}"):
+                self.history.finish(self.rows, self.fingerprint, outcome)
 
     def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
         if self._baselines is not None:
@@ -385,7 +386,8 @@ class SpecdecSession:
         sections: list[tuple[str | None, list[str]]] = []
         with self.hook_errors.guard("writing the terminal summary"):
             sections = self.summary_sections()
-        return sections + drift_sections(self.drift_checks) + self.hook_errors.sections()
+        history = [("specdec history", self.history.summary_lines())] if self.history else []
+        return sections + drift_sections(self.drift_checks) + history + self.hook_errors.sections()
 
     def summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """(section title or None, lines) for the terminal summary, in order."""

@@ -19,6 +19,7 @@ from ..serving.endpoint import ROLES, parse_endpoint
 from ..serving.gpus import parse_devices
 from .sharding import parse_shard
 from ..load.workloads import data_path_env_var
+from ..history.options import HISTORY_INI_KEYS, HISTORY_OPTIONS, HistorySettings, resolve_history_settings
 
 _SIZE_UNITS = {
     "": 1,
@@ -148,6 +149,7 @@ class Settings:
     deprecations: tuple[str, ...] = ()  # old spellings used, for the plugin to warn about
     # Measure each reference traffic again at the session's end and flag the results it moved under.
     drift_check: bool = False
+    history: HistorySettings = field(default_factory=HistorySettings)  # --specdec-history and its check
 
 
 def parse_drift_check(value: str) -> str:
@@ -231,6 +233,7 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                                    help="measure each reference run's traffic again at the session's end and flag the "
                                         "speedups measured against a reference that moved (auto: on with "
                                         "--specdec-gpu; ini specdec_drift_check).")),
+    *HISTORY_OPTIONS,
 ]
 
 INI_KEYS: list[tuple[str, str, dict]] = [
@@ -259,6 +262,7 @@ INI_KEYS: list[tuple[str, str, dict]] = [
      dict(default="")),
     ("specdec_slo_percentile", "the percentile of each SLO metric a capacity probe must keep under its "
                                "objective (default 99)", dict(default="")),
+    *HISTORY_INI_KEYS,
 ]
 
 
@@ -306,7 +310,12 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
     slo = _slo_from_ini(getini("specdec_slo"))
     slo_percentile = parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile) \
         if getini("specdec_slo_percentile") else 99.0
+    history = resolve_history_settings(getoption, getini, rootpath)
+    if history.baseline_from == "history" and getoption("specdec_update_baselines"):
+        raise ValueError("--specdec-update-baselines writes baseline files; with --specdec-baseline-from history "
+                         "the history is the baseline (every session recorded with --specdec-history adds to it)")
     return Settings(
+        history=history,
         device="gpu" if gpu else "cpu" if cpu else None,
         startup_timeout=_option_or_ini(getoption, getini, "--specdec-startup-timeout", "specdec_startup_timeout",
                                        parse_seconds, DEFAULT_STARTUP_TIMEOUT, deprecations),

@@ -66,6 +66,13 @@ class BaselineSession:
     used: set[str] = field(default_factory=set)
     pending: dict[str, Baseline] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
+    # Where baselines come from instead of files (--specdec-baseline-from history): (test id, fingerprint) -> Baseline.
+    loader: Any = None
+
+    def load(self, test_id: str, fingerprint: dict) -> Baseline:
+        if self.loader is not None:
+            return self.loader(test_id, fingerprint)
+        return load_baseline(self.base_dir, test_id)
 
     def flush(self) -> list[Path]:
         """Write queued baselines (atomically); called at session end."""
@@ -141,7 +148,7 @@ class RegressionGate:
             raise AssertionError(_unavailable_message(self.test_id, refused, result, self.session.update))
         path_hint = self.session.base_dir
         try:
-            baseline = load_baseline(self.session.base_dir, self.test_id)
+            baseline = self.session.load(self.test_id, self._fingerprint_for(result))
         except BaselineError as exc:
             missing = isinstance(exc, BaselineMissing)
             if self.session.update:
@@ -226,6 +233,10 @@ class RegressionGate:
         if baseline.migrated_from:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
+        if history := baseline.config.get("history"):
+            comparison += (f"\nbaseline from the history {history['url']}: the {history['sessions']} sessions since "
+                           f"its newest change point ({history['since_commit'] or '?'} to "
+                           f"{history['newest_commit'] or '?'})")
         self.comparison = comparison
         judged = [v for v in verdicts if v is not None]
         failed = [v for v in verdicts if v is None or v.regression]

@@ -1,0 +1,98 @@
+"""A session's side of the history: check it can be written, record the rows, run the opt-in check.
+
+`SpecdecSession` owns one `HistoryRecorder` when ``--specdec-history`` is
+given; the xdist controller records once, with every worker's rows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .changepoints import Detection, DetectorError, detect, otava_python
+from .options import HistorySettings
+from .records import SessionRecord, figures_of, git_revision, new_session_uid, now_iso
+from .store import open_history
+from .url import HistoryError
+
+CI_BRANCH_VARIABLES = ("GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME", "BUILDKITE_BRANCH")
+
+
+class HistoryRecorder:
+    def __init__(self, settings: HistorySettings, rootpath: Path, environ: Mapping[str, str] = os.environ):
+        self.settings = settings
+        self.rootpath = Path(rootpath)
+        self.environ = environ
+        self.session_uid = new_session_uid()
+        self.started_at = now_iso()
+        self.recorded: int | None = None  # figures stored, once recorded
+        self.detection: Detection | None = None
+        self._python: str | None = None
+
+    def check(self) -> None:
+        """Fail fast (before any server starts): the history opens, and Otava is there if it will be needed."""
+        with open_history(self.settings.url, create=True):
+            pass
+        if self.settings.detect or self.settings.baseline_from == "history":
+            self.python()
+
+    def python(self) -> str:
+        if self._python is None:
+            self._python = otava_python(self.settings.otava_python, (self.rootpath,))
+        return self._python
+
+    def revision(self) -> tuple[str | None, str | None]:
+        sha, branch = git_revision(self.rootpath)
+        branch = self.settings.branch or branch or next(
+            (self.environ[name] for name in CI_BRANCH_VARIABLES if self.environ.get(name)), None)
+        return self.settings.commit or sha, branch
+
+    def record(self, rows: Sequence[Mapping[str, Any]], fingerprint: Mapping[str, Any], outcome: str) -> int:
+        commit, branch = self.revision()
+        session = SessionRecord(self.session_uid, commit, branch, self.started_at, now_iso(), outcome,
+                                dict(fingerprint), str(fingerprint.get("plugin_version") or "") or None)
+        with open_history(self.settings.url, create=True) as store:
+            self.recorded = store.append(session, figures_of(rows, fingerprint))
+        return self.recorded
+
+    def finish(self, rows: Sequence[Mapping[str, Any]], fingerprint: Mapping[str, Any], outcome: str) -> None:
+        """The session's end: record its rows, then (opt-in) look for change points in its tests' series."""
+        self.record(rows, fingerprint, outcome)
+        if self.settings.detect:
+            self.run_detection(sorted({str(row.get("test")) for row in rows}))
+
+    def baseline_loader(self):
+        """The gate's baseline source for --specdec-baseline-from history, else None (baseline files)."""
+        if self.settings.baseline_from != "history":
+            return None
+        from .baseline import HistoryBaselines
+
+        return HistoryBaselines(self.settings.url, self.python())
+
+    def run_detection(self, tests: Sequence[str]) -> Detection:
+        with open_history(self.settings.url) as store:
+            self.detection = detect(store, tests=tests, python=self.python(), threshold=self.settings.threshold)
+        return self.detection
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.detection and self.detection.failing and not self.settings.warn_only)
+
+    def summary_lines(self) -> list[str]:
+        lines = []
+        if self.recorded is not None:
+            lines.append(f"history: {self.recorded} figures of this session recorded in {self.settings.url}")
+        if self.detection is not None:
+            judged = [r for r in self.detection.reports if r.note is None]
+            lines.append(f"change points (Apache Otava {self.detection.otava_version or '-'}, E-divisive means): "
+                         f"{len(judged)} series checked, threshold {self.detection.threshold:.0%}")
+            for report in self.detection.reports:
+                if report.newest is not None:
+                    verdict = ("FAILED" if report.failing(self.detection.threshold) and not self.settings.warn_only
+                               else "WARNING" if report.failing(self.detection.threshold) else "newest")
+                    lines.append(f"  {verdict}: {report.name}: {report.newest.describe()}")
+        return lines
+
+
+__all__ = ["HistoryRecorder", "HistoryError", "DetectorError"]
