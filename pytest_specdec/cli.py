@@ -6,6 +6,8 @@ Subcommands:
   update) from the shards of a CI matrix;
 - ``bench ...``: ``vllm bench serve`` with exactly its flags, for vLLM's CPU
   build, whose own ``vllm`` script fails (the reproduce commands use it);
+- ``history list|detect|plot|export URL``: read a results history
+  (``--specdec-history``): its sessions, change points, trends, CSV;
 - ``prepare-model [NAME...]``: convert the bundled model (and truncated
   drafts) ahead of time, as ``scripts/setup`` does.
 """
@@ -82,9 +84,16 @@ def prepare_model_main(argv: Sequence[str]) -> int:
     return prepare(list(argv))
 
 
+def history_main(argv: Sequence[str]) -> int:
+    from .history.cli import history_main as run
+
+    return run(argv)
+
+
 COMMANDS = {
     "merge": (merge_main, "merge sharded reports (and baselines) into one"),
     "bench": (bench_main, "vllm bench serve, for vLLM's CPU build (takes its flags)"),
+    "history": (history_main, "read a results history: list, detect (change points), plot, export"),
     "prepare-model": (prepare_model_main, "convert the bundled model (specdec:smollm2-135m[@layers=N]) now"),
 }
 

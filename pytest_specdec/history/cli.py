@@ -1,0 +1,192 @@
+"""``pytest-specdec history list|detect|plot|export URL``: read a results history from a shell or a CI step.
+
+Every error names the history by its masked URL and says what is wrong (no
+such file or database, unreachable server, bad credentials, a schema this
+version does not read); exit status 2.  ``detect`` exits 1 when the newest
+change point of a series is a regression beyond the threshold (0 with
+``--warn-only``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from ..atomic import write_atomic
+from .changepoints import (DEFAULT_METRICS, DEFAULT_PVALUE, DEFAULT_THRESHOLD, DEFAULT_WINDOW, DetectorError, detect,
+                           otava_python)
+from .options import parse_fraction
+from .store import open_history
+from .url import HistoryError, parse_history_url
+
+PROG = "pytest-specdec history"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Read a pytest-specdec results history "
+                                     "(recorded with --specdec-history): a SQLite path or a postgresql:// URL.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("url", metavar="URL", type=parse_history_url,
+                         help="the history (give a PostgreSQL password by PGPASSWORD or ~/.pgpass)")
+        return sub
+
+    listing = command("list", "the sessions recorded and the series they make")
+    listing.add_argument("--test", action="append", default=[], help="only this test id (repeatable)")
+
+    def detection_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--metric", action="append", default=[],
+                         help=f"a metric to look at (repeatable; default: {', '.join(DEFAULT_METRICS)})")
+        sub.add_argument("--test", action="append", default=[], help="only this test id (repeatable)")
+        sub.add_argument("--threshold", type=parse_fraction, default=DEFAULT_THRESHOLD,
+                         help="fail when the newest change point loses more than this (default 0.05)")
+        sub.add_argument("--pvalue", type=parse_fraction, default=DEFAULT_PVALUE,
+                         help="Otava's significance level (default 0.001)")
+        sub.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="Otava's window in sessions (default 30)")
+        sub.add_argument("--otava-python", default=None,
+                         help="a Python with apache-otava (default: $SPECDEC_OTAVA_PYTHON, this one, ./.venv-otava)")
+
+    found = command("detect", "change points of each series (Apache Otava, E-divisive means)")
+    detection_options(found)
+    found.add_argument("--warn-only", action="store_true", help="report a regression but exit 0")
+    found.add_argument("--markdown", type=Path, default=None,
+                       help="also write the result as a Markdown section (for a PR comment); '-' appends it to "
+                            "$GITHUB_STEP_SUMMARY")
+
+    plot = command("plot", "a trend plot per series (PNG) with its change points, and an HTML page of them")
+    detection_options(plot)
+    plot.add_argument("out", metavar="OUT_DIR", type=Path, help="folder for the PNG files and trends.html")
+    plot.add_argument("--results", type=Path, default=None,
+                      help="a session's results.json to show beside the trends in trends.html")
+
+    export = command("export", "every recorded figure as CSV")
+    export.add_argument("out", metavar="OUT_CSV", help="the CSV file ('-' for stdout)")
+    return parser
+
+
+def history_main(argv: Sequence[str]) -> int:
+    options = _parser().parse_args(list(argv))
+    try:
+        return {"list": _list, "detect": _detect, "plot": _plot, "export": _export}[options.command](options)
+    except (HistoryError, DetectorError, OSError) as exc:
+        text = options.url.scrub(str(exc)) if hasattr(options, "url") else str(exc)
+        print(f"{PROG} {options.command}: error: {text}", file=sys.stderr)
+        return 2
+
+
+def _list(options) -> int:
+    with open_history(options.url) as store:
+        sessions = store.sessions()
+        keys = [k for k in store.series_keys() if not options.test or k[0] in options.test]
+    print(f"{options.url}: {len(sessions)} sessions")
+    for s in sessions:
+        print(f"  {s['started_at']}  {(s['commit'] or '-')[:12]:<12}  {s['branch'] or '-':<16}  {s['outcome']:<11}  "
+              f"{s['figures']} figures")
+    print(f"{len(keys)} series (test [fingerprint] metric: sessions)")
+    for test, key, metric, count in keys:
+        print(f"  {test} [{key}] {metric}: {count}")
+    return 0
+
+
+def _run_detection(options):
+    python = otava_python(options.otava_python, (Path.cwd(),))
+    with open_history(options.url) as store:
+        return detect(store, metrics=tuple(options.metric) or DEFAULT_METRICS, tests=options.test, python=python,
+                      threshold=options.threshold, pvalue=options.pvalue, window=options.window)
+
+
+def _detect(options) -> int:
+    from .trends import markdown_section
+
+    detection = _run_detection(options)
+    print(f"{options.url}: change points by Apache Otava {detection.otava_version or '-'} (E-divisive means), "
+          f"p < {options.pvalue:g}, threshold {options.threshold:.0%}")
+    for report in detection.reports:
+        if report.note:
+            print(f"  {report.name}: not checked: {report.note}")
+            continue
+        print(f"  {report.name}: {len(report.points)} sessions, {len(report.change_points)} change point(s)")
+        for cp in report.change_points:
+            print(f"    {cp.describe()}")
+    if options.markdown is not None:
+        section = markdown_section(detection, warn_only=options.warn_only)
+        if str(options.markdown) == "-":
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if not summary:
+                raise HistoryError("--markdown -: $GITHUB_STEP_SUMMARY is not set (give a file path instead)")
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(section)
+        else:
+            write_atomic(options.markdown, section)
+    for report in detection.failing:
+        word = "WARNING" if options.warn_only else "FAILED"
+        print(f"{word}: {report.name}: {report.newest.describe()}")
+    return 1 if detection.failing and not options.warn_only else 0
+
+
+def _safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)[:120]
+
+
+def _plot(options) -> int:
+    from .trends import trend_png
+
+    detection = _run_detection(options)
+    options.out.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for report in detection.reports:
+        if not report.points:
+            continue
+        png = trend_png(report, threshold=detection.threshold)
+        path = options.out / f"trend-{_safe_name(report.test)}-{report.fingerprint_key}-{report.metric}.png"
+        write_atomic(path, png)
+        figures.append((report, png))
+        print(f"written: {path}")
+    page = options.out / "trends.html"
+    write_atomic(page, _trends_page(options, detection, figures))
+    print(f"written: {page}")
+    return 0
+
+
+def _trends_page(options, detection, figures) -> str:
+    from ..report.html import TrendFigure, render_html
+
+    rows = []
+    if options.results is not None:
+        import json
+
+        try:
+            rows = json.loads(options.results.read_text())["results"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise HistoryError(f"--results {options.results}: not a pytest-specdec results.json ({exc})") from None
+    trends = [TrendFigure(title=f"{r.test}: {r.metric}", png=png,
+                          caption=(r.newest.describe() if r.newest else "no change point") +
+                          f" ({len(r.points)} sessions, fingerprint {r.fingerprint_key})") for r, png in figures]
+    return render_html(rows, title=f"pytest-specdec history: {options.url}",
+                       generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), trends=trends,
+                       notes=[f"Change points by Apache Otava {detection.otava_version or '-'} (E-divisive means), "
+                              f"threshold {detection.threshold:.0%}."])
+
+
+def _export(options) -> int:
+    with open_history(options.url) as store:
+        figures = store.figures()
+    buffer = io.StringIO()
+    columns = list(figures[0]) if figures else ["session_uid", "commit", "test", "metric", "value"]
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(figures)
+    if options.out == "-":
+        sys.stdout.write(buffer.getvalue())
+    else:
+        write_atomic(options.out, buffer.getvalue())
+        print(f"written: {options.out} ({len(figures)} figures)")
+    return 0
