@@ -279,3 +279,13 @@ def test_the_ini_key_finder_sees_the_options_table_and_prose():
     assert "specdec_slo_tpot_ms" not in goodput  # a JUnit property, not an ini key
     fixtures = {name for _, name in ini_keys_named(Page(DOCS / "writing-tests.md"))}
     assert "specdec_pool" not in fixtures and "specdec_sharegpt_path" in fixtures
+
+
+def test_the_options_page_lists_every_option_and_ini_key():
+    page = Page(DOCS / "options.md")
+    flags = {m.group(0) for m in FLAG.finditer(page.text)}
+    keys = {name for _, name in ini_keys_named(page)}
+    if "`specdec_<workload>_path`" in page.text:  # one row stands for every data-file workload's key
+        keys |= {name for name in INI if re.fullmatch(r"specdec_\w+_path", name)}
+    missing = sorted(FLAGS - flags) + sorted(INI - keys)
+    assert not missing, f"docs/options.md: no row for {', '.join(missing)}"
