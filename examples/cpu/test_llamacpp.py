@@ -1,7 +1,7 @@
 """The same questions on llama.cpp: its server, the bundled model's GGUF, and its own SD counters.
 
 `engine="llamacpp"` runs llama-server's flags (here through the xllamacpp
-wheel, which embeds llama.cpp's server; see the README's Engines section).
+wheel, which embeds llama.cpp's server; see docs/engines.md).
 The target is the shipped Q4_1 GGUF of SmolLM2-135M; a draft named
 `specdec:smollm2-135m@layers=N` is a GGUF of its first N layers. A server is
 ready in 1-3 s, so these two tests add about a minute to the main job.

@@ -1,4 +1,4 @@
-"""The README's module map lists exactly the package's modules and layers."""
+"""The module map (docs/architecture.md) lists exactly the package's modules and layers."""
 
 import re
 from pathlib import Path
@@ -8,9 +8,9 @@ PACKAGE = ROOT / "pytest_specdec"
 
 
 def _module_map() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = re.search(r"^## Module map\n(.*?)(?=^## )", readme, flags=re.S | re.M)
-    assert section, "README.md has no '## Module map' section"
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = re.search(r"^# Module map\n(.*?)(?=^#{1,2} |\Z)", page, flags=re.S | re.M)
+    assert section, "docs/architecture.md has no '# Module map' section"
     return re.findall(r"^\| `(pytest_specdec/[^`]*)` \|", section.group(1), flags=re.M)
 
 
