@@ -38,3 +38,11 @@ def postgres_url(postgres_server, request):
     url = postgres_server.create_database(name)
     yield url
     postgres_server.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request, tmp_path):
+    """A fresh, empty history of each kind: a SQLite file path, then a PostgreSQL database URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "history.db")
+    return request.getfixturevalue("postgres_url")

@@ -1,0 +1,82 @@
+"""Change points by Apache Otava (run in its own environment, scripts/setup makes it), judged per direction."""
+
+import random
+import sys
+
+import pytest
+
+from pytest_specdec.history import changepoints
+from pytest_specdec.history.changepoints import (DetectorError, detect_series, otava_python, signed_change,
+                                                 stable_segment)
+from pytest_specdec.history.store import Point
+
+
+@pytest.fixture(scope="module")
+def python():
+    return otava_python()  # DetectorError (a test error, not a skip) when scripts/setup has not made .venv-otava
+
+
+def points(values, start=0):
+    return tuple(Point(f"s{n}", f"c{n:02d}", "main", f"2026-11-25T{n // 60:02d}:{n % 60:02d}:00+00:00", v, None, None,
+                       "passed", "passed", "cfg") for n, v in enumerate(values, start))
+
+
+def noisy(level, count, spread, seed):
+    generator = random.Random(seed)
+    return [level * (1 + generator.gauss(0, spread)) for _ in range(count)]
+
+
+def test_a_step_down_in_a_speedup_is_a_regression_at_its_commit(python):
+    series = {("t", "fp", "speedup_output_throughput"): points(noisy(2.4, 10, 0.02, 1) + noisy(1.9, 10, 0.02, 2))}
+    found = detect_series(series, python=python, threshold=0.05)
+    (report,) = found.reports
+    (cp,) = report.change_points
+    assert cp.index == 10 and cp.before.commit == "c09" and cp.after.commit == "c10"
+    assert cp.regression and -0.25 < cp.change < -0.15 and cp.pvalue < 0.001
+    assert report.failing(0.05) and not report.failing(0.30)
+    assert found.failing == (report,) and found.otava_version == "0.8.0"
+    assert [p.commit for p in stable_segment(report)][0] == "c10"
+    assert "REGRESSION" in cp.describe() and "c09" in cp.describe()
+
+
+def test_direction_follows_the_metric(python):
+    # TPOT went down: for a latency that is an improvement; a speedup going up is one too.
+    latency = points(noisy(50, 8, 0.01, 3) + noisy(40, 8, 0.01, 4))
+    speedup = points(noisy(1.5, 8, 0.01, 5) + noisy(1.8, 8, 0.01, 6))
+    found = detect_series({("t", "fp", "speculative_median_tpot_ms"): latency,
+                           ("t", "fp", "speedup_output_throughput"): speedup}, python=python)
+    for report in found.reports:
+        assert report.newest is not None and not report.newest.regression and report.newest.change > 0.15
+    assert found.failing == ()
+    assert signed_change("reference_median_tpot_ms", 50, 55) < 0 < signed_change("acceptance_rate", 0.5, 0.55)
+
+
+def test_noise_alone_is_no_change_point_and_short_series_are_not_judged(python):
+    found = detect_series({("t", "fp", "acceptance_rate"): points(noisy(0.6, 20, 0.03, 7)),
+                           ("t", "fp", "acceptance_length"): points([2.0, 1.0, 2.0])}, python=python)
+    stable, short = found.reports
+    assert stable.change_points == () and stable.note is None and not stable.failing(0.01)
+    assert short.note == "3 session(s): change points need at least 4" and short.change_points == ()
+
+
+def test_only_the_newest_change_point_decides(python):
+    # A regression that was later recovered from does not fail today's run.
+    values = noisy(2.0, 8, 0.01, 8) + noisy(1.5, 8, 0.01, 9) + noisy(2.0, 8, 0.01, 10)
+    (report,) = detect_series({("t", "fp", "speedup_output_throughput"): points(values)}, python=python).reports
+    assert [cp.regression for cp in report.change_points] == [True, False]
+    assert not report.failing(0.05)
+
+
+def test_a_missing_otava_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.delenv(changepoints.OTAVA_ENV_VAR, raising=False)
+    monkeypatch.setattr(changepoints, "find_spec", lambda name: None)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DetectorError, match=r"pip install apache-otava==0.8.0.*--specdec-otava-python"):
+        otava_python(None, (tmp_path,))
+    with pytest.raises(DetectorError, match="no-such-python: no such Python"):
+        otava_python(str(tmp_path / "no-such-python"))
+
+
+def test_a_python_without_otava_fails_with_its_error():
+    with pytest.raises(DetectorError, match=r"(?s)failed with exit status 1:.*ModuleNotFoundError.*otava"):
+        changepoints.run_otava([[1.0, 2.0, 3.0, 4.0]], python=sys.executable)
