@@ -73,18 +73,20 @@ window.addEventListener("load", function () {
 """
 
 _STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5rem 2rem;
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1rem 1.25rem;
        color: #1f2328; background: #fff; line-height: 1.4; }
 h1 { font-size: 1.5rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d0d7de; padding-bottom: 0.2rem; }
 h3 { font-size: 1rem; margin-bottom: 0.3rem; }
 .meta, .empty, figcaption, #page-check { color: #59636e; font-size: 0.9rem; }
-table { border-collapse: collapse; font-size: 0.85rem; }
-th, td { border: 1px solid #d0d7de; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; font-size: 0.8rem; }
+th, td { border: 1px solid #d0d7de; padding: 0.2rem 0.4rem; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #f9fafb; }
 td.num { text-align: right; white-space: nowrap; }
-td.test { min-width: 14rem; max-width: 30rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; }
+td.test { min-width: 9rem; max-width: 24rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; }
+td.config { min-width: 9rem; max-width: 16rem; overflow-wrap: break-word; }
+.wide { overflow-x: auto; }
 td.na { color: #8c959f; font-style: italic; }
 .outcome-passed { color: #1a7f37; font-weight: 600; }
 .outcome-failed, .outcome-error { color: #cf222e; font-weight: 600; }
@@ -115,7 +117,7 @@ def _data_uri(png: bytes) -> str:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    out = ['<table id="results">', "<thead><tr>"]
+    out = ['<div class="wide"><table id="results">', "<thead><tr>"]
     out += [f"<th>{_e(header)}</th>" for header, _, _ in COLUMNS]
     out.append("</tr></thead>")
     out.append("<tbody>")
@@ -126,8 +128,8 @@ def _table(rows: list[dict]) -> list[str]:
             text = show(row)
             text = "–" if text is None or text == "" else str(text)
             classes = []
-            if header == "test":
-                classes.append("test")
+            if header in ("test", "config"):
+                classes.append(header)
             elif header == "outcome":
                 classes.append(f"outcome-{row.get('outcome')}")
             elif field is not None:
@@ -138,7 +140,7 @@ def _table(rows: list[dict]) -> list[str]:
                 tip = f' title="{_e(reasons.get(field))}"' if reasons.get(field) else ""
             cells.append(f'<td class="{_e(" ".join(classes))}"{tip}>{_e(text)}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return out
 
 
