@@ -13,8 +13,6 @@ import pytest
 
 from . import hookspecs
 from .config.plans import MARKER_DOCS
-from .history.changepoints import DetectorError
-from .history.url import HistoryError
 from .config.settings import COMMAND_LINE_OPTIONS, INI_KEYS, SpecdecDeprecationWarning, resolve_settings
 from .config.spec import MARKER_FIELDS
 from .session import SetupDecision, SpecdecSession, Terminal
@@ -39,22 +37,19 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     try:
         settings = resolve_settings(config.getoption, config.getini, config.inipath, config.rootpath)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    for message in settings.deprecations:
-        config.issue_config_time_warning(SpecdecDeprecationWarning(message), stacklevel=2)
-    session = SpecdecSession(
-        settings,
-        rootpath=config.rootpath,
-        launcher=lambda launch: config.hook.pytest_specdec_server_command(launch=launch),
-        fingerprint=lambda fp: config.hook.pytest_specdec_fingerprint(config=config, fingerprint=fp),
-        is_worker=hasattr(config, "workerinput"),
-    )
-    config.stash[session_key] = session
-    config.pluginmanager.register(_ReportCollector(session), "specdec-reports")
-    try:
+        for message in settings.deprecations:
+            config.issue_config_time_warning(SpecdecDeprecationWarning(message), stacklevel=2)
+        session = SpecdecSession(
+            settings,
+            rootpath=config.rootpath,
+            launcher=lambda launch: config.hook.pytest_specdec_server_command(launch=launch),
+            fingerprint=lambda fp: config.hook.pytest_specdec_fingerprint(config=config, fingerprint=fp),
+            is_worker=hasattr(config, "workerinput"),
+        )
+        config.stash[session_key] = session
+        config.pluginmanager.register(_ReportCollector(session), "specdec-reports")
         session.start(xdist_load_scheduling=getattr(config.option, "dist", "no") == "load")
-    except (HistoryError, DetectorError) as exc:
+    except ValueError as exc:  # a bad option or ini value, or a history that cannot be written
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -118,8 +113,7 @@ def pytest_specdec_fingerprint(config, fingerprint):
     return fingerprint
 
 
-# Before xdist's own hook reads the groups (it suffixes node ids with them on workers).
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (it suffixes node ids with them)
 def pytest_collection_modifyitems(session, config, items):
     try:
         collected = config.stash[session_key].collect(
@@ -189,9 +183,7 @@ def pytest_sessionfinish(session, exitstatus):
             config=config, rows=rows, report_dir=report_dir),
         outcome="passed" if exitstatus == pytest.ExitCode.OK else "failed" if completed else "interrupted",
     )
-    specdec = config.stash[session_key]
-    broken = specdec.hook_errors or (specdec.history is not None and specdec.history.failed)
-    if broken and exitstatus == pytest.ExitCode.OK:
+    if config.stash[session_key].failed_at_end and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a broken report or a regressing change point is not green
 
 

@@ -101,7 +101,7 @@ class SpecdecSession:
     # --- set-up and tear-down ---------------------------------------------------------------
     def start(self, *, xdist_load_scheduling: bool = False) -> None:
         if self.history is not None and not self.is_worker:
-            self.history.check()  # a history that cannot be written fails the run before any server starts
+            self.history.check()  # ValueError: a history that cannot be written fails before any server starts
         if xdist_load_scheduling and (self.settings.device or self.settings.endpoints):
             self.groups_dir = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
         if self.settings.device is not None and threading.current_thread() is threading.main_thread():
@@ -133,14 +133,10 @@ class SpecdecSession:
 
     def collect(self, items: list[tuple[str, Callable[[str], Any]]], workload_hooks: Iterable, pattern_hooks: Iterable,
                 worker: Mapping[str, Any] | None = None) -> Collected:
-        """Plan each (node id, get_marker) item; return the run order (without the shard's
-        deselection), what the shard deselects and each runnable test's target (its xdist group).
-
-        `workload_hooks` / `pattern_hooks`: what the registration hooks returned
-        (TypeError names a hook that returned something else).  On an xdist
-        worker (`worker` is its workerinput) the targets are written for the
-        controller's scheduler.
-        """
+        """Plan each (node id, get_marker) item; return the run order (without the shard's deselection), what
+        the shard deselects and each runnable test's target (its xdist group).  `workload_hooks` / `pattern_hooks`:
+        what the registration hooks returned (TypeError names a hook that returned something else).  On an xdist
+        worker (`worker` is its workerinput) the targets are written for the controller's scheduler."""
         workloads = registered(workload_hooks, Workload)
         patterns = registered(pattern_hooks, AccessPattern)
         targets: list[str | None] = []
@@ -331,7 +327,7 @@ class SpecdecSession:
         return None
 
     def report_rows(self, nodeid: str, report: Any) -> tuple[list[dict] | None, str | None]:
-        """`rows_for` a report (`when`, `outcome`, `longrepr`), or the test's failure text if that raised."""
+        """`rows_for` a report, or the test's failure text if that raised."""
         try:
             return self.rows_for(nodeid, report.when, report.outcome), None
         except Exception as exc:
@@ -380,6 +376,8 @@ class SpecdecSession:
         if self.settings.report_dir is not None:
             self.report_message = write_session_report(self.settings.report_dir, self.rows, self.fingerprint,
                                                        self.seen, complete, self.settings.baseline_dir)
+
+    failed_at_end = property(lambda self: bool(self.hook_errors) or bool(self.history and self.history.failed))
 
     def guarded_summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """`summary_sections`, the drift check, and every error a guarded hook caught (the summary's too)."""

@@ -31,11 +31,14 @@ class HistoryRecorder:
         self._python: str | None = None
 
     def check(self) -> None:
-        """Fail fast (before any server starts): the history opens, and Otava is there if it will be needed."""
-        with open_history(self.settings.url, create=True):
-            pass
-        if self.settings.detect or self.settings.baseline_from == "history":
-            self.python()
+        """Fail fast (ValueError, before any server starts): the history opens, and Otava is there if needed."""
+        try:
+            with open_history(self.settings.url, create=True):
+                pass
+            if self.settings.detect or self.settings.baseline_from == "history":
+                self.python()
+        except (HistoryError, DetectorError) as exc:
+            raise ValueError(f"--specdec-history {exc}") from None
 
     def python(self) -> str:
         if self._python is None:
