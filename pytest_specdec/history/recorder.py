@@ -37,8 +37,11 @@ class HistoryRecorder:
                 pass
             if self.settings.detect or self.settings.baseline_from == "history":
                 self.python()
-        except (HistoryError, DetectorError) as exc:
+        except HistoryError as exc:
             raise ValueError(f"--specdec-history {exc}") from None
+        except DetectorError as exc:
+            flag = "--specdec-history-detect" if self.settings.detect else "--specdec-baseline-from history"
+            raise ValueError(f"{flag}: {exc}") from None
 
     def python(self) -> str:
         if self._python is None:

@@ -22,6 +22,17 @@ if _TESTS not in sys.path:
 
 from postgres_server import PostgresServer  # noqa: E402
 
+from pytest_specdec.history.changepoints import OTAVA_ENV_VAR, otava_python  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def otava_for_inner_runs(monkeypatch):
+    """Inner pytester runs start in a fresh folder with no .venv-otava: point them at the repository's
+    (scripts/setup makes it; a missing one is an error here, not a skip)."""
+    monkeypatch.setenv(OTAVA_ENV_VAR, otava_python(None, (REPO,)))
+
 
 @pytest.fixture(scope="session")
 def postgres_server():
