@@ -36,6 +36,7 @@ MIN_POINTS = 4  # fewer sessions than this: no test can split them
 OTAVA_ENV_VAR = "SPECDEC_OTAVA_PYTHON"
 OTAVA_VENV = ".venv-otava"
 _WORKER = Path(__file__).with_name("otava_worker.py")
+PACKAGE_CHECKOUT = Path(__file__).resolve().parents[2]  # where an editable install's .venv-otava sits
 
 
 class DetectorError(RuntimeError):
@@ -113,7 +114,8 @@ def otava_python(explicit: str | None = None, roots: Iterable[Path] = ()) -> str
         return chosen
     if find_spec("otava") is not None:
         return sys.executable
-    for root in (*roots, Path.cwd()):
+    # The rootdir, the working folder, and the checkout this package runs from (an editable install).
+    for root in (*roots, Path.cwd(), PACKAGE_CHECKOUT):
         candidate = Path(root) / OTAVA_VENV / "bin" / "python"
         if candidate.exists():
             return str(candidate)

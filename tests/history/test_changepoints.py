@@ -70,6 +70,7 @@ def test_only_the_newest_change_point_decides(python):
 def test_a_missing_otava_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.delenv(changepoints.OTAVA_ENV_VAR, raising=False)
     monkeypatch.setattr(changepoints, "find_spec", lambda name: None)
+    monkeypatch.setattr(changepoints, "PACKAGE_CHECKOUT", tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DetectorError, match=r"pip install apache-otava==0.8.0.*--specdec-otava-python"):
         otava_python(None, (tmp_path,))

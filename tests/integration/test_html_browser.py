@@ -4,7 +4,8 @@ The rows are real-shaped: the results.json of a CPU run (tests/data/v1,
 migrated as `load_report` reads it), a result with per-request acceptance
 data built by `rows.row_for` (so the per-request figures are drawn), a test
 that failed before measuring, and one with a test id that tries to inject a
-script.  A trend figure is drawn with matplotlib.
+script.  The trend is a series with a step, judged by Apache Otava and drawn by
+`history.trends` as `pytest-specdec history plot` draws it.
 
 (a) ``--dump-dom`` after the page's own inline script ran: the script writes
     into the DOM how many <img> decoded (naturalWidth > 0) and how many
@@ -93,23 +94,19 @@ def per_request_row() -> dict:
 
 
 def trend_figure(rows: list[dict]) -> TrendFigure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """A real trend: a series with a step, judged by Apache Otava and drawn by history.trends."""
+    from pytest_specdec.history.changepoints import detect_series, otava_python
+    from pytest_specdec.history.store import Point
+    from pytest_specdec.history.trends import trend_png
 
-    fig = Figure(figsize=(6, 3), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    commits = ["a1", "b2", "c3", "d4", "e5"]
-    for row in rows:
-        if row.get("speedup_output_throughput") is not None:
-            base = row["speedup_output_throughput"]
-            ax.plot(commits, [base * f for f in (0.96, 1.0, 1.03, 0.99, 1.0)], "o-", label=row["config"][:30])
-    ax.axhline(1.0, color="tab:red", linestyle=":")
-    ax.set_ylabel("throughput speedup")
-    ax.legend(fontsize=6)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return TrendFigure("Throughput speedup by commit", buffer.getvalue(), "median of each commit's repeats")
+    base = next(row["speedup_output_throughput"] for row in rows if row.get("speedup_output_throughput"))
+    values = [base * f for f in (1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 0.8, 0.81, 0.79, 0.8, 0.82)]
+    points = tuple(Point(f"s{n}", f"{n:02d}c0ffee", "main", f"2026-11-25T10:{n:02d}:00+00:00", v, v * 0.97, v * 1.03,
+                         "passed", "passed", "ngram k=4") for n, v in enumerate(values))
+    (report,) = detect_series({("tests/t.py::test_sd", "fp", "speedup_output_throughput"): points},
+                              python=otava_python(None, (ROOT,))).reports
+    assert report.newest is not None and report.newest.regression
+    return TrendFigure("Throughput speedup by commit", trend_png(report, threshold=0.05), report.newest.describe())
 
 
 @pytest.fixture(scope="module")
