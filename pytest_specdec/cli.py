@@ -8,6 +8,8 @@ Subcommands:
   build, whose own ``vllm`` script fails (the reproduce commands use it);
 - ``history list|detect|plot|export URL``: read a results history
   (``--specdec-history``): its sessions, change points, trends, CSV;
+- ``replay --base-url URL --model M --prompts FILE --pattern JSON``: a run's
+  prompts sent again (trace arrivals, conversations) by the plugin's client;
 - ``prepare-model [NAME...]``: convert the bundled model (and truncated
   drafts) ahead of time, as ``scripts/setup`` does.
 """
@@ -90,10 +92,17 @@ def history_main(argv: Sequence[str]) -> int:
     return run(argv)
 
 
+def replay_main(argv: Sequence[str]) -> int:
+    from .load.replay import replay_main as run
+
+    return run(argv)
+
+
 COMMANDS = {
     "merge": (merge_main, "merge sharded reports (and baselines) into one"),
     "bench": (bench_main, "vllm bench serve, for vLLM's CPU build (takes its flags)"),
     "history": (history_main, "read a results history: list, detect (change points), plot, export"),
+    "replay": (replay_main, "send a run's prompts again with its pattern (traces, conversations)"),
     "prepare-model": (prepare_model_main, "convert the bundled model (specdec:smollm2-135m[@layers=N]) now"),
 }
 

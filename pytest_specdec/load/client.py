@@ -89,6 +89,8 @@ class RequestRecord:
     # nowhere yet ("text": neither was sent, and output_tokens is 0 until
     # `count_output_tokens` counts the text, then "tokenized text").
     output_tokens_from: str = "usage"
+    category: str | None = None  # the prompt's category, for per-category figures
+    turn: int | None = None  # a conversation's turn (0 first), for per-turn figures
 
 
 @dataclass
@@ -96,9 +98,7 @@ class LoadRun:
     records: list[RequestRecord]
     duration_s: float
     started_at: float
-    # perf_counter at offset 0 of the arrival schedule: record.start_time
-    # minus this is when request i actually went out.
-    start_perf: float = 0.0
+    start_perf: float = 0.0  # perf_counter at offset 0: record.start_time minus this is when request i went out
 
     @property
     def failures(self) -> list[RequestRecord]:
@@ -231,8 +231,13 @@ async def run_load(
     prompts = list(prompts)
     if not prompts:
         raise ValueError("run_load needs at least one prompt")
-    schedule = list(enumerate(pattern.arrival_offsets(seed)))
+    schedule = list(enumerate(pattern.offsets_for(prompts, seed)))
     options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine)
+    if any(getattr(p, "turns", ()) for p in prompts):
+        from .conversations import run_conversations  # turn after turn, each with the replies so far
+
+        return await run_conversations(base_url, model, prompts, schedule, pattern, time.perf_counter(), options,
+                                       on_progress)
     return await run_schedule(base_url, model, prompts, schedule, pattern.max_concurrency, time.perf_counter(),
                               options, on_progress)
 
@@ -252,6 +257,41 @@ class RequestOptions:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
 
 
+async def send_request(transport: Transport, engine: Any, model: str, index: int, prompt: PromptLike,
+                       options: RequestOptions, slots: Any, due: float, text: str | None = None) -> RequestRecord:
+    """One streamed request for `prompt` (its `text` unless given: a conversation's turn), timed from the moment
+    a concurrency slot is free; never raises for a failing request (the record says why)."""
+    woke = time.perf_counter()  # the event loop ran this task: late by woke - due
+    payload: dict[str, Any] = {
+        "model": model, "prompt": prompt.text if text is None else text, "max_tokens": prompt.output_len,
+        "temperature": options.temperature, "stream": True, "stream_options": {"include_usage": True},
+        "ignore_eos": options.ignore_eos, "return_token_ids": True,
+    }
+    if options.logprobs is not None:
+        payload["logprobs"] = options.logprobs
+    body = json.dumps(engine.completion_payload(payload)).encode()
+    async with slots:
+        slot_at = time.perf_counter()
+        record = RequestRecord(index=index, prompt_len=prompt.prompt_len, output_tokens=0,
+                               start_time=time.perf_counter(), ttft=0.0, itl=[], latency=0.0, token_ids=[], text="",
+                               top_logprobs=[] if options.logprobs is not None else None, success=False,
+                               category=getattr(prompt, "category", None))
+        record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
+        try:
+            await asyncio.wait_for(_stream_one(transport, body, record, engine), options.request_timeout)
+        except asyncio.TimeoutError:
+            record.success = False
+            record.error = f"timed out after {options.request_timeout:g} s"
+        except Exception as exc:  # noqa: BLE001 - one bad request must not end the run
+            record.success = False
+            record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return record
+
+
+def request_slots(max_concurrency: int | None) -> Any:  # None: no cap
+    return asyncio.Semaphore(max_concurrency) if max_concurrency is not None else contextlib.nullcontext()
+
+
 async def run_schedule(
     base_url: str,
     model: str,
@@ -262,70 +302,38 @@ async def run_schedule(
     options: RequestOptions,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> LoadRun:
-    """Send request ``index`` at ``start + offset`` for each ``(index, offset)`` of ``schedule``.
-
-    ``start`` is a ``time.perf_counter`` value, so that worker processes
-    (`workers`) can share one schedule: on Linux and macOS that clock is the
-    same for every process of the machine.
-    """
-    ignore_eos, temperature, logprobs = options.ignore_eos, options.temperature, options.logprobs
-    request_timeout = options.request_timeout
+    """Send request ``index`` at ``start + offset`` for each ``(index, offset)`` of ``schedule``.  ``start`` is
+    a ``time.perf_counter`` value: worker processes (`workers`) share one schedule on the machine's one clock."""
     from ..engines import engine_named  # the engine modules import nothing heavy
 
     engine = engine_named(options.engine)
     total = len(schedule)
-    url = _completions_url(base_url, engine.completion_path)
-    slots: contextlib.AbstractAsyncContextManager[Any]
-    slots = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else contextlib.nullcontext()
-    transport = Transport(url)
+    slots = request_slots(max_concurrency)
+    transport = Transport(_completions_url(base_url, engine.completion_path))
     done = 0
 
     async def one(index: int, due: float) -> RequestRecord:
         nonlocal done
-        woke = time.perf_counter()  # the event loop ran this task: late by woke - due
-        prompt = prompts[index % len(prompts)]
-        payload: dict[str, Any] = {
-            "model": model,
-            "prompt": prompt.text,
-            "max_tokens": prompt.output_len,
-            "temperature": temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "ignore_eos": ignore_eos,
-            "return_token_ids": True,
-        }
-        if logprobs is not None:
-            payload["logprobs"] = logprobs
-        body = json.dumps(engine.completion_payload(payload)).encode()
-        async with slots:
-            slot_at = time.perf_counter()
-            record = RequestRecord(
-                index=index,
-                prompt_len=prompt.prompt_len,
-                output_tokens=0,
-                start_time=time.perf_counter(),
-                ttft=0.0,
-                itl=[],
-                latency=0.0,
-                token_ids=[],
-                text="",
-                top_logprobs=[] if logprobs is not None else None,
-                success=False,
-            )
-            record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
-            try:
-                await asyncio.wait_for(_stream_one(transport, body, record, engine), request_timeout)
-            except asyncio.TimeoutError:
-                record.success = False
-                record.error = f"timed out after {request_timeout:g} s"
-            except Exception as exc:  # noqa: BLE001 - one bad request must not end the run
-                record.success = False
-                record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        record = await send_request(transport, engine, model, index, prompts[index % len(prompts)], options, slots,
+                                    due)
         done += 1
         if on_progress is not None:
             on_progress(done, total)
         return record
 
+    started_at = time.time() - (time.perf_counter() - start)
+    try:
+        records = await dispatch(schedule, start, one)
+        duration = time.perf_counter() - start
+    finally:
+        transport.close()
+    return LoadRun(records=records, duration_s=duration, started_at=started_at, start_perf=start)
+
+
+async def dispatch(schedule: Sequence[tuple[int, float]], start: float, one: Callable[[int, float], Any]) -> list:
+    """Start ``one(index, due)`` at ``start + offset`` for each schedule entry; their results in schedule order
+    (a task that returns a list, a conversation's turns, adds each item).  Every task is cancelled when one
+    raises or the run is interrupted."""
     # A full garbage collection in a process that imported torch and a tokenizer
     # pauses it for 100 ms or more: requests due meanwhile would go out late
     # and the run would read as client-bound.  No cyclic collection while
@@ -333,8 +341,7 @@ async def run_schedule(
     # forced before it either: that would charge every run the same pause.
     gc_was_enabled = gc.isenabled()
     gc.disable()
-    started_at = time.time() - (time.perf_counter() - start)
-    tasks: list[asyncio.Task[RequestRecord]] = []
+    tasks: list[asyncio.Task] = []
     try:
         for index, offset in schedule:
             # Sleep against the schedule, not gap by gap, so dispatch lag
@@ -343,24 +350,21 @@ async def run_schedule(
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(one(index, start + offset)))
-        records = await asyncio.gather(*tasks)
+        results = await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
-        duration = time.perf_counter() - start
         if gc_was_enabled:
             gc.enable()
-        transport.close()
-    return LoadRun(records=list(records), duration_s=duration, started_at=started_at, start_perf=start)
+    return [item for result in results for item in (result if isinstance(result, list) else [result])]
 
 
 def generate_load(base_url: str, model: str, prompts: Sequence[PromptLike], pattern: AccessPattern,
                   *, workers: int = 1, **options: Any) -> LoadRun:
     """Blocking :func:`run_load` (same keyword options); usable from inside a running event loop too.
-
     ``workers`` > 1 spreads the requests over that many client processes
     (`workers.run_in_workers`), for loads one process cannot follow.
     """

@@ -46,7 +46,14 @@ def _jsonl_lines(w: Workload) -> Iterator[tuple[str, dict]]:
             yield f"line {line_no}", obj
 
 
-def _entries_jsonl(w: Workload) -> list[tuple[str, int]]:
+def _category(w: Workload, where: str, obj: dict) -> str | None:
+    value = obj.get(w.category_field)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _error(w, where, _type_problem(w.category_field, value, "a non-empty string (the prompt's category)"))
+    return value
+
+
+def _entries_jsonl(w: Workload) -> list[tuple[str, int, str | None]]:
     out = []
     for where, obj in _jsonl_lines(w):
         if "prompt" not in obj:
@@ -56,11 +63,12 @@ def _entries_jsonl(w: Workload) -> list[tuple[str, int]]:
             raise _error(w, where, _type_problem("prompt", prompt, "a non-empty string"))
         if out_len is not None and (isinstance(out_len, bool) or not isinstance(out_len, int) or out_len < 1):
             raise _error(w, where, _type_problem("output_tokens", out_len, "an integer >= 1"))
-        out.append((prompt, out_len or w.output_len or DEFAULT_FILE_OUTPUT_LEN))
+        out.append((prompt, out_len or w.output_len or DEFAULT_FILE_OUTPUT_LEN, _category(w, where, obj)))
     return out
 
 
-def _entries_spec_bench(w: Workload) -> list[tuple[str, int]]:
+def _entries_spec_bench(w: Workload) -> list[tuple[Any, int, str | None]]:
+    """(first turn, or the first `w.turns` turns of a conversation, max_tokens, category) per line."""
     out = []
     for where, obj in _jsonl_lines(w):
         if "turns" not in obj:
@@ -68,15 +76,24 @@ def _entries_spec_bench(w: Workload) -> list[tuple[str, int]]:
         turns = obj["turns"]
         if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0]:
             raise _error(w, where, _type_problem("turns", turns, "a non-empty list of strings"))
-        out.append((turns[0], w.output_len or DEFAULT_FILE_OUTPUT_LEN))
+        for i, turn in enumerate(turns):
+            if not isinstance(turn, str) or not turn:
+                raise _error(w, where, _type_problem(f"turns[{i}]", turn, "a non-empty string"))
+        output = w.output_len or DEFAULT_FILE_OUTPUT_LEN
+        category = _category(w, where, obj)
+        if w.turns == 1:
+            out.append((turns[0], output, category))
+        elif len(turns) >= w.turns:  # a conversation: shorter ones are not used
+            out.append(([(turn, output) for turn in turns[:w.turns]], output, category))
     return out
 
 
 _HUMAN, _ASSISTANT = {"human", "user"}, {"gpt", "assistant", "chatgpt", "bard"}
 
 
-def _entries_sharegpt(w: Workload) -> list[tuple[str, str]]:
-    """(prompt, reply) pairs; replies are tokenized only for the selected entries."""
+def _entries_sharegpt(w: Workload) -> list[tuple[Any, Any, None]]:
+    """(prompt, reply, None) per conversation, or ([(turn, reply), ...], None, None) with `w.turns` > 1;
+    replies are tokenized only for the selected entries."""
     with _open(w) as fh:
         try:
             data = json.load(fh)
@@ -102,10 +119,14 @@ def _entries_sharegpt(w: Workload) -> list[tuple[str, str]]:
                     raise _error(w, where, f"field {key!r} is missing")
                 if not isinstance(turn[key], str):
                     raise _error(w, where, _type_problem(key, turn[key], "a string"))
-        # Usable: the first human turn, when an assistant reply follows it.
+        # Usable: human turns that an assistant reply follows (the first alone, or the first `w.turns`).
+        pairs = [(turns[j]["value"], turns[j + 1]["value"]) for j in range(len(turns) - 1)
+                 if turns[j]["from"] in _HUMAN and turns[j + 1]["from"] in _ASSISTANT and turns[j]["value"]]
         h = next((j for j, t in enumerate(turns) if t["from"] in _HUMAN), len(turns))
-        if h + 1 < len(turns) and turns[h + 1]["from"] in _ASSISTANT and turns[h]["value"]:
-            out.append((turns[h]["value"], turns[h + 1]["value"]))
+        if w.turns == 1 and h + 1 < len(turns) and turns[h + 1]["from"] in _ASSISTANT and turns[h]["value"]:
+            out.append((turns[h]["value"], turns[h + 1]["value"], None))
+        elif w.turns > 1 and len(pairs) >= w.turns:
+            out.append((pairs[:w.turns], None, None))
     return out
 
 
@@ -157,15 +178,29 @@ def _cap(tok: Tok, text: str, cap: int | None) -> tuple[str, int]:
     return text, length
 
 
+def _reply_len(w: Workload, tok: Tok, output: Any) -> int:
+    """A request's max_tokens: for a sharegpt reply the override or the reply's length, else the entry's own."""
+    if isinstance(output, str):
+        return w.output_len or max(1, len(tok.encode(output)))
+    return output
+
+
 def build_text_file(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
     entries = _ENTRY_READERS[w.kind](w)
+    if not entries and w.turns > 1:
+        raise WorkloadError(f"workload {w.name!r}: {w.path}: no conversation with {w.turns} user turns or more")
     out = []
     for index in _pick(w, len(entries), n, base):
-        text, output = entries[index]
-        if isinstance(output, str):  # a sharegpt reply: its length is the request's
-            output = w.output_len or max(1, len(tok.encode(output)))
+        text, output, category = entries[index]
+        if isinstance(text, list):  # a conversation: the first turn is this prompt, the rest follow it
+            from .traffic import conversation_prompt
+
+            turns = [(_cap(tok, turn, w.input_len)[0], _reply_len(w, tok, reply)) for turn, reply in text]
+            first = conversation_prompt("", turns[0][0])
+            out.append(Prompt(first, tok.count(first), turns[0][1], category, turns=tuple(turns[1:])))
+            continue
         text, length = _cap(tok, text, w.input_len)
-        out.append(Prompt(text, length, output))
+        out.append(Prompt(text, length, _reply_len(w, tok, output), category))
     return out
 
 
@@ -180,5 +215,5 @@ def build_burstgpt(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Promp
     return out
 
 
-_ENTRY_READERS: dict[str, Callable[[Workload], list]] = {
+_ENTRY_READERS: dict[str, Callable[[Workload], list]] = {  # each entry: (text or turns, output, category)
     "sharegpt": _entries_sharegpt, "spec_bench": _entries_spec_bench, "jsonl": _entries_jsonl}

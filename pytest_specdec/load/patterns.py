@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_load",
-               "bracket_probes", "bisect_probes", "max_probes")
+               "bracket_probes", "bisect_probes", "max_probes", "replay_speed", "think_time_s")
 SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes")
 # What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
 SEARCH_OVER = ("request_rate", "max_concurrency")
@@ -76,6 +76,11 @@ class AccessPattern:
     then bisects it and probes the boundary again (at most ``bisect_probes``).
     ``max_probes``, when set, caps both phases together, per side (see
     load/capacity.py).
+
+    ``replay_speed`` set (the ``trace_replay`` pattern) sends each prompt at
+    its own arrival time (a trace workload's), divided by the speed: 1 is the
+    trace's own pace, 2 twice as fast.  ``think_time_s`` is the pause between
+    a conversation's reply and its next turn (conversation workloads).
     """
 
     name: str
@@ -89,6 +94,8 @@ class AccessPattern:
     bracket_probes: int = 8
     bisect_probes: int = 6
     max_probes: int | None = None
+    replay_speed: float | None = None
+    think_time_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -103,6 +110,16 @@ class AccessPattern:
             _check_count("max_concurrency", self.max_concurrency, allow_none=True),
         )
         object.__setattr__(self, "num_prompts", _check_count("num_prompts", self.num_prompts))
+        if self.replay_speed is not None:
+            speed = _check_rate("replay_speed", self.replay_speed)
+            if math.isinf(speed) or self.search is not None:
+                raise PatternError(f"replay_speed must be a finite number > 0 (and no capacity search), "
+                                   f"got {self.replay_speed!r}")
+            object.__setattr__(self, "replay_speed", speed)
+        think = self.think_time_s
+        if isinstance(think, bool) or not isinstance(think, Real) or not 0 <= think < math.inf:
+            raise PatternError(f"think_time_s must be a number of seconds >= 0, got {think!r}")
+        object.__setattr__(self, "think_time_s", float(think))
         if self.search is not None:
             if self.search not in SEARCH_OVER:
                 raise PatternError(f"search must be one of {', '.join(SEARCH_OVER)} or None, got {self.search!r}")
@@ -224,7 +241,22 @@ class AccessPattern:
             described.update(search=self.search, search_start=self.search_start, max_load=self.max_load,
                              bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
                              max_probes=self.max_probes)
+        if self.replay_speed is not None:
+            described.update(arrivals=f"the trace's own times / {_fmt(self.replay_speed)}",
+                             replay_speed=self.replay_speed)
+        if self.think_time_s:
+            described["think_time_s"] = self.think_time_s
         return described
+
+    def offsets_for(self, prompts: list, seed: int = 0) -> list[float]:
+        """Request i's send time: the trace's (its prompt's arrival, scaled) when replaying, else `arrival_offsets`."""
+        if self.replay_speed is None:
+            return self.arrival_offsets(seed)
+        times = [getattr(prompts[i % len(prompts)], "arrival_s", None) for i in range(self.num_prompts)]
+        if any(t is None for t in times):
+            raise PatternError(f"{self.name!r} replays arrival times, and these prompts have none: give it a trace "
+                               "workload (kind mooncake_trace)")
+        return [t / self.replay_speed for t in times]
 
 
 def _fmt(value: float) -> str:
@@ -249,6 +281,10 @@ CATALOG: dict[str, AccessPattern] = {
         # SLO capacity searches: Poisson arrivals at rising rates, or closed loops at rising concurrency.
         AccessPattern("slo_capacity", 1.0, 1.0, None, 32, search="request_rate", search_start=1.0),
         AccessPattern("slo_capacity_concurrency", math.inf, 1.0, 1, 32, search="max_concurrency", search_start=1),
+        # A trace workload's own arrival times (replay_speed 2: twice as fast); no concurrency cap.
+        AccessPattern("trace_replay", math.inf, 1.0, None, 16, replay_speed=1.0),
+        # Users in conversation: a new user every 2 s on average, 1 s to read each reply before the next turn.
+        AccessPattern("multi_turn", 0.5, 1.0, None, 8, think_time_s=1.0),
     )
 }
 

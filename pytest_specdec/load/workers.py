@@ -44,6 +44,7 @@ class _Prompt(NamedTuple):
     text: str
     prompt_len: int
     output_len: int
+    category: str | None = None
 
 
 def split_concurrency(max_concurrency: int | None, workers: int) -> list[int | None]:
@@ -107,10 +108,13 @@ def run_in_workers(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     request_options = RequestOptions(**options)  # a bad option fails here, before any process starts
-    plain = [_Prompt(p.text, p.prompt_len, p.output_len) for p in prompts]
+    plain = [_Prompt(p.text, p.prompt_len, p.output_len, getattr(p, "category", None)) for p in prompts]
     if not plain:
         raise ValueError("run_in_workers needs at least one prompt")
-    offsets = pattern.arrival_offsets(seed)
+    if any(getattr(p, "turns", ()) for p in prompts):
+        raise ValueError("conversations are sent by one client process: each turn waits for the reply before "
+                         "it (use --specdec-client-workers 1)")
+    offsets = pattern.offsets_for(list(prompts), seed)
     caps = split_concurrency(pattern.max_concurrency, min(workers, len(offsets)))
     schedules = assign(offsets, caps)
     context = multiprocessing.get_context("spawn")

@@ -11,8 +11,16 @@ suffix speculation win), ``sharegpt`` (JSON conversations: first human turn,
 output = length of the reply), ``spec_bench`` (JSONL ``turns[0]``),
 ``burstgpt`` (CSV token counts -> random prompts of those lengths), ``jsonl``
 (``"prompt"`` + optional ``"output_tokens"``, the format of `vllm bench serve`'s
-custom dataset: custom, swe_bench, mlperf) and
-``custom_builder`` (a user function ``(tokenizer, num_prompts, seed)``).
+custom dataset: custom, swe_bench, mlperf; a ``"category"`` field, or the one
+``category_field`` names, labels each prompt), ``shared_prefix`` (a few long
+common prefixes, ``prefix_len`` tokens each, ``num_prefixes`` of them, each
+followed by a question of ``input_len`` tokens), ``mooncake_trace`` (a JSONL
+trace of ``timestamp`` ms, ``input_length``, ``output_length`` and ``hash_ids``:
+the first ``num_prompts`` requests in order, each with its arrival time, blocks of
+one hash id sharing their tokens) and ``custom_builder`` (a user function
+``(tokenizer, num_prompts, seed)``).  Spec-Bench prompts carry their
+``category``; ``turns`` > 1 makes sharegpt and spec_bench files conversations
+(`load.traffic`: each turn carries the conversation so far).
 
 Overrides scale a workload down.  For data files ``input_len`` caps prompt
 length (longer prompts are truncated), and ``output_len`` replaces the
@@ -29,10 +37,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 
-SYNTHETIC_KINDS = ("random", "code_edit")
-FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl")
+SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
+FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
 KINDS = SYNTHETIC_KINDS + FILE_KINDS + ("custom_builder",)
-OVERRIDE_KEYS = ("input_len", "output_len", "path", "ignore_eos")
+OVERRIDE_KEYS = ("input_len", "output_len", "path", "ignore_eos", "turns", "prefix_len", "num_prefixes",
+                 "category_field")
+CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
 DEFAULT_FILE_OUTPUT_LEN = 256
 
 
@@ -49,6 +59,11 @@ class Prompt:
     text: str
     prompt_len: int  # len(tokenizer(text).input_ids)
     output_len: int  # max_tokens for this request
+    category: str | None = None  # what kind of task it is (Spec-Bench's category, a file's field)
+    arrival_s: float | None = None  # a trace's arrival time, seconds after its first request
+    # A conversation's later user turns, (text, max_tokens) each: turn t+1 is sent with the conversation so
+    # far, the real replies included (load.traffic.conversation_prompt); `text` is the first turn's prompt.
+    turns: tuple[tuple[str, int], ...] = ()
 
 
 def _check_len(workload: str, key: str, value: Any, what: str = "field") -> None:
@@ -64,6 +79,10 @@ class Workload:
     output_len: int | None = None
     path: str | None = None
     ignore_eos: bool = True
+    turns: int = 1  # sharegpt / spec_bench: user turns per conversation (1: the first turn alone)
+    prefix_len: int | None = None  # shared_prefix: tokens of each common prefix
+    num_prefixes: int | None = None  # shared_prefix: how many prefixes the prompts share
+    category_field: str = "category"  # jsonl / spec_bench: the field that names a prompt's category
     builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +95,20 @@ class Workload:
                 _check_len(self.name, key, getattr(self, key))
         if self.kind in SYNTHETIC_KINDS and (self.input_len is None or self.output_len is None):
             raise WorkloadError(f"workload {self.name!r}: kind {self.kind!r} needs input_len and output_len")
+        _check_len(self.name, "turns", self.turns)
+        if self.turns > 1 and self.kind not in CONVERSATION_KINDS:
+            raise WorkloadError(f"workload {self.name!r}: turns > 1 needs a file of conversations "
+                                f"({', '.join(CONVERSATION_KINDS)}), not kind {self.kind!r}")
+        if self.kind == "shared_prefix":
+            for key in ("prefix_len", "num_prefixes"):
+                if getattr(self, key) is None:
+                    raise WorkloadError(f"workload {self.name!r}: kind 'shared_prefix' needs {key}")
+                _check_len(self.name, key, getattr(self, key))
+        elif self.prefix_len is not None or self.num_prefixes is not None:
+            raise WorkloadError(f"workload {self.name!r}: prefix_len and num_prefixes are for kind 'shared_prefix'")
+        if not isinstance(self.category_field, str) or not self.category_field:
+            raise WorkloadError(f"workload {self.name!r}: category_field must be a non-empty string, "
+                                f"got {self.category_field!r}")
         if (self.kind == "custom_builder") != (self.builder is not None):
             raise WorkloadError(f"workload {self.name!r}: a builder goes with kind 'custom_builder' and only with it")
         if self.path is not None and self.kind not in FILE_KINDS:
@@ -87,7 +120,7 @@ class Workload:
             bad = f"workload {self.name!r}: override {key!r}"
             if key not in OVERRIDE_KEYS:
                 raise WorkloadError(f"{bad} is unknown; allowed: {', '.join(OVERRIDE_KEYS)}")
-            if key in ("input_len", "output_len"):
+            if key in ("input_len", "output_len", "turns", "prefix_len", "num_prefixes"):
                 _check_len(self.name, key, value, "override")
                 if key == "input_len" and self.kind == "custom_builder":
                     raise WorkloadError(f"{bad} does not apply: its builder decides prompt lengths")
@@ -97,6 +130,9 @@ class Workload:
                     raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
                 if self.kind not in FILE_KINDS:
                     raise WorkloadError(f"{bad} does not apply: kind {self.kind!r} reads no data file")
+            elif key == "category_field":
+                if not isinstance(value, str) or not value:
+                    raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
             elif not isinstance(value, bool):
                 raise WorkloadError(f"{bad} must be true or false, got {value!r}")
             changes[key] = value
@@ -105,6 +141,13 @@ class Workload:
     def describe(self) -> dict:
         out = {"name": self.name, "kind": self.kind, "input_len": self.input_len,
                "output_len": self.output_len, "path": self.path, "ignore_eos": self.ignore_eos}
+        # Only where they apply: older reports and baselines describe the same workloads unchanged.
+        if self.turns != 1:
+            out["turns"] = self.turns
+        if self.kind == "shared_prefix":
+            out.update(prefix_len=self.prefix_len, num_prefixes=self.num_prefixes)
+        if self.category_field != "category":
+            out["category_field"] = self.category_field
         if self.builder is not None:
             out["builder"] = f"{getattr(self.builder, '__module__', '?')}.{getattr(self.builder, '__qualname__', '?')}"
         return out
@@ -123,7 +166,10 @@ class Workload:
         from .datafiles import build_burstgpt, build_text_file
         from .synthetic import Tok, build_synthetic
 
-        builders = {"random": build_synthetic, "code_edit": build_synthetic, "burstgpt": build_burstgpt}
+        from .traffic import build_shared_prefix, build_trace
+
+        builders = {"random": build_synthetic, "code_edit": build_synthetic, "burstgpt": build_burstgpt,
+                    "shared_prefix": build_shared_prefix, "mooncake_trace": build_trace}
         try:
             return builders.get(self.kind, build_text_file)(self, Tok(tokenizer), num_prompts, base)
         except UnicodeDecodeError as e:
@@ -159,8 +205,13 @@ CATALOG: dict[str, Workload] = {w.name: w for w in [
     Workload("random_l", "random", input_len=2048, output_len=2048),    # reasoning
     Workload("random_x", "random", input_len=10240, output_len=2048),   # agent
     Workload("code_edit", "code_edit", input_len=512, output_len=256),
+    # Many requests over a few long common prefixes (a system prompt, a document, a repository).
+    Workload("shared_prefix", "shared_prefix", input_len=128, output_len=256, prefix_len=2048, num_prefixes=4),
     Workload("sharegpt", "sharegpt"),
     Workload("spec_bench", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
+    Workload("spec_bench_multiturn", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN, turns=2),
+    Workload("sharegpt_multiturn", "sharegpt", turns=3),
+    Workload("mooncake_trace", "mooncake_trace"),
     Workload("burstgpt", "burstgpt"),
     Workload("swe_bench", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
     Workload("mlperf", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),

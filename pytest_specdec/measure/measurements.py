@@ -120,7 +120,12 @@ class Measurements:
 
     def prompts_file(self, prompts: list) -> Path:
         """The prompts as a `vllm bench serve` custom dataset, for reproducing by hand."""
-        lines = [json.dumps({"prompt": p.text, "output_tokens": p.output_len}) for p in prompts]
+        if any(p.arrival_s is not None or p.turns or p.category for p in prompts):  # what vllm bench cannot send
+            from ..load.traffic import trace_line
+
+            lines = [trace_line(p) for p in prompts]  # `pytest-specdec replay` reads it; bench reads prompt/tokens
+        else:
+            lines = [json.dumps({"prompt": p.text, "output_tokens": p.output_len}) for p in prompts]
         text = "\n".join(lines) + "\n"
         path = self.work_dir / "prompts" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
         if not path.exists():
@@ -321,6 +326,7 @@ class Measurements:
             reproduce=reproduce_commands(
                 reference_runs[0], speculative_runs[0], server, pattern, self.prompts_file(prompts),
                 self.pool.model_resolver(spec.model), seed, workload.ignore_eos, logprobs,
+                replay=pattern.replay_speed is not None or any(p.turns for p in prompts), engine=spec.engine,
             ),
             seed=seed,
             server_log=str(server.log_path or ""),

@@ -8,6 +8,7 @@ through ``python -m pytest_specdec bench ...``, which takes exactly
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pattern: AccessPattern,
                        prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool,
-                       logprobs: int | None = None) -> dict[str, str]:
+                       logprobs: int | None = None, replay: bool = False, engine: str = "vllm") -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
     The servers' commands are exactly what was run.  The load is `vllm bench
@@ -32,6 +33,11 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
     bench = [reference.server_command[0], "-m", "pytest_specdec", "bench"] if cpu_build and \
         reference.server_command else ["vllm", "bench", "serve"]
     bench += bench_serve_flags(server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs)
+    if replay:  # a trace's own arrival times, or conversations: vllm bench serve sends neither, our client does
+        python = reference.server_command[0] if reference.server_command and cpu_build else "python"
+        bench = [python, "-m", "pytest_specdec", "replay", "--base-url", server.url, "--model", server.model,
+                 "--prompts", str(prompts_file), "--pattern", json.dumps(pattern.describe(), sort_keys=True),
+                 "--seed", str(seed), "--engine", engine, *(["--ignore-eos"] if ignore_eos else [])]
     def started(run: Run) -> str:
         return shlex.join(run.server_command) if run.server_command else \
             f"(a running endpoint, not started by pytest-specdec: {run.spec.endpoint})"

@@ -19,6 +19,7 @@ from .metrics import RunMetrics
 # Output comparison lives in `outputs`; these names stay importable from here.
 from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
 from .analysis import ANALYSIS_FIGURES
+from .groups import GroupedFigures
 from .goodput import goodput as goodput_of, is_relative
 
 @dataclass
@@ -65,7 +66,7 @@ def _median_metric(runs: list[Run], metric: str) -> float:
 
 
 @dataclass
-class SpecDecResult:
+class SpecDecResult(GroupedFigures):
     """The reference and SD runs of one test, with the figures derived from them."""
 
     spec: ServerSpec

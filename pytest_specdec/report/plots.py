@@ -158,6 +158,7 @@ class PlotImage:
 def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]], ...]:
     """(file name, title, drawing function) of every report figure, in the order the report shows them."""
     from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
+    from .group_figures import category_plot, turn_plot
     from .slo_plots import capacity_plot
 
     return (("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
@@ -165,7 +166,9 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
             ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
             ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),
             ("tokens_per_step.png", "Tokens emitted per step, request by output position", tokens_per_step_heatmap),
-            ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot))
+            ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot),
+            ("per_category.png", "Acceptance length and TPOT speedup per prompt category", category_plot),
+            ("per_turn.png", "Acceptance length and TPOT speedup per conversation turn", turn_plot))
 
 
 def render_plots(rows: Iterable[Row]) -> list[PlotImage]:

@@ -126,7 +126,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
                speculative_output_goodput=None, goodput_ratio=None, capacity=None,
                capacity_ratio=None, theory={}, oracle_speedup_label=None,
                cost_operating_point_detail=None, fairness_flags=[], confounds=[], engine_facts={}, warm_up={},
-               speedup_range=None)
+               speedup_range=None, groups={})
     row["detection"] = dict(detection or {})
     if result is None:
         return row
@@ -179,6 +179,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         reference_output_goodput=_number(result.goodput("reference", unit="tokens")),
         speculative_output_goodput=_number(result.goodput("speculative", unit="tokens")),
         goodput_ratio=_number(result.goodput_ratio()),
+        groups=_groups(result),
     )
     # An unavailable figure is null whatever number was computed for it (a client-bound run's speedups).
     for name in unavailable:
@@ -203,6 +204,17 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
                 row[f"{side}_usd_per_1m_tokens"] = cost_per_million_tokens(tok_s, gpu_usd_per_hour)
         row.update(cost_operating_point=point, cost_operating_point_detail=words if point else None)
     return row
+
+
+def _groups(result) -> dict[str, Any]:
+    """Per category and per turn (measure.groups), where the requests carry one, with whether they differ."""
+    from ..measure.groups import difference
+
+    out = {}
+    for grouping in ("category", "turn"):
+        if groups := result.by(grouping):
+            out[grouping] = {"figures": [g.as_dict() for g in groups], "difference": difference(groups)}
+    return out
 
 
 def _json_safe(value):

@@ -123,6 +123,7 @@ def summary_sections(rows: list[dict], report_message: str | None, written_basel
 def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = "pytest-specdec results") -> str:
     """The summary.md document (also what goes to a CI step summary)."""
     from ..measure.derived import geometric_mean
+    from .group_figures import group_sections
     from .plots import sweeps
 
     escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a table cell must not split
@@ -163,6 +164,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
                 "was recorded on):", ""]
         out += [f"- {escape(r['test'])}: {escape(r['regression_comparison'].splitlines()[0])}" for r in compared] + [""]
     out += per_request_section(rows, escape)
+    out += group_sections(rows, escape)
     out += diagnosis_section(rows, escape)
     out += slo_section(rows, escape)
     priced = [r for r in rows if r["speculative_usd_per_1m_tokens"] is not None]
@@ -302,8 +304,8 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
             "(`oracle_speedup`): each step proposing exactly what it accepted, with accepted spans capped at k, so "
             "a lower bound on the oracle of the study \"Speculative Decoding: Performance or Illusion?\" (Sec. "
             "8.1, Fig. 9), whose spans run to 20 proposed tokens; oracle gap: how much faster the oracle at k is "
-            "than the measured run (what a better draft length policy could still gain at this k). See the "
-            "README's \"Inside the acceptance numbers\".", ""]
+            "than the measured run (what a better draft length policy could still gain at this k). See "
+            "docs/acceptance.md, \"Inside the acceptance numbers\".", ""]
     return out
 
 

@@ -38,6 +38,8 @@ def test_catalog_has_exactly_the_field_patterns_and_the_capacity_searches():
         "burstiness_low",
         "slo_capacity",
         "slo_capacity_concurrency",
+        "trace_replay",
+        "multi_turn",
     }
     assert CATALOG["slo_capacity"].search == "request_rate"
     assert CATALOG["slo_capacity_concurrency"].search == "max_concurrency"

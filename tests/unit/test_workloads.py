@@ -51,7 +51,10 @@ def test_catalog_defaults_are_the_published_numbers():
     assert lengths["random_x"] == ("random", 10240, 2048)
     assert lengths["code_edit"] == ("code_edit", 512, 256)
     assert set(CATALOG) == {"random_s", "random_m", "random_l", "random_x", "code_edit", "sharegpt",
-                            "spec_bench", "burstgpt", "swe_bench", "mlperf", "custom"}
+                            "spec_bench", "burstgpt", "swe_bench", "mlperf", "custom", "shared_prefix",
+                            "spec_bench_multiturn", "sharegpt_multiturn", "mooncake_trace"}
+    assert (CATALOG["shared_prefix"].prefix_len, CATALOG["shared_prefix"].num_prefixes) == (2048, 4)
+    assert CATALOG["spec_bench_multiturn"].turns == 2 and CATALOG["sharegpt_multiturn"].turns == 3
     assert all(w.ignore_eos and w.path is None for w in CATALOG.values())
 
 

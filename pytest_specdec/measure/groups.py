@@ -1,0 +1,175 @@
+"""A result broken down by a label its requests carry: the prompt's category, or a conversation's turn.
+
+Acceptance differs between kinds of task (Spec-Bench's categories: n-gram
+and suffix decoding win on retrieval and summarization, where the answer
+repeats the prompt, and lose on translation) and moves as a conversation's
+context grows, which an aggregate hides.  Per group:
+
+- acceptance rate and length from the server's per-request SD figures
+  (vLLM's ``--per-request-spec-decode-metrics``, summed over the group's
+  requests), unavailable with the reason where a request has none;
+- the TPOT speedup: the reference's median TPOT over the group's requests
+  against the SD side's (the same prompts on both sides), and each side's
+  median TTFT;
+- how many requests the group has, over every repeat.
+
+A group of one request is reported, and says so: its figures are one
+request's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+GROUPINGS = {"category": lambda record: getattr(record, "category", None),
+             "turn": lambda record: getattr(record, "turn", None)}
+
+
+@dataclass(frozen=True)
+class GroupFigures:
+    name: str
+    requests: int
+    acceptance_rate: float = math.nan
+    acceptance_length: float = math.nan
+    speedup_median_tpot: float = math.nan
+    reference_median_tpot_ms: float = math.nan
+    speculative_median_tpot_ms: float = math.nan
+    reference_median_ttft_ms: float = math.nan
+    speculative_median_ttft_ms: float = math.nan
+    problem: str | None = None  # why acceptance is unavailable
+    # The lowest and highest acceptance rate of one request of the group (the spread behind the rate).
+    request_rate_low: float = math.nan
+    request_rate_high: float = math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        def number(value):
+            return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+        return {"name": self.name, "requests": self.requests, "acceptance_rate": number(self.acceptance_rate),
+                "acceptance_length": number(self.acceptance_length),
+                "speedup_median_tpot": number(self.speedup_median_tpot),
+                "reference_median_tpot_ms": number(self.reference_median_tpot_ms),
+                "speculative_median_tpot_ms": number(self.speculative_median_tpot_ms),
+                "reference_median_ttft_ms": number(self.reference_median_ttft_ms),
+                "speculative_median_ttft_ms": number(self.speculative_median_ttft_ms), "problem": self.problem,
+                "request_rate_range": [number(self.request_rate_low), number(self.request_rate_high)]}
+
+
+def _tpot_ms(record) -> float | None:
+    if not record.success or record.output_tokens < 2:
+        return None
+    return (record.latency - record.ttft) / (record.output_tokens - 1) * 1000.0
+
+
+def _median(values) -> float:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else math.nan
+
+
+def _sort_key(name: Any):
+    return (0, name, "") if isinstance(name, int) else (1, 0, str(name))
+
+
+def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> list[GroupFigures]:
+    """One `GroupFigures` per label value the SD requests carry (requests without one are left out), ordered
+    by the label; empty when no request has a label."""
+    groups: dict[Any, dict[str, list]] = {}
+    for side, runs in (("reference", reference_runs), ("speculative", speculative_runs)):
+        for run in runs:
+            for record in run.records:
+                key = label(record)
+                if key is not None:
+                    groups.setdefault(key, {"reference": [], "speculative": []})[side].append(record)
+    out = []
+    for key in sorted(groups, key=_sort_key):
+        ref, sd = groups[key]["reference"], groups[key]["speculative"]
+        sd_ok = [r for r in sd if r.success]
+        figures = [getattr(r, "spec_decoding", None) for r in sd_ok]
+        problem = None
+        rate = length = math.nan
+        per_request = []
+        if not sd_ok:
+            problem = "no SD request of this group completed"
+        elif any(not f or "num_draft_tokens" not in f for f in figures):
+            problem = ("a request has no per-request SD figures (vLLM's --per-request-spec-decode-metrics; "
+                       "other engines' own per-request fields)")
+        else:
+            drafted = sum(f["num_draft_tokens"] for f in figures)
+            accepted = sum(f.get("num_accepted_draft_tokens", 0) for f in figures)
+            steps = sum(f.get("num_spec_steps", 0) for f in figures)
+            rate = accepted / drafted if drafted else math.nan
+            per_request = [f.get("num_accepted_draft_tokens", 0) / f["num_draft_tokens"] for f in figures
+                           if f["num_draft_tokens"]]
+            length = 1.0 + accepted / steps if steps else math.nan
+            if not drafted:
+                problem = "nothing was drafted for this group's requests"
+        ref_tpot, sd_tpot = _median(map(_tpot_ms, ref)), _median(map(_tpot_ms, sd))
+        name = f"turn {key + 1}" if isinstance(key, int) else str(key)
+        out.append(GroupFigures(
+            name, len(sd), rate, length, ref_tpot / sd_tpot if sd_tpot and math.isfinite(sd_tpot) else math.nan,
+            ref_tpot, sd_tpot, _median(r.ttft * 1000.0 for r in ref if r.success),
+            _median(r.ttft * 1000.0 for r in sd if r.success), problem,
+            min(per_request, default=math.nan), max(per_request, default=math.nan)))
+    return out
+
+
+def difference(groups: list[GroupFigures]) -> str:
+    """Whether acceptance differs between the groups beyond the spread of their requests, in words.
+
+    Conservative on purpose: a difference is claimed only where every request
+    of one group accepted more than every request of another (no overlap).
+    """
+    rated = [g for g in groups if math.isfinite(g.request_rate_low) and math.isfinite(g.request_rate_high)]
+    if len(rated) < 2:
+        return "no difference measurable: fewer than two groups have per-request acceptance"
+    pairs = [(high, low) for high in rated for low in rated if high.request_rate_low > low.request_rate_high]
+    if not pairs:
+        return ("no difference measurable: every group's per-request acceptance rates overlap another's "
+                f"({', '.join(f'{g.name} {g.request_rate_low:.0%}-{g.request_rate_high:.0%}' for g in rated)})")
+    high, low = max(pairs, key=lambda pair: pair[0].acceptance_rate - pair[1].acceptance_rate)
+    return (f"differs: every request of {high.name} accepted more ({high.request_rate_low:.0%}-"
+            f"{high.request_rate_high:.0%} per request, {high.acceptance_rate:.0%} overall) than any of {low.name} "
+            f"({low.request_rate_low:.0%}-{low.request_rate_high:.0%}, {low.acceptance_rate:.0%}); "
+            f"{len(pairs)} such pair(s) of groups")
+
+
+class GroupedFigures:
+    """Per-category and per-turn figures and their checks, for `SpecDecResult` (which has both sides' runs)."""
+
+    reference_runs: list
+    speculative_runs: list
+
+    def by(self, grouping: str) -> list[GroupFigures]:
+        """The result broken down by ``"category"`` or ``"turn"`` (empty when no request carries one)."""
+        if grouping not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {', '.join(GROUPINGS)}, got {grouping!r}")
+        return breakdown(self.reference_runs, self.speculative_runs, GROUPINGS[grouping])
+
+    def assert_group(self, grouping: str, name: str, *, min_rate: float | None = None,
+                     min_length: float | None = None, min_speedup: float | None = None):
+        """One category's (or turn's: ``"turn 2"``) acceptance rate, length and TPOT speedup at least these."""
+        groups = {g.name: g for g in self.by(grouping)}
+        if name not in groups:
+            raise AssertionError(f"no {grouping} {name!r} in this result; it has: {', '.join(groups) or 'none'}")
+        group = groups[name]
+        rows = []
+        for label, floor, value in (("acceptance_rate", min_rate, group.acceptance_rate),
+                                    ("acceptance_length", min_length, group.acceptance_length),
+                                    ("speedup_median_tpot", min_speedup, group.speedup_median_tpot)):
+            if floor is None:
+                continue
+            if not math.isfinite(value):
+                why = group.problem if label.startswith("acceptance") else "no TPOT on one side"
+                raise AssertionError(f"{grouping} {name!r}: {label} is unavailable: {why}")
+            rows.append((label, value, floor))
+        failed = [(label, value, floor) for label, value, floor in rows if value < floor]
+        if failed:
+            table = "\n".join(f"  {label}: {value:.3f} < required {floor:.3f}" for label, value, floor in failed)
+            raise AssertionError(f"{grouping} {name!r} ({group.requests} requests) fell short:\n{table}")
+        return self
+
+    def assert_category(self, name: str, **floors):
+        return self.assert_group("category", name, **floors)
