@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import threading
 import time
@@ -31,6 +30,7 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from .patterns import AccessPattern
+from .schedule import dispatch
 from .transport import Transport
 
 try:  # msgspec's C decoder reads an event in a quarter of json.loads' time: the client's largest per-event cost
@@ -328,38 +328,6 @@ async def run_schedule(
     finally:
         transport.close()
     return LoadRun(records=records, duration_s=duration, started_at=started_at, start_perf=start)
-
-
-async def dispatch(schedule: Sequence[tuple[int, float]], start: float, one: Callable[[int, float], Any]) -> list:
-    """Start ``one(index, due)`` at ``start + offset`` for each schedule entry; their results in schedule order
-    (a task that returns a list, a conversation's turns, adds each item).  Every task is cancelled when one
-    raises or the run is interrupted."""
-    # A full garbage collection in a process that imported torch and a tokenizer
-    # pauses it for 100 ms or more: requests due meanwhile would go out late
-    # and the run would read as client-bound.  No cyclic collection while
-    # measuring (reference counting still frees what a run allocates), and none
-    # forced before it either: that would charge every run the same pause.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    tasks: list[asyncio.Task] = []
-    try:
-        for index, offset in schedule:
-            # Sleep against the schedule, not gap by gap, so dispatch lag
-            # does not accumulate over a long run.
-            delay = start + offset - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(index, start + offset)))
-        results = await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return [item for result in results for item in (result if isinstance(result, list) else [result])]
 
 
 def generate_load(base_url: str, model: str, prompts: Sequence[PromptLike], pattern: AccessPattern,

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .client import LoadRun, RequestOptions, RequestRecord, _completions_url, dispatch, request_slots, send_request
+from .client import LoadRun, RequestOptions, RequestRecord, _completions_url, request_slots, send_request
+from .schedule import dispatch
 from .patterns import AccessPattern
 from .traffic import conversation_prompt
 from .transport import Transport

@@ -432,3 +432,83 @@ def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(serve
     assert bound.client_bound().startswith("client-bound: the SD run (repeat 1) had a p99 dispatch lag of ")
     with pytest.raises(AssertionError, match="speedup_output_throughput: unavailable: client-bound"):
         bound.assert_speedup(min=0.0)
+
+
+# --- traces and conversations (load.traffic, load.conversations) ---
+
+@dataclass(frozen=True)
+class TraceP:
+    text: str
+    prompt_len: int
+    output_len: int
+    arrival_s: float | None = None
+    category: str | None = None
+    turns: tuple = ()
+
+
+@pytest.mark.parametrize("speed", [1.0, 2.0, 0.5])
+def test_a_trace_is_replayed_at_its_own_times_at_the_scale_asked(server, speed):
+    server.respond = lambda p: stream([[1]])
+    times = [0.0, 0.013, 0.05, 0.051, 0.12, 0.2, 0.2, 0.31]
+    prompts = [TraceP(f"p{i}", 1, 1, arrival_s=t, category="qa") for i, t in enumerate(times)]
+    pattern = AccessPattern("trace_replay", num_prompts=len(times), replay_speed=speed)
+    run = generate_load(server.url, "m", prompts, pattern)
+    sent = [r.start_time - run.start_perf for r in run.records]
+    for t, at in zip(times, sent):
+        assert at == pytest.approx(t / speed, abs=0.001), (t, at)  # within 1 ms of the trace, scaled
+    assert [r.category for r in run.records] == ["qa"] * len(times)
+    assert [p["prompt"] for _, _, p in sorted(server.requests)] == [f"p{i}" for i in range(len(times))]
+
+
+def test_a_trace_pattern_without_arrival_times_is_refused(server):
+    from pytest_specdec.load.patterns import PatternError
+
+    with pytest.raises(PatternError, match="prompts have none: give it a trace workload"):
+        generate_load(server.url, "m", [P("x", 1, 1)], AccessPattern("trace_replay", num_prompts=2, replay_speed=1.0))
+
+
+def test_conversations_carry_the_real_replies_and_think_between_turns(server):
+    replies = iter(range(100))
+
+    def respond(payload):
+        n = next(replies)
+        return Reply(events=[Event(0.0, [sse(token_event([n], text=f" reply{n}"))]),
+                     Event(0.0, [sse(usage_event(7 + n, 1))]), Event(0.0, [sse(b"[DONE]")])])
+
+    server.respond = respond
+    conversation = TraceP("User: hello\nAssistant:", 5, 3, category="chat",
+                          turns=(("and then?", 4), ("bye", 2)))
+    pattern = AccessPattern("multi_turn", num_prompts=1, think_time_s=0.05)
+    run = generate_load(server.url, "m", [conversation], pattern)
+    assert [(r.turn, r.success, r.category) for r in run.records] == [(0, True, "chat"), (1, True, "chat"),
+                                                                      (2, True, "chat")]
+    sent = [p for _, _, p in sorted(server.requests)]
+    assert [p["max_tokens"] for p in sent] == [3, 4, 2]
+    assert sent[1]["prompt"] == "User: hello\nAssistant: reply0\nUser: and then?\nAssistant:"
+    assert sent[2]["prompt"] == sent[1]["prompt"] + " reply1\nUser: bye\nAssistant:"
+    arrivals = sorted(t for t, _, _ in server.requests)
+    assert all(b - a >= 0.05 for a, b in zip(arrivals, arrivals[1:]))  # the user read each reply first
+    assert [r.prompt_len for r in run.records] == [7, 8, 9]  # from each turn's usage
+
+
+def test_a_failed_turn_ends_its_conversation_and_the_rest_are_recorded_failed(server):
+    calls = []
+
+    def respond(payload):
+        calls.append(payload)
+        return stream([[1]]) if len(calls) == 1 else Reply(status=500, body=b'{"error": "KV cache full"}')
+
+    server.respond = respond
+    conversation = TraceP("first", 1, 1, turns=(("second", 1), ("third", 1)))
+    run = generate_load(server.url, "m", [conversation], AccessPattern("c", num_prompts=1))
+    assert [(r.turn, r.success) for r in run.records] == [(0, True), (1, False), (2, False)]
+    assert "HTTP 500" in run.records[1].error and run.records[2].error.startswith("not sent: turn 1")
+    assert len(calls) == 2
+
+
+def test_conversations_are_refused_over_several_client_processes():
+    from pytest_specdec.load.workers import run_in_workers
+
+    with pytest.raises(ValueError, match="conversations are sent by one client process"):
+        run_in_workers("http://127.0.0.1:9", "m", [TraceP("a", 1, 1, turns=(("b", 1),))],
+                       AccessPattern("c", num_prompts=1), workers=2)
