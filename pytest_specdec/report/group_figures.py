@@ -35,6 +35,18 @@ def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
     return out
 
 
+def group_lines(rows: list[dict]) -> list[str]:
+    """The terminal summary's lines: per test, each group's acceptance and TPOT speedup, and whether they differ."""
+    lines = []
+    for row in rows:
+        for grouping, found in (row.get("groups") or {}).items():
+            cells = ", ".join(f"{g['name']} {_fmt(g['acceptance_rate'], '.0%')} / {_fmt(g['acceptance_length'], '.2f')}"
+                              f" / {_fmt(g['speedup_median_tpot'], '.2f', 'x')}" for g in found["figures"])
+            lines += [f"{row['test']} by {grouping} (accepted / length / TPOT speedup): {cells}",
+                      f"  {found['difference']}"]
+    return lines
+
+
 def group_plot(rows: list[dict], grouping: str) -> bytes | None:
     """Acceptance length and TPOT speedup per group, one bar group per row that has them (PNG), or None."""
     grouped = [(r, r["groups"][grouping]["figures"]) for r in rows if (r.get("groups") or {}).get(grouping)]

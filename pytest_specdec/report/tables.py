@@ -107,6 +107,10 @@ def summary_sections(rows: list[dict], report_message: str | None, written_basel
         sections.append(("specdec results", terminal_table(rows)))
     if capacities := capacity_lines(rows):
         sections.append(("specdec SLO capacity", capacities))
+    from .group_figures import group_lines
+
+    if grouped := group_lines(rows):
+        sections.append(("specdec per category and turn", grouped))
     if unfair := fairness_lines(rows):
         sections.append(("specdec fairness: not SD alone", unfair))
     if report_message:

@@ -178,3 +178,22 @@ def test_a_category_check_names_what_fell_short():
         result.assert_category("c", min_rate=0.1)
     with pytest.raises(ValueError, match="grouping must be one of category, turn"):
         result.by("workload")
+
+
+def test_groups_reach_the_summary_the_terminal_and_a_plot():
+    from pytest_specdec.report.group_figures import group_lines, group_plot
+
+    reference = runs([record(i, tpot_ms=40.0, category=c) for i, c in enumerate("ab")])
+    sd = runs([record(0, tpot_ms=10.0, accepted=7, category="a"), record(1, tpot_ms=30.0, accepted=1, category="b")])
+    groups = breakdown(reference, sd, lambda r: r.category)
+    row = {"test": "t.py::test_c", "config": "ngram k=4", "workload": "spec_bench",
+           "groups": {"category": {"figures": [g.as_dict() for g in groups], "difference": difference(groups)}}}
+    lines = group_lines([row])
+    assert lines[0] == ("t.py::test_c by category (accepted / length / TPOT speedup): a 88% / 4.50 / 4.00x, "
+                        "b 12% / 1.50 / 1.33x")
+    assert lines[1].startswith("  differs: every request of a accepted more")
+    from pytest_specdec.report.group_figures import group_sections
+
+    text = "\n".join(group_sections([row], str))
+    assert "**Per category**" in text and "| t.py::test_c | a | 1 | 88% | 88%-88% | 4.50 | 4.00x | 100 / 100 |" in text
+    assert group_plot([row], "category").startswith(b"\x89PNG") and group_plot([row], "turn") is None
