@@ -321,6 +321,12 @@ async def run_schedule(
             on_progress(done, total)
         return record
 
+    return await dispatched(transport, schedule, start, one)
+
+
+async def dispatched(transport: Transport, schedule: Sequence[tuple[int, float]], start: float,
+                     one: Callable[[int, float], Any]) -> LoadRun:
+    """`dispatch` over one transport, closed at the end: the run's records, duration and wall-clock start."""
     started_at = time.time() - (time.perf_counter() - start)
     try:
         records = await dispatch(schedule, start, one)

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .client import LoadRun, RequestOptions, RequestRecord, _completions_url, request_slots, send_request
-from .schedule import dispatch
+from .client import (LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots,
+                     send_request)
 from .patterns import AccessPattern
 from .traffic import conversation_prompt
 from .transport import Transport
@@ -66,13 +66,7 @@ async def run_conversations(base_url: str, model: str, prompts: Sequence[Any], s
                 due = time.perf_counter()  # the next turn is due now: its lag counts from here
         return records
 
-    started_at = time.time() - (time.perf_counter() - start)
-    try:
-        records = await dispatch(schedule, start, conversation)
-        duration = time.perf_counter() - start
-    finally:
-        transport.close()
-    return LoadRun(records=records, duration_s=duration, started_at=started_at, start_perf=start)
+    return await dispatched(transport, schedule, start, conversation)
 
 
 def _not_sent(index: int, turn: int, prompt: Any, failed: RequestRecord) -> RequestRecord:
