@@ -512,3 +512,24 @@ def test_conversations_are_refused_over_several_client_processes():
     with pytest.raises(ValueError, match="conversations are sent by one client process"):
         run_in_workers("http://127.0.0.1:9", "m", [TraceP("a", 1, 1, turns=(("b", 1),))],
                        AccessPattern("c", num_prompts=1), workers=2)
+
+
+def test_replay_sends_a_runs_prompts_file_again_with_its_pattern(server, tmp_path, capsys):
+    from pytest_specdec.load.replay import replay_main
+    from pytest_specdec.load.traffic import trace_line
+    from pytest_specdec.load.workloads import Prompt
+
+    server.respond = lambda p: stream([[1], [2]])
+    prompts = [Prompt("a", 1, 2, "qa", 0.0), Prompt("b", 1, 2, "qa", 0.05, turns=(("c", 3),))]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(trace_line(p) for p in prompts) + "\n")
+    pattern = AccessPattern("trace_replay", num_prompts=2, replay_speed=1.0, think_time_s=0.0)
+    code = replay_main(["--base-url", server.url, "--model", "m", "--prompts", str(path),
+                        "--pattern", json.dumps(pattern.describe()), "--ignore-eos"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["failed"] == 0 and out["completed"] == 3  # two conversations: one of two turns
+    sent = [p for _, _, p in sorted(server.requests)]
+    assert [p["max_tokens"] for p in sent] == [2, 2, 3] and sent[2]["prompt"].endswith("User: c\nAssistant:")
+    path.write_text('{"prompt": "x"}\n')
+    assert replay_main(["--base-url", server.url, "--model", "m", "--prompts", str(path), "--pattern", "{}"]) == 2
+    assert "prompts.jsonl, line 1: not a prompts line" in capsys.readouterr().err

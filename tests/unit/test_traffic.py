@@ -197,3 +197,22 @@ def test_groups_reach_the_summary_the_terminal_and_a_plot():
     text = "\n".join(group_sections([row], str))
     assert "**Per category**" in text and "| t.py::test_c | a | 1 | 88% | 88%-88% | 4.50 | 4.00x | 100 / 100 |" in text
     assert group_plot([row], "category").startswith(b"\x89PNG") and group_plot([row], "turn") is None
+
+
+def test_a_trace_or_conversation_reproduces_with_the_plugins_own_client(tmp_path):
+    import shlex
+
+    from pytest_specdec.measure.reproduce import reproduce_commands
+
+    command = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]
+    run = SimpleNamespace(server_command=command, spec=None)
+    server = SimpleNamespace(command=command, url="http://127.0.0.1:8000", model="m")
+    pattern = resolve_pattern("trace_replay", {"replay_speed": 2, "num_prompts": 4})
+    commands = reproduce_commands(run, run, server, pattern, tmp_path / "p.jsonl", "tok", 3, True, replay=True)
+    argv = shlex.split(commands["bench"])
+    assert argv[:4] == ["/venv/bin/python", "-m", "pytest_specdec", "replay"]
+    assert json.loads(argv[argv.index("--pattern") + 1])["replay_speed"] == 2.0
+    assert argv[argv.index("--prompts") + 1] == str(tmp_path / "p.jsonl") and "--ignore-eos" in argv
+    plain = reproduce_commands(run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl", "tok", 3,
+                               True)
+    assert shlex.split(plain["bench"])[2:4] == ["pytest_specdec", "bench"]
