@@ -33,10 +33,10 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     (tmp_path / "main-job.log").write_text(out + completed.stderr)  # the whole terminal output, for reading later
     print(out[-6000:])
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "7 passed" in out
+    assert "10 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}
-    assert len(rows) == 7
+    assert len(rows) == 10
     for name in ("test_ngram_on_code_edits", "test_suffix_pays_on_code_edits"):
         assert rows[name]["workload"] == "code_edit" and rows[name]["acceptance_rate"] > 0.25, rows[name]
         assert rows[name]["regression"] == "passed" and rows[name]["repeats"] == 3
@@ -55,7 +55,14 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     assert "| test_ngram_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
     assert "**Inside the acceptance numbers**" in summary and "**Why SD did not pay**" in summary
     assert "**SLO capacity**" in summary and "= specdec SLO capacity =" in out
-    assert (report / "results.csv").read_text().count("\n") == 8
+    assert (report / "results.csv").read_text().count("\n") == 11
+    # The traffic examples: a result per category and per turn, in the summary and as plots.
+    categories = rows["test_ngram_acceptance_by_category"]["groups"]["category"]
+    assert len(categories["figures"]) == 6 and categories["difference"]
+    turns = rows["test_ngram_in_three_turn_conversations"]["groups"]["turn"]["figures"]
+    assert [t["name"] for t in turns] == ["turn 1", "turn 2", "turn 3"] and all(t["requests"] == 12 for t in turns)
+    assert rows["test_ngram_over_shared_prefixes_with_prefix_caching"]["workload"] == "shared_prefix"
+    assert "**Per category**" in summary and "**Per turn**" in summary and "= specdec per category and turn =" in out
     # llama.cpp's own figures, beside vLLM's in one report: its counters, its version, its baseline.
     ngram = rows["test_llamacpp_ngram_on_code_edits"]
     assert ngram["engine"] == "llamacpp" and ngram["engine_version"] and ngram["regression"] == "passed"
@@ -63,7 +70,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     assert rows["test_llamacpp_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
     assert rows["test_ngram_on_code_edits"]["engine_version"] == "0.32.0"
     for plot in ("speedup_heatmap.png", "acceptance_per_position.png", "request_acceptance_length.png",
-                 "tokens_per_step.png", "slo_capacity.png"):
+                 "tokens_per_step.png", "slo_capacity.png", "per_category.png", "per_turn.png"):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
