@@ -45,6 +45,9 @@ KNOWN_METHODS = frozenset(
 # Methods that need a separate draft checkpoint in `speculative_config["model"]`.
 METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa", "mlp_speculator"})
 
+# vLLM's dynamic speculation: rows [start_batch_size, end_batch_size, k] (check_k_schedule).
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
 MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu", "endpoints",
                  "engine")
 DEFAULT_ENGINE = "vllm"
@@ -286,11 +289,55 @@ def _check_speculative_config(value: Any, methods: frozenset[str]) -> dict[str, 
         raise MarkerError("speculative_config.num_speculative_tokens", "is required (an integer >= 1)")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise MarkerError("speculative_config.num_speculative_tokens", f"must be an integer >= 1, got {k!r}")
+    if SCHEDULE_KEY in config:
+        check_k_schedule(config[SCHEDULE_KEY])
     if method in METHODS_WITH_DRAFT_MODEL and "model" not in config:
         raise MarkerError("speculative_config.model", f"method {method!r} needs a draft model")
     if "model" in config:
         _check_model("speculative_config.model", config["model"])
     return config
+
+
+def check_k_schedule(value: Any) -> list[tuple[int, int, int]]:
+    """``num_speculative_tokens_per_batch_size`` as vLLM 0.32 validates it at engine start, sorted by start.
+
+    Rows are inclusive ``[start_batch_size, end_batch_size, k]``: positive
+    bounds with start <= end, k >= 0, ranges that do not overlap once sorted
+    (vLLM sorts them itself), the first starting at batch size 1
+    (`vllm/v1/spec_decode/dynamic/utils.py`).  Two things vLLM does not
+    refuse, so neither does this: a gap between ranges (the batch sizes in it
+    keep the k before it) and a k above ``num_speculative_tokens`` (vLLM runs
+    ``min(num_speculative_tokens, k)``).  Stricter than vLLM only in wanting
+    integers: vLLM's ``int()`` would turn 2.9 into 2 and True into 1.
+    """
+    name = f"speculative_config.{SCHEDULE_KEY}"
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+        raise MarkerError(name, f"must be a non-empty list of [start_batch_size, end_batch_size, k] rows, "
+                                f"e.g. [[1, 4, 3], [5, 64, 1]]; got {value!r}")
+    rows = []
+    for index, row in enumerate(value):
+        where = f"{name}[{index}]"
+        if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)) or len(row) != 3:
+            raise MarkerError(where, f"must be a 3-item row [start_batch_size, end_batch_size, k], got {row!r}")
+        if any(isinstance(item, bool) or not isinstance(item, int) for item in row):
+            raise MarkerError(where, f"every item must be an integer, got {row!r}")
+        start, end, k = row
+        if start < 1 or end < 1:
+            raise MarkerError(where, f"batch sizes must be >= 1, got range {start}..{end}")
+        if start > end:
+            raise MarkerError(where, f"start {start} is above end {end}")
+        if k < 0:
+            raise MarkerError(where, f"k must be >= 0 (0 turns speculation off for that range), got {k}")
+        rows.append((start, end, k, index))
+    rows.sort()
+    for (start, end, _, index), (next_start, next_end, _, next_index) in zip(rows, rows[1:]):
+        if next_start <= end:
+            raise MarkerError(f"{name}[{next_index}]", f"range {next_start}..{next_end} overlaps range "
+                                                       f"{start}..{end} of row [{index}]")
+    if rows[0][0] != 1:
+        raise MarkerError(f"{name}[{rows[0][3]}]", f"the lowest range must start at batch size 1 (vLLM needs a k "
+                                                   f"for every batch size), got {rows[0][0]}")
+    return [(start, end, k) for start, end, k, _ in rows]
 
 
 def _check_server_args(value: Any) -> tuple[str, ...]:

@@ -104,3 +104,51 @@ def test_label_tells_configs_with_the_same_method_and_k_apart():
     draft = parse(model="m", speculative_config={"method": "draft_model", "num_speculative_tokens": 3,
                                                  "model": "specdec:smollm2-135m@layers=8"})
     assert draft.label() == "m [draft_model k=3 draft=specdec:smollm2-135m@layers=8]"
+
+
+SCHEDULE = "speculative_config.num_speculative_tokens_per_batch_size"
+
+
+def with_schedule(rows, k=4):
+    return {"model": "m", "speculative_config": {**NGRAM, "num_speculative_tokens": k,
+                                                 "num_speculative_tokens_per_batch_size": rows}}
+
+
+@pytest.mark.parametrize(
+    "rows, field, text",
+    [
+        ([], SCHEDULE, "must be a non-empty list"),
+        ("1-4:2", SCHEDULE, "must be a non-empty list"),
+        ({"1-4": 2}, SCHEDULE, "got {'1-4': 2}"),  # the dict form of vLLM's first proposal is not what 0.32 reads
+        ([[1, 4]], f"{SCHEDULE}[0]", "3-item row"),
+        ([[1, 4, 2], "5 8 1"], f"{SCHEDULE}[1]", "3-item row"),
+        ([[1, 4, 2], [5, 8, 1.0]], f"{SCHEDULE}[1]", "every item must be an integer, got [5, 8, 1.0]"),
+        ([[1, 4, True]], f"{SCHEDULE}[0]", "integer"),
+        ([[1, 4, "2"]], f"{SCHEDULE}[0]", "integer"),
+        ([[0, 4, 2]], f"{SCHEDULE}[0]", "batch sizes must be >= 1, got range 0..4"),
+        ([[1, 4, 2], [8, 5, 1]], f"{SCHEDULE}[1]", "start 8 is above end 5"),
+        ([[1, 4, -1]], f"{SCHEDULE}[0]", "k must be >= 0"),
+        ([[1, 4, 2], [4, 8, 1]], f"{SCHEDULE}[1]", "range 4..8 overlaps range 1..4 of row [0]"),
+        ([[5, 8, 1], [1, 6, 2]], f"{SCHEDULE}[0]", "range 5..8 overlaps range 1..6 of row [1]"),
+        ([[2, 4, 2], [5, 8, 1]], f"{SCHEDULE}[0]", "must start at batch size 1"),
+    ],
+)
+def test_a_bad_k_schedule_names_the_field_and_row(rows, field, text):
+    got_field, message = field_of(**with_schedule(rows))
+    assert got_field == field
+    assert text in message
+    assert message.startswith(f"{field}: ")
+
+
+def test_a_k_schedule_vllm_accepts_is_accepted_as_written():
+    from pytest_specdec.config.spec import check_k_schedule
+
+    # vLLM sorts the rows itself, carries a k through a gap (9..15 run at k=1 here), runs a k above
+    # num_speculative_tokens at num_speculative_tokens, and takes k=0 as "no speculation".
+    rows = [[16, 64, 0], [1, 1, 6], [2, 8, 1]]
+    spec = parse(**with_schedule(rows))
+    assert spec.speculative_config["num_speculative_tokens_per_batch_size"] == rows  # passed to vLLM unchanged
+    assert check_k_schedule(rows) == [(1, 1, 6), (2, 8, 1), (16, 64, 0)]
+    assert check_k_schedule(((1, 4, 2),)) == [(1, 4, 2)]  # tuples travel to vLLM as JSON lists
+    assert "num_speculative_tokens_per_batch_size=[[16, 64, 0], [1, 1, 6], [2, 8, 1]]" in spec.label()
+    assert spec != parse(**with_schedule([[1, 1, 6], [2, 8, 1], [16, 64, 0]]))  # another server command
