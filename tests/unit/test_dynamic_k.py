@@ -194,3 +194,26 @@ def test_measurements_from_results_take_every_repeat_and_the_reference_once_per_
                    KMeasurement(2, 1, 140, 0)]
     assert KMeasurement(0, 1, 100, 0) not in measurements_from([result(4, 1, [(150, 0)], [(100, 0)])],
                                                                include_reference=False)
+
+
+# --- the server command --------------------------------------------------------------------------
+
+def test_the_schedule_reaches_vllm_as_json_rows_and_other_engines_refuse_it():
+    import json
+
+    from pytest_specdec.config.spec import parse_specdec_marker
+    from pytest_specdec.serving.server import LaunchRequest, build_command
+
+    spec = parse_specdec_marker((), {"model": "specdec:smollm2-135m", "server_args": ["--enforce-eager"],
+                                     "speculative_config": config(((1, 1, 4), (2, 4, 2)))})
+    command = build_command(LaunchRequest(spec=spec, device="cpu", host="127.0.0.1", port=41234, model_path="/m",
+                                          speculative_config=spec.speculative_config, kv_cache_bytes=1 << 30,
+                                          python="/venv/bin/python"))
+    sent = json.loads(command[command.index("--speculative-config") + 1])
+    assert sent["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 2]]  # tuples as JSON lists
+    assert sent["num_speculative_tokens"] == 4
+    for engine in ("sglang", "llamacpp"):  # no translation: refused at collection, never dropped silently
+        with pytest.raises(MarkerError, match=r"speculative_config.num_speculative_tokens_per_batch_size: .*has no "
+                                              r"setting for 'num_speculative_tokens_per_batch_size'"):
+            parse_specdec_marker((), {"model": "m", "engine": engine, "speculative_config": {
+                "method": "ngram", "num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": TWO_STEP}})
