@@ -150,20 +150,18 @@ def assert_no_fall_across_switches(sweep: Any, schedule: Schedule | Mapping[str,
 
 
 class KMeasurement(NamedTuple):
-    """One repeat at one fixed k (0: no speculation) and one concurrency."""
+    """One repeat at one fixed k (0: no speculation) and one concurrency; `repeat` pairs runs that sent
+    the same prompts (the plugin's repeat i of every configuration does)."""
 
     k: int
     concurrency: int
     output_throughput: float
     failed_requests: int = 0
+    repeat: int | None = None
 
 
-class KStats(NamedTuple):  # one k's output tok/s at one concurrency, over its valid repeats
-    k: int
-    median: float
-    low: float
-    high: float
-    repeats: int
+# One k's output tok/s at one concurrency, over its valid repeats.
+KStats = NamedTuple("KStats", [("k", int), ("median", float), ("low", float), ("high", float), ("repeats", int)])
 
 
 @dataclass
@@ -196,7 +194,9 @@ class Band:
 class Recommendation(list):
     """The `Band`s of `recommend_k`, lowest first, and the levels no k could be chosen at (`skipped`)."""
 
-    skipped: list[str]
+    def __init__(self, bands=(), skipped=()):
+        super().__init__(bands)
+        self.skipped = list(skipped)
 
     def as_schedule(self) -> list[list[int]]:
         """Rows to paste into ``num_speculative_tokens_per_batch_size``."""
@@ -220,29 +220,39 @@ def recommend_k(measurements: Iterable[KMeasurement | tuple], tie_within: float 
     """Per concurrency, the k with the highest median output throughput over repeats; then bands of equal k.
 
     Repeats with failed requests (or no finite figure) are discarded and counted; a level left with
-    none is named in `skipped`.  A k whose median lies within the best k's min-max range over repeats,
-    or within `tie_within` of its median, ties with it: the smallest tied k is chosen, and the tie is
-    said.  The first band starts at batch size 1 (vLLM's rule); between measured levels (and over a
-    skipped one) vLLM keeps the lower band's k, as it does through gaps.
+    none is named in `skipped`.  A k ties with the best unless the best beat it by more than
+    `tie_within` in every repeat both ran (paired by `repeat`: repeats that sent other prompts differ by
+    more than noise); unpaired, a k ties when its median lies within the best's min-max range or within
+    `tie_within` of its median.  The smallest tied k is chosen, and the tie is said.  The first band
+    starts at batch size 1 (vLLM's rule); between measured levels (and over a skipped one) vLLM keeps
+    the lower band's k, as it does through gaps.
     """
-    by_level: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    by_level: dict[int, dict[int, dict[Any, float]]] = defaultdict(lambda: defaultdict(dict))
     discarded: dict[int, int] = defaultdict(int)
-    for record in measurements:
-        k, level, value, failed = KMeasurement(*record)
+    for index, record in enumerate(measurements):
+        k, level, value, failed, repeat = KMeasurement(*record)
         if failed or not math.isfinite(value):
             discarded[level] += 1
-            by_level.setdefault(level, defaultdict(list))  # a level all of whose repeats failed is still named
+            by_level.setdefault(level, defaultdict(dict))  # a level all of whose repeats failed is still named
         else:
-            by_level[level][k].append(value)
+            by_level[level][k][("r", repeat) if repeat is not None else ("i", index)] = value
+
+    def ties(runs: dict[int, dict], best: KStats, other: KStats) -> bool:
+        paired = [(runs[other.k][r], runs[best.k][r]) for r in runs[other.k] if r[0] == "r" and r in runs[best.k]]
+        if paired:
+            return any(value >= top * (1 - tie_within) for value, top in paired)
+        return other.median >= min(best.low, best.median * (1 - tie_within))
+
     bands = Recommendation()
-    bands.skipped = []
     for level in sorted(by_level):
-        stats = [KStats(k, statistics.median(v), min(v), max(v), len(v)) for k, v in sorted(by_level[level].items())]
+        runs = by_level[level]
+        stats = [KStats(k, statistics.median(v), min(v), max(v), len(v))
+                 for k, v in ((k, list(runs[k].values())) for k in sorted(runs))]
         if not stats:
             bands.skipped.append(f"concurrency {level}: every repeat failed ({discarded[level]} discarded)")
             continue
         best = max(stats, key=lambda s: s.median)
-        tied = [s for s in stats if s.median >= min(best.low, best.median * (1 - tie_within))]
+        tied = [s for s in stats if ties(runs, best, s)]
         chosen = min(tied, key=lambda s: s.k)
         tie = f"k={', '.join(str(s.k) for s in tied)} tie within noise, the smaller k chosen" if len(tied) > 1 else ""
         pick = LevelPick(level, chosen.k, stats, discarded[level], tie)
@@ -266,6 +276,6 @@ def measurements_from(results: Iterable[Any], include_reference: bool = True) ->
         if include_reference and level not in seen:
             seen.add(level)
             sides.append((0, result.reference_runs))
-        out += [KMeasurement(k, level, run.metrics.output_throughput, run.metrics.failed)
+        out += [KMeasurement(k, level, run.metrics.output_throughput, run.metrics.failed, run.repeat)
                 for k, runs in sides for run in runs]
     return out

@@ -177,23 +177,36 @@ def test_a_tie_within_noise_goes_to_the_smaller_k_and_is_said():
         [[1, 1, 4], [8, 8, 0]]
 
 
+def test_paired_repeats_separate_prompt_sets_from_noise():
+    # Measured on the CPU build (benchmarks/dynamic_k.py, code_edit 192/32, 6 prompts, 2 repeats): repeat 2
+    # sent other prompts and ran ~20% faster for every k, so unpaired every k "ties" at concurrency 1.
+    runs = {(0, 1): (15.6, 16.1), (1, 1): (15.8, 17.8), (2, 1): (16.3, 19.9), (4, 1): (17.2, 21.2),
+            (0, 4): (44.5, 45.9), (1, 4): (46.3, 50.7), (2, 4): (44.6, 52.1), (4, 4): (46.3, 53.6)}
+    unpaired = recommend_k([(k, c, v) for (k, c), values in runs.items() for v in values])
+    assert unpaired.as_schedule() == [[1, 1, 2], [4, 4, 1]] and unpaired[0].levels[0].tie.startswith("k=2, 4 tie")
+    # Paired, k=4 beat every other k in both repeats at concurrency 1 (by 5-6% over k=2); at 4 it matched k=1
+    # in repeat 1 (46.3 both), so those two tie and the smaller k is taken.
+    paired = recommend_k([KMeasurement(k, c, v, 0, r) for (k, c), values in runs.items() for r, v in enumerate(values)])
+    assert paired.as_schedule() == [[1, 1, 4], [4, 4, 1]]
+    assert not paired[0].levels[0].tie and paired[1].levels[0].tie == "k=1, 4 tie within noise, the smaller k chosen"
+
+
 def test_the_first_band_starts_at_batch_size_1_as_vllm_requires():
     assert recommend_k([(3, 2, 100.0), (1, 2, 80.0), (1, 4, 150.0)]).as_schedule() == [[1, 2, 3], [4, 4, 1]]
 
 
 def test_measurements_from_results_take_every_repeat_and_the_reference_once_per_level_as_k0():
     def result(k, concurrency, sd, ref):
-        runs = lambda values: [SimpleNamespace(metrics=SimpleNamespace(output_throughput=v, failed=f))  # noqa: E731
-                               for v, f in values]
+        runs = lambda values: [SimpleNamespace(repeat=i, metrics=SimpleNamespace(output_throughput=v, failed=f))  # noqa: E731
+                               for i, (v, f) in enumerate(values)]
         return SimpleNamespace(spec=ServerSpec("m", {**NGRAM, "num_speculative_tokens": k}),
                                pattern={"max_concurrency": concurrency},
                                speculative_runs=runs(sd), reference_runs=runs(ref))
 
     got = measurements_from([result(4, 1, [(150, 0), (152, 1)], [(100, 0)]), result(2, 1, [(140, 0)], [(100, 0)])])
-    assert got == [KMeasurement(4, 1, 150, 0), KMeasurement(4, 1, 152, 1), KMeasurement(0, 1, 100, 0),
-                   KMeasurement(2, 1, 140, 0)]
-    assert KMeasurement(0, 1, 100, 0) not in measurements_from([result(4, 1, [(150, 0)], [(100, 0)])],
-                                                               include_reference=False)
+    assert got == [KMeasurement(4, 1, 150, 0, 0), KMeasurement(4, 1, 152, 1, 1), KMeasurement(0, 1, 100, 0, 0),
+                   KMeasurement(2, 1, 140, 0, 0)]
+    assert [m.k for m in measurements_from([result(4, 1, [(150, 0)], [(100, 0)])], include_reference=False)] == [4]
 
 
 # --- the server command --------------------------------------------------------------------------
