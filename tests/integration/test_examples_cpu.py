@@ -33,10 +33,10 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     (tmp_path / "main-job.log").write_text(out + completed.stderr)  # the whole terminal output, for reading later
     print(out[-6000:])
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "10 passed" in out
+    assert "11 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}
-    assert len(rows) == 10
+    assert len(rows) == 11
     for name in ("test_ngram_on_code_edits", "test_suffix_pays_on_code_edits"):
         assert rows[name]["workload"] == "code_edit" and rows[name]["acceptance_rate"] > 0.25, rows[name]
         assert rows[name]["regression"] == "passed" and rows[name]["repeats"] == 3
@@ -55,7 +55,10 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     assert "| test_ngram_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
     assert "**Inside the acceptance numbers**" in summary and "**Why SD did not pay**" in summary
     assert "**SLO capacity**" in summary and "= specdec SLO capacity =" in out
-    assert (report / "results.csv").read_text().count("\n") == 11
+    # One row per test, and one per level of the dynamic-k sweep (concurrency 1, 2, 3): 13 rows and the header.
+    assert (report / "results.csv").read_text().count("\n") == 14
+    sweep = [row for row in load_report(report)["results"] if row["test"].endswith("::test_throughput_holds_across_the_k_switch")]
+    assert [row["max_concurrency"] for row in sweep] == [1, 2, 3] and {row["outcome"] for row in sweep} == {"passed"}
     # The traffic examples: a result per category and per turn, in the summary and as plots.
     categories = rows["test_ngram_acceptance_by_category"]["groups"]["category"]
     assert len(categories["figures"]) == 6 and categories["difference"]
@@ -74,11 +77,12 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
-    # In a CI log: one line per measured run, no live line: 3 repeats x 12 runs. On vLLM, the references
-    # of four traffics (the capacity search's unloaded run is the fourth: its relative SLO resolves
-    # against it) and four SD runs; on llama.cpp, its own references of two traffics and two SD runs.
+    # In a CI log: one line per measured run of 4 requests, no live line: 3 repeats x 18 runs. On vLLM,
+    # the references of four traffics (the capacity search's unloaded run is the fourth: its relative
+    # SLO resolves against it) and four SD runs, and the dynamic-k sweep's three levels on each side;
+    # on llama.cpp, its own references of two traffics and two SD runs.
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
-    assert len(runs) == 36, "\n".join(runs)
+    assert len(runs) == 54, "\n".join(runs)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
     assert "requests, " not in out and "elapsed" not in out
