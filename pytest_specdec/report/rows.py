@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..config.spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
 from ..measure.acceptance import ORACLE_LABEL
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
@@ -148,6 +149,10 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     if theory is None or theory.expected_speedup is None:
         unavailable["expected_speedup"] = (theory.problem if theory else unavailable.get("acceptance_length")
                                            or "no draft length k in the speculative config")
+    if SCHEDULE_KEY in config:  # vLLM's dynamic speculation: k changes with the batch size
+        for name in ("expected_speedup", "best_k", "oracle_speedup"):
+            unavailable[name] = ("a dynamic k schedule (num_speculative_tokens_per_batch_size): k changes with "
+                                 "the batch, and this figure assumes one k for every step")
     row.update(
         cost_ratio=_number(figures.cost.value),
         cost_ratio_source=figures.cost.source,

@@ -4,7 +4,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -198,3 +198,13 @@ def test_nan_figures_are_null():
     row = row_for("t.py::t", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=res, cost_ratio=0.0)
     assert row["acceptance_rate"] is None and row["expected_speedup"] is None
     assert not any(isinstance(v, float) and math.isnan(v) for v in row.values())
+
+
+def test_a_dynamic_k_schedule_has_no_single_k_theory():
+    dynamic = replace(NGRAM, speculative_config={**NGRAM.speculative_config,
+                                                 "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 8, 2]]})
+    row = row_for("t.py::test_dynamic", dynamic, WORKLOAD, PATTERN, outcome="passed", result=result(),
+                  regression="passed", cost_ratio=0.0)
+    assert row["speedup_output_throughput"] == pytest.approx(1.5) and row["acceptance_rate"] == pytest.approx(0.75)
+    for name in ("expected_speedup", "best_k", "oracle_speedup"):
+        assert row[name] is None and "dynamic k schedule" in row["unavailable"][name]
