@@ -70,4 +70,6 @@ def test_ngram_over_shared_prefixes_with_prefix_caching(specdec):
     for run in (*result.reference_runs, *result.speculative_runs):
         assert (run.engine_facts or {}).get("enable_prefix_caching") in (True, "True"), run.engine_facts
     result.assert_acceptance(min_rate=0.3)
-    result.assert_fair_comparison()
+    # vLLM runs n-gram without async scheduling and the reference with it (the `!` of every n-gram row):
+    # that engine confound is reported; prefix caching, checked above, is the same on both sides.
+    result.assert_fair_comparison(allow=["confound"])

@@ -149,10 +149,19 @@ def test_per_category_figures_and_whether_categories_differ():
     assert (a.name, a.requests, a.acceptance_rate, a.acceptance_length) == ("a", 2, 13 / 16, 1 + 13 / 4)
     assert a.speedup_median_tpot == pytest.approx(40 / 11) and b.speedup_median_tpot == pytest.approx(40 / 32)
     assert (a.request_rate_low, a.request_rate_high) == (6 / 8, 7 / 8)
-    assert difference([a, b]).startswith("differs: every request of a accepted more (75%-88% per request")
+    # Two requests a side cannot reach p < 0.05 by permutation (the smallest p of 2 + 2 is 1/3).
+    assert difference([a, b]).startswith("no difference measurable: the highest and lowest groups' requests")
+    many = runs([record(i, accepted=6 + i % 2 if i < 8 else 1 + i % 2, category="a" if i < 8 else "b")
+                 for i in range(16)])
+    separated = breakdown(runs([record(i, category="a" if i < 8 else "b") for i in range(16)]), many,
+                          lambda r: r.category)
+    text = difference(separated)
+    assert text.startswith("differs: a 81% (8 requests) against b 19% (8); permutation test, p = ")
+    assert float(text.split("p = ")[1].split()[0]) < 0.01
     overlapping = breakdown(reference, runs([record(i, accepted=4 + (i % 2), category=c) for i, c in
                                              enumerate("aabb")]), lambda r: r.category)
-    assert difference(overlapping).startswith("no difference measurable: every group's per-request acceptance")
+    assert difference(overlapping).startswith("no difference measurable")
+    assert difference(separated[:1]).startswith("no difference measurable: fewer than two groups")
 
 
 def test_per_turn_figures_are_ordered_by_turn_and_unavailable_without_sd_figures():
@@ -191,7 +200,7 @@ def test_groups_reach_the_summary_the_terminal_and_a_plot():
     lines = group_lines([row])
     assert lines[0] == ("t.py::test_c by category (accepted / length / TPOT speedup): a 88% / 4.50 / 4.00x, "
                         "b 12% / 1.50 / 1.33x")
-    assert lines[1].startswith("  differs: every request of a accepted more")
+    assert lines[1].startswith("  no difference measurable: fewer than two groups")
     from pytest_specdec.report.group_figures import group_sections
 
     text = "\n".join(group_sections([row], str))
