@@ -22,8 +22,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..measure.derived import higher_is_better
-from .records import _run_metric
+from ..measure.derived import relative_change
+from .records import run_metric
 from .store import HistoryStore, Point
 
 # The figures a history check looks at unless told: what SD exists for, and what the gate checks first.
@@ -98,13 +98,6 @@ class Detection:
         return cls(tuple(reports), threshold, otava_version, tuple(r for r in reports if r.failing(threshold)))
 
 
-def signed_change(metric: str, before: float, after: float) -> float:
-    """`after` against `before`, positive when better (current/previous - 1, inverted for lower-is-better)."""
-    if before == 0 or after == 0:
-        return 0.0
-    return after / before - 1 if higher_is_better(_run_metric(metric)) else before / after - 1
-
-
 def otava_python(explicit: str | None = None, roots: Iterable[Path] = ()) -> str:
     """The Python that has Otava: `explicit`, $SPECDEC_OTAVA_PYTHON, this one if it has it, or a .venv-otava."""
     chosen = explicit or os.environ.get(OTAVA_ENV_VAR)
@@ -171,7 +164,7 @@ def detect_series(series: dict[tuple[str, str, str], Sequence[Point]], *, python
         change_points = []
         for cp in by_name[name]:
             index = cp["index"]
-            change = signed_change(metric, cp["mean_before"], cp["mean_after"])
+            change = relative_change(run_metric(metric), cp["mean_after"], cp["mean_before"])
             change_points.append(ChangePoint(index, points[index - 1], points[index], cp["mean_before"],
                                              cp["mean_after"], cp["pvalue"], change, change < 0))
         reports.append(SeriesReport(test, key, metric, tuple(points), tuple(change_points)))

@@ -67,10 +67,10 @@ class Figure:
 
     @property
     def higher_is_better(self) -> bool:
-        return higher_is_better(_run_metric(self.metric))
+        return higher_is_better(run_metric(self.metric))
 
 
-def _run_metric(metric: str) -> str:
+def run_metric(metric: str) -> str:
     """``speculative_median_tpot_ms`` -> ``median_tpot_ms``: a side's figure reads like the run metric."""
     for side in SIDES:
         if metric.startswith(side + "_"):

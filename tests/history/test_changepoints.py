@@ -6,8 +6,9 @@ import sys
 import pytest
 
 from pytest_specdec.history import changepoints
-from pytest_specdec.history.changepoints import (DetectorError, detect_series, otava_python, signed_change,
-                                                 stable_segment)
+from pytest_specdec.history.changepoints import DetectorError, detect_series, otava_python, stable_segment
+from pytest_specdec.history.records import run_metric
+from pytest_specdec.measure.derived import relative_change
 from pytest_specdec.history.store import Point
 
 
@@ -48,7 +49,9 @@ def test_direction_follows_the_metric(python):
     for report in found.reports:
         assert report.newest is not None and not report.newest.regression and report.newest.change > 0.15
     assert found.failing == ()
-    assert signed_change("reference_median_tpot_ms", 50, 55) < 0 < signed_change("acceptance_rate", 0.5, 0.55)
+    # History figures name their side; the change reads the run metric's direction.
+    assert relative_change(run_metric("reference_median_tpot_ms"), 55, 50) < 0 < relative_change(
+        run_metric("acceptance_rate"), 0.55, 0.5)
 
 
 def test_noise_alone_is_no_change_point_and_short_series_are_not_judged(python):
