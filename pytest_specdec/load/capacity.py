@@ -14,13 +14,17 @@ search has budgets, one per phase, because each phase fails differently:
    counts (a tie counts as a failure), and the result says so.
 
 A ratio of two capacities where either side is a bound is a bound too
-(:class:`CapacityRatio`); a check it cannot decide is ``undecidable``, never a
-pass. :func:`crossover` (load/crossover.py) reads a concurrency sweep's
-speedups for where SD stops paying.
+(:class:`CapacityRatio`, load/capacity_ratio.py); a check it cannot decide is
+``undecidable``, never a pass. :func:`crossover` (load/crossover.py) reads a
+concurrency sweep's speedups for where SD stops paying.
 
 Nothing here runs a load: the caller's ``probe`` does, and decides whether the
 SLO held (a probe that could not be judged, or whose queue kept growing, see
-load/saturation.py, must come back as not holding).
+load/saturation.py, must come back as not holding).  A probe whose load the
+client could not offer (``offered=False``: it sent requests late, so the run
+measured the client) is neither held nor failed: it says nothing of the
+server, and the search stops there, since a higher load cannot be offered
+either.  Retrying a client stall is the caller's business.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
+from .capacity_ratio import CapacityRatio, capacity_ratio, ratio_of
 from .crossover import Crossover, crossover
 
 __all__ = ["STOPPED", "Capacity", "CapacityRatio", "CapacitySearch", "Crossover", "Probe", "capacity_ratio",
@@ -39,7 +44,8 @@ __all__ = ["STOPPED", "Capacity", "CapacityRatio", "CapacitySearch", "Crossover"
 
 OVER = ("request_rate", "max_concurrency")
 _UNIT = {"request_rate": "req/s", "max_concurrency": "concurrent requests"}
-STOPPED = ("converged", "unconfirmed", "bracket_probes", "bisect_probes", "max_probes", "max_load", "min_load")
+STOPPED = ("converged", "unconfirmed", "bracket_probes", "bisect_probes", "max_probes", "max_load", "min_load",
+           "client_bound")
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class Probe:
     load: float
     holds: bool
     detail: dict = field(default_factory=dict)
+    # False: the client could not offer this load (see the module docstring); kept for the report only.
+    offered: bool = True
 
 
 def _number(name: str, value: Any, *, integer: bool = False, above: float | None = None,
@@ -128,10 +136,11 @@ class CapacitySearch:
 
 
 def _tally(probes: Sequence[Probe]) -> dict[float, tuple[int, int]]:
-    """Per load: (runs that held, runs that failed)."""
-    held = Counter(p.load for p in probes if p.holds)
-    failed = Counter(p.load for p in probes if not p.holds)
-    return {load: (held[load], failed[load]) for load in dict.fromkeys(p.load for p in probes)}
+    """Per load the client offered: (runs that held, runs that failed)."""
+    offered = [p for p in probes if p.offered]
+    held = Counter(p.load for p in offered if p.holds)
+    failed = Counter(p.load for p in offered if not p.holds)
+    return {load: (held[load], failed[load]) for load in dict.fromkeys(p.load for p in offered)}
 
 
 @dataclass(frozen=True)
@@ -146,9 +155,11 @@ class Capacity:
     above a failure. ``status``: ``found`` (the true capacity is in
     ``bracket``), ``above_highest_probe`` (every load held: a lower bound,
     ``>=``), ``not_reached`` (the lowest load probed failed: an upper bound,
-    ``<``; capacity None). ``stopped``: why the search ended, one of
-    :data:`STOPPED` (``unconfirmed``: converged, but the budget ran out
-    before the boundary was probed again).
+    ``<``; capacity None), ``not_offered`` (the client could not offer even
+    the first load: nothing is known). ``stopped``: why the search ended, one
+    of :data:`STOPPED` (``unconfirmed``: converged, but the budget ran out
+    before the boundary was probed again; ``client_bound``: the client could
+    not offer the last load probed).
     """
 
     over: str
@@ -173,7 +184,7 @@ class Capacity:
         failed = [load for load, (h, f) in tally.items() if h <= f]
         lowest_failed = min(failed, default=None)
         capacity = max((x for x in held if lowest_failed is None or x < lowest_failed), default=None)
-        status = ("not_reached" if capacity is None
+        status = ("not_offered" if not tally else "not_reached" if capacity is None
                   else "above_highest_probe" if lowest_failed is None else "found")
         non_monotone = bool(held and failed and max(held) > lowest_failed)
         return cls(over, capacity, status, tuple(probes), (capacity, lowest_failed), non_monotone, stopped, max_load)
@@ -194,6 +205,10 @@ class Capacity:
         """The capacity as a ratio uses it: (c, c) when found (the estimate), else :attr:`interval`."""
         return (self.capacity, self.capacity) if self.status == "found" else self.interval
 
+    def not_offered(self) -> list[float]:
+        """Loads the client could not offer (client-bound probes), in probe order."""
+        return list(dict.fromkeys(p.load for p in self.probes if not p.offered))
+
     def reprobed(self) -> dict[float, tuple[int, int]]:
         """Loads run more than once: (held, failed) runs each."""
         return {load: runs for load, runs in _tally(self.probes).items() if sum(runs) > 1}
@@ -202,10 +217,14 @@ class Capacity:
         """The outcome in words, e.g. ``>= 16 req/s (held at every load up to 16, the ceiling max_load=16)``."""
         lo, hi = self.bracket
         unit = _UNIT[self.over]
-        if self.status == "above_highest_probe":
+        unoffered = self.not_offered()
+        if self.status == "not_offered":
+            text = f"unknown (the client could not offer {_fmt(unoffered[0])} {unit}, the first load probed)"
+        elif self.status == "above_highest_probe":
             why = {"max_load": f", the ceiling max_load={_fmt(self.max_load)}",
                    "bracket_probes": "; bracket_probes ran out before a load failed",
-                   "max_probes": "; max_probes ran out before a load failed"}.get(self.stopped, "")
+                   "max_probes": "; max_probes ran out before a load failed",
+                   "client_bound": "; the client could not offer more"}.get(self.stopped, "")
             text = f">= {_fmt(lo)} {unit} (held at every load up to {_fmt(lo)}{why})"
         elif self.status == "found":
             text = f"{_fmt(lo)} {unit} (held at {_fmt(lo)}, failed at {_fmt(hi)})"
@@ -222,11 +241,17 @@ class Capacity:
         saturated = list(dict.fromkeys(p.load for p in self.probes if p.detail.get("over_saturated")))
         if saturated:
             text += f"; over-saturated at {', '.join(_fmt(x) for x in saturated)}"
+        if unoffered:
+            reason = next(p.detail.get("reason", "") for p in self.probes if not p.offered)
+            text += (f"; not offered (the client, not the server, set the pace) at "
+                     f"{', '.join(_fmt(x) for x in unoffered)}: {reason}")
         if self.status == "found" and self.stopped in ("bisect_probes", "max_probes"):
             text += f"; the probe budget ran out first ({self.stopped}), bracket {_fmt(lo)}-{_fmt(hi)}"
+        elif self.status == "found" and self.stopped == "client_bound":
+            text += f"; the search stopped there, bracket {_fmt(lo)}-{_fmt(hi)}"
         elif self.stopped == "unconfirmed":
             text += "; the boundary rests on single runs (the budget ran out before probing it again)"
-        elif self.status == "not_reached" and self.stopped != "min_load":
+        elif self.status == "not_reached" and self.stopped not in ("min_load", "client_bound"):
             text += f"; the probe budget ran out first ({self.stopped})"
         return text
 
@@ -272,6 +297,9 @@ def search_capacity(probe: Callable[[float], Probe], search: CapacitySearch, *,
 
     run(float(search.start), "bracket")
     while True:
+        if not probes[-1].offered:
+            stopped = "client_bound"
+            break
         lo, hi = Capacity.from_probes(search.over, probes).bracket
         if hi is None or lo is None:
             if hi is None and search.max_load is not None and lo >= search.max_load:
@@ -316,83 +344,3 @@ def _pick(search: CapacitySearch, lo: float, hi: float, shared: list[float]) -> 
     middle = search.midpoint(lo, hi)
     near = [x for x in shared if lo < x < hi and abs(x / middle - 1) <= search.resolution]
     return min(near, key=lambda x: abs(math.log(x / middle)), default=middle)
-
-
-def _div(a: float, b: float) -> float:
-    return 0.0 if math.isinf(b) else math.inf if b == 0 else a / b
-
-
-@dataclass(frozen=True)
-class CapacityRatio:
-    """SD capacity / reference capacity, and what kind of figure it is.
-
-    ``kind``: ``estimate`` (both sides bracketed: the ratio of the highest
-    loads that held), ``lower_bound`` / ``upper_bound`` (a side was not
-    bracketed, so the ratio is only known on one side: ``value`` is the
-    bound, taking the bracketed side at its estimate, as a bracketed pair
-    would be read), ``unknown`` (bounded on neither side: ``value`` NaN).
-    ``low`` and ``high`` bound the true ratio from both capacities' brackets
-    (an estimate's spread within the search resolution). ``notes``: why it
-    is a bound, and any side that was non-monotone.
-    """
-
-    value: float
-    kind: str
-    low: float
-    high: float
-    notes: tuple[str, ...] = ()
-
-    def decide(self, min_ratio: float) -> tuple[str, str]:
-        """``("pass" | "fail" | "undecidable", why)`` for "the ratio is at least ``min_ratio``"."""
-        if self.kind == "estimate":
-            ok = self.value >= min_ratio
-            return ("pass" if ok else "fail"), f"ratio {self.value:.3g} {'>=' if ok else '<'} {min_ratio:g}"
-        if self.kind == "lower_bound" and self.value >= min_ratio:
-            return "pass", f"ratio >= {self.value:.3g} >= {min_ratio:g}"
-        if self.kind == "upper_bound" and self.value < min_ratio:
-            return "fail", f"ratio < {self.value:.3g} < {min_ratio:g}"
-        known = {"lower_bound": f"only known to be >= {self.value:.3g}",
-                 "upper_bound": f"only known to be <= {self.value:.3g}",
-                 "unknown": "not bounded on either side"}[self.kind]
-        return "undecidable", (f"undecidable: the ratio is {known}, which cannot say whether it reaches "
-                               f"{min_ratio:g} ({'; '.join(self.notes)})")
-
-    def describe(self) -> str:
-        text = {"estimate": f"{self.value:.2f}x", "lower_bound": f">= {self.value:.2f}x",
-                "upper_bound": f"<= {self.value:.2f}x", "unknown": "unknown"}[self.kind]
-        notes = list(self.notes)
-        if self.kind == "estimate":  # what the two brackets allow, for a reader weighing a near miss
-            notes.insert(0, f"{self.low:.2f}-{self.high:.2f}x within the brackets")
-        return text + (f" ({'; '.join(notes)})" if notes else "")
-
-
-def ratio_of(reference: Capacity, speculative: Capacity) -> CapacityRatio:
-    """SD's capacity over the reference's, as an estimate, a bound, or unknown (see :class:`CapacityRatio`)."""
-    if reference.over != speculative.over:
-        raise ValueError(f"capacities over different loads: {reference.over} and {speculative.over}")
-    (ref_low, ref_high), (sd_low, sd_high) = reference.limits, speculative.limits
-    low, high = _div(sd_low, ref_high), _div(sd_high, ref_low)
-    (ref_in, ref_out), (sd_in, sd_out) = reference.interval, speculative.interval
-    notes = [f"{name} {cap.describe()}" for name, cap in (("SD", speculative), ("reference", reference))
-             if cap.bound]
-    notes += [f"{name} capacity curve is non-monotone" for name, cap in
-              (("reference", reference), ("SD", speculative)) if cap.non_monotone]
-    if low == high:
-        kind, value = "estimate", low
-    elif high == math.inf and low > 0:
-        kind, value = "lower_bound", low
-    elif low == 0 and high < math.inf:
-        kind, value = "upper_bound", high
-    else:
-        kind, value = "unknown", math.nan
-    if kind != "estimate":
-        notes.insert(0, kind.replace("_", " "))
-    return CapacityRatio(value, kind, _div(sd_in, ref_out), _div(sd_out, ref_in), tuple(notes))
-
-
-def capacity_ratio(reference: Capacity, speculative: Capacity) -> tuple[float, str | None]:
-    """``(value, note)`` of :func:`ratio_of`: the note is None for a plain estimate, and starts with
-    ``lower bound``, ``upper bound`` or ``unknown`` otherwise (value NaN when unknown)."""
-    ratio = ratio_of(reference, speculative)
-    return ratio.value, "; ".join(ratio.notes) or None
-

@@ -9,6 +9,13 @@ prefers the loads the reference probed. A probe holds when every SLO
 metric's percentile (default p99) is within its objective, no request failed,
 the client kept pace and the queue did not keep growing (load/saturation.py).
 
+A probe where the client did not keep pace (its p99 dispatch lag over the
+session's limit) measured the client, not the server: a stall of the test
+process (a noisy neighbour, a paused VM) makes one run client-bound while the
+server is idle.  Such a probe is run again, up to `CLIENT_BOUND_ATTEMPTS`
+runs in all; a load still client-bound is reported as not offered and counts
+neither way, so a client stall never reads as the server missing its SLO.
+
 Objectives may be relative (``tpot_x=2``: twice the reference's unloaded
 median TPOT). An absolute number of milliseconds holds on the machine it was
 tuned on only: a faster box holds it at every load and the search never
@@ -37,6 +44,9 @@ CAPACITY_METRICS = ("capacity_ratio",)
 # `throughput_low` test of this workload with num_prompts=4 measures, so a suite with both
 # measures it once (Measurements.reference keys it by target, workload and pattern).
 UNLOADED = CATALOG["throughput_low"].with_overrides(num_prompts=4)
+# Runs of one probe while the client is the bottleneck: a stall rarely repeats, a client
+# too slow for the load always does (then --specdec-client-workers is the remedy).
+CLIENT_BOUND_ATTEMPTS = 3
 
 
 def probe_seed(seed: int, load: float) -> int:
@@ -180,12 +190,17 @@ class CapacityResult:
         if verdict == "pass":
             return self
         if verdict == "undecidable":
+            remedy = ("Bracket both sides: raise the pattern's max_load or bracket_probes "
+                      f"(now max_load={self.pattern.get('max_load')}, "
+                      f"bracket_probes={self.pattern.get('bracket_probes')}), or lower search_start where a side "
+                      "failed at the lowest load")
+            if self.reference.not_offered() or self.speculative.not_offered():
+                remedy = ("The client could not offer the load it was asked to (its p99 dispatch lag stayed over "
+                          "--specdec-max-dispatch-lag-ms in every run of a probe): spread the load over client "
+                          "processes with --specdec-client-workers, or find what else is busy on this machine")
             raise AssertionError(failure_message(
                 f"SD's SLO capacity against {min_ratio:g}x the reference's is undecidable for {self.spec.label()}: "
-                f"{why}. Bracket both sides: raise the pattern's max_load or bracket_probes "
-                f"(now max_load={self.pattern.get('max_load')}, bracket_probes={self.pattern.get('bracket_probes')}),"
-                " or lower search_start where a side failed at the lowest load",
-                [], self, extra=self.describe()))
+                f"{why}. {remedy}", [], self, extra=self.describe()))
         raise AssertionError(failure_message(
             f"SD's SLO capacity is below {min_ratio:g}x the reference's for {self.spec.label()}",
             [Row("capacity_ratio", min_ratio, ratio.value, ok=False, note="; ".join(ratio.notes))], self,
@@ -206,8 +221,8 @@ class CapacityResult:
                  f"SD:        {self.speculative.describe()}",
                  f"capacity ratio: {self.ratio().describe()}"]
         for side, capacity in (("reference", self.reference), ("SD", self.speculative)):
-            lines += [f"  {side} probe at {p.load:g}: {'held' if p.holds else 'failed'} ({p.detail.get('reason', '')})"
-                      for p in capacity.probes]
+            lines += [f"  {side} probe at {p.load:g}: {'held' if p.holds else 'failed' if p.offered else 'not offered'}"
+                      f" ({p.detail.get('reason', '')})" for p in capacity.probes]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -228,16 +243,17 @@ def _judge(measurements, run: Run, limits: dict[str, float], percentile: float) 
     percentiles = SLOPercentiles.of(run.records)
     holds, why = percentiles.holds(limits, percentile)
     saturation = over_saturation(run.records)
-    if holds and run.metrics.client_bound(measurements.max_dispatch_lag_ms):
-        # The client, not the server, held requests back: the load was not offered, so
-        # the SLO holding there says nothing of the server (never overstate capacity).
+    client_bound = run.metrics.client_bound(measurements.max_dispatch_lag_ms)
+    if client_bound:
+        # The client, not the server, held requests back (and read their events late): the
+        # load was not offered, so the run says nothing of the server either way.
         holds, why = False, (f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
                              f"the {measurements.max_dispatch_lag_ms:g} ms limit")
-    if saturation.over_saturated:
+    elif saturation.over_saturated:
         holds, why = False, f"{saturation.reason}; {why}"
     return holds, {**percentiles.as_dict(percentile), "reason": why, "over_saturated": saturation.over_saturated,
                    "saturation": saturation.as_dict(), "output_throughput": run.metrics.output_throughput,
-                   "request_throughput": run.metrics.request_throughput}
+                   "request_throughput": run.metrics.request_throughput, "client_bound": client_bound}
 
 
 def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dict[str, float], percentile: float,
@@ -253,11 +269,21 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
 
         def probe(load: float) -> Probe:
             at = pattern.at_load(load)
-            (run,) = measurements.measure(side_spec, workload, at, prompts, seed=probe_seed(seed, load),
-                                          what=f"{what} probe", repeats=1)
-            runs[load] = run
-            holds, detail = _judge(measurements, run, limits, percentile)
-            return Probe(load, holds, detail)
+            lags = []
+            for attempt in range(1, CLIENT_BOUND_ATTEMPTS + 1):
+                (run,) = measurements.measure(side_spec, workload, at, prompts, seed=probe_seed(seed, load),
+                                              what=f"{what} probe", repeats=1)
+                runs[load] = run
+                holds, detail = _judge(measurements, run, limits, percentile)
+                if not detail["client_bound"]:
+                    break
+                lags.append(run.metrics.dispatch_lag.p99)
+                measurements.on_event(f"{what} probe at {load:g}: {detail['reason']} (run {attempt} of at most "
+                                      f"{CLIENT_BOUND_ATTEMPTS}): the client set the pace, not the server"
+                                      + ("; running it again" if attempt < CLIENT_BOUND_ATTEMPTS else ""))
+            if lags:
+                detail["client_bound_lags_ms"] = lags
+            return Probe(load, holds, detail, offered=not detail["client_bound"])
 
         return search_capacity(probe, search, shared_loads=shared), runs
 

@@ -41,7 +41,9 @@ def capacity_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
             ax = axes[index]
             index += 1
             for side, colour, marker in SIDES:
-                probes = sorted(info[side].get("probes") or [], key=lambda p: p["load"])
+                # A load the client could not offer measured the client: no point on the server's curve.
+                probes = sorted((p for p in info[side].get("probes") or [] if p.get("offered", True)),
+                                key=lambda p: p["load"])
                 points = [(p["load"], _value(p.get("detail") or {}, key), p["holds"]) for p in probes]
                 points = [(x, y, held) for x, y, held in points if y is not None]
                 if not points:

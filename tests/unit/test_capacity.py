@@ -224,6 +224,24 @@ def test_non_monotone_probes_are_flagged_and_not_believed():
     assert (lowest_failed.status, lowest_failed.capacity, lowest_failed.non_monotone) == ("not_reached", None, True)
 
 
+def test_a_load_the_client_did_not_offer_ends_the_search_and_counts_neither_way():
+    # Held at 1 and 2, failed at 4; the bisection's midpoint 2.83 could not be offered.
+    def probe(load):
+        if abs(load - math.sqrt(8)) < 1e-9:
+            return Probe(load, False, {"reason": "client-bound: p99 dispatch lag 40 ms"}, offered=False)
+        return Probe(load, load <= 3.0, {"reason": "synthetic"})
+
+    found = search_capacity(probe, rates())
+    assert [p.load for p in found.probes] == pytest.approx([1, 2, 4, math.sqrt(8)])
+    assert found.stopped == "client_bound" and found.status == "found" and found.bracket == (2.0, 4.0)
+    assert found.not_offered() == pytest.approx([math.sqrt(8)]) and not found.reprobed()
+    assert found.describe() == ("2 req/s (held at 2, failed at 4); not offered (the client, not the server, set "
+                                "the pace) at 2.83: client-bound: p99 dispatch lag 40 ms; the search stopped "
+                                "there, bracket 2-4")
+    # Counted neither way: the same probes without it read the same capacity.
+    assert Capacity.from_probes("request_rate", found.probes[:3]).bracket == found.bracket
+
+
 def test_a_probe_for_another_load_is_refused():
     with pytest.raises(ValueError, match="must return a Probe"):
         search_capacity(lambda load: Probe(load + 1, True, {}), rates())
