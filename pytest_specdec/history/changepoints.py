@@ -32,6 +32,10 @@ DEFAULT_METRICS = ("speedup_output_throughput", "speedup_median_tpot", "acceptan
 DEFAULT_THRESHOLD = 0.05  # a regression of the newest change point beyond 5% fails
 DEFAULT_PVALUE = 0.001  # Otava's default significance
 DEFAULT_WINDOW = 30  # Otava's default sliding window (points)
+# Steps smaller than this share of the mean are merged away (Otava's min_magnitude). Acceptance on
+# fixed prompts is deterministic: a 0.1% move with no variance is "certain" to a t-test, and as a
+# change point it would cut the stable segment that --specdec-baseline-from history reads.
+DEFAULT_MIN_CHANGE = 0.01
 MIN_POINTS = 4  # fewer sessions than this: no test can split them
 OTAVA_ENV_VAR = "SPECDEC_OTAVA_PYTHON"
 OTAVA_VENV = ".venv-otava"
@@ -120,7 +124,8 @@ def otava_python(explicit: str | None = None, roots: Iterable[Path] = ()) -> str
 
 
 def run_otava(series: Sequence[Sequence[float]], *, python: str, window: int = DEFAULT_WINDOW,
-              pvalue: float = DEFAULT_PVALUE, min_magnitude: float = 0.0, timeout: float = 300.0) -> tuple[list, str]:
+              pvalue: float = DEFAULT_PVALUE, min_magnitude: float = DEFAULT_MIN_CHANGE,
+              timeout: float = 300.0) -> tuple[list, str]:
     """Otava's change points of each series (as the worker prints them), and Otava's version."""
     request = json.dumps({"series": [list(map(float, s)) for s in series], "window": window,
                           "max_pvalue": pvalue, "min_magnitude": min_magnitude})
@@ -137,22 +142,23 @@ def run_otava(series: Sequence[Sequence[float]], *, python: str, window: int = D
 
 def detect(store: HistoryStore, *, metrics: Sequence[str] = DEFAULT_METRICS, tests: Sequence[str] = (),
            python: str, threshold: float = DEFAULT_THRESHOLD, pvalue: float = DEFAULT_PVALUE,
-           window: int = DEFAULT_WINDOW) -> Detection:
+           window: int = DEFAULT_WINDOW, min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
     """Every series of the chosen metrics (and tests) judged; one Otava run for all of them."""
     wanted = [(test, key, metric) for test, key, metric, _count in store.series_keys()
               if metric in metrics and (not tests or test in tests)]
     series = {name: tuple(store.series(*name)) for name in wanted}
-    return detect_series(series, python=python, threshold=threshold, pvalue=pvalue, window=window)
+    return detect_series(series, python=python, threshold=threshold, pvalue=pvalue, window=window,
+                         min_change=min_change)
 
 
 def detect_series(series: dict[tuple[str, str, str], Sequence[Point]], *, python: str,
                   threshold: float = DEFAULT_THRESHOLD, pvalue: float = DEFAULT_PVALUE,
-                  window: int = DEFAULT_WINDOW) -> Detection:
+                  window: int = DEFAULT_WINDOW, min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
     long_enough = [name for name, points in series.items() if len(points) >= MIN_POINTS]
     found, version = ([], None)
     if long_enough:
         found, version = run_otava([[p.value for p in series[name]] for name in long_enough], python=python,
-                                   window=window, pvalue=pvalue)
+                                   window=window, pvalue=pvalue, min_magnitude=min_change)
     by_name = dict(zip(long_enough, found))
     reports = []
     for name, points in series.items():

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..atomic import write_atomic
-from .changepoints import (DEFAULT_METRICS, DEFAULT_PVALUE, DEFAULT_THRESHOLD, DEFAULT_WINDOW, DetectorError, detect,
-                           otava_python)
-from .options import parse_fraction
+from .changepoints import (DEFAULT_METRICS, DEFAULT_MIN_CHANGE, DEFAULT_PVALUE, DEFAULT_THRESHOLD, DEFAULT_WINDOW,
+                           DetectorError, detect, otava_python)
+from .options import parse_fraction, parse_min_change
 from .store import open_history
 from .url import HistoryError, parse_history_url
 
@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--pvalue", type=parse_fraction, default=DEFAULT_PVALUE,
                          help="Otava's significance level (default 0.001)")
         sub.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="Otava's window in sessions (default 30)")
+        sub.add_argument("--min-change", type=parse_min_change, default=DEFAULT_MIN_CHANGE,
+                         help="steps smaller than this share of the mean are no change point (default 0.01; 0: any)")
         sub.add_argument("--otava-python", default=None,
                          help="a Python with apache-otava (default: $SPECDEC_OTAVA_PYTHON, this one, ./.venv-otava)")
 
@@ -100,7 +102,8 @@ def _run_detection(options):
     python = otava_python(options.otava_python, (Path.cwd(),))
     with open_history(options.url) as store:
         return detect(store, metrics=tuple(options.metric) or DEFAULT_METRICS, tests=options.test, python=python,
-                      threshold=options.threshold, pvalue=options.pvalue, window=options.window)
+                      threshold=options.threshold, pvalue=options.pvalue, window=options.window,
+                      min_change=options.min_change)
 
 
 def _detect(options) -> int:

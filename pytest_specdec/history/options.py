@@ -21,6 +21,11 @@ def parse_fraction(value: str) -> float:
     return number
 
 
+def parse_min_change(value: str) -> float:
+    """The smallest step a change point may be, as a fraction of the mean: ``0`` keeps every step."""
+    return 0.0 if str(value).strip() in ("0", "0.0") else parse_fraction(value)
+
+
 def parse_baseline_source(value: str) -> str:
     if value not in BASELINE_SOURCES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(BASELINE_SOURCES)}, got {value!r}")

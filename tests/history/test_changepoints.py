@@ -70,6 +70,21 @@ def test_only_the_newest_change_point_decides(python):
     assert not report.failing(0.05)
 
 
+def test_a_step_under_one_percent_without_variance_is_not_a_change_point(python):
+    # Seen in a recorded history: acceptance on fixed prompts moved 0.1% with zero variance, and Otava
+    # called it certain (p = 7e-230); it would have cut the stable segment --specdec-baseline-from reads.
+    values = [0.9901] * 10 + [0.9891] * 10
+    (report,) = detect_series({("t", "fp", "acceptance_rate"): points(values)}, python=python).reports
+    assert report.change_points == ()
+    (report,) = detect_series({("t", "fp", "acceptance_rate"): points(values)}, python=python,
+                              min_change=0.0).reports
+    assert len(report.change_points) == 1 and report.change_points[0].pvalue < 1e-10  # what it was before
+    # A 2% step of the same kind is still found.
+    (report,) = detect_series({("t", "fp", "acceptance_rate"): points([0.99] * 10 + [0.97] * 10)},
+                              python=python).reports
+    assert [cp.index for cp in report.change_points] == [10] and report.failing(0.01)
+
+
 def test_a_missing_otava_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.delenv(changepoints.OTAVA_ENV_VAR, raising=False)
     monkeypatch.setattr(changepoints, "find_spec", lambda name: None)

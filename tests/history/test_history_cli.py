@@ -62,6 +62,11 @@ def test_detect_fails_on_the_step_and_writes_markdown(history_url, tmp_path):
     assert summary.read_text().startswith("earlier step\n## Performance history")
     assert cli("detect", history_url, "--threshold", "0.3").returncode == 0
     assert cli("detect", history_url, "--metric", "acceptance_rate").returncode == 0
+    # A step smaller than --min-change is no change point at all; the option is checked when parsed.
+    unmoved = cli("detect", history_url, "--min-change", "0.3")  # Otava: the larger of -20.6% and +26%
+    assert unmoved.returncode == 0 and "REGRESSION" not in unmoved.stdout, unmoved.stdout
+    wrong = cli("detect", history_url, "--min-change", "2")
+    assert wrong.returncode == 2 and "--min-change: a fraction is between 0 and 1" in wrong.stderr
 
 
 def test_plot_draws_each_series_with_its_change_points_and_a_page(tmp_path):
