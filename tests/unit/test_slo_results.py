@@ -234,7 +234,7 @@ def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_s
     assert sd.describe() == (">= 2 req/s (held at every load up to 2; the client could not offer more)"
                              "; not offered (the client, not the server, set the pace) at 4: client-bound: p99 "
                              "dispatch lag 30.0 ms over the 10 ms limit")
-    # A lower bound of 2 over the reference's 4-8: it cannot say SD reaches 1x, and says why, with the remedy for the client.
+    # A lower bound of 2 over the reference's 4-8: it cannot say SD reaches 1x; it says why, and the remedy.
     assert found.ratio().kind == "lower_bound"
     with pytest.raises(AssertionError) as failure:
         found.assert_capacity(1.0)
