@@ -40,11 +40,11 @@ def pytest_configure(config):
         for message in settings.deprecations:
             config.issue_config_time_warning(SpecdecDeprecationWarning(message), stacklevel=2)
         session = SpecdecSession(
-            settings,
-            rootpath=config.rootpath,
+            settings, rootpath=config.rootpath,
             launcher=lambda launch: config.hook.pytest_specdec_server_command(launch=launch),
             fingerprint=lambda fp: config.hook.pytest_specdec_fingerprint(config=config, fingerprint=fp),
             is_worker=hasattr(config, "workerinput"),
+            machine_probe=getattr(config, "workerinput", {}).get("specdec_machine_probe"),
         )
         config.stash[session_key] = session
         config.pluginmanager.register(_ReportCollector(session), "specdec-reports")
@@ -83,9 +83,9 @@ def _terminal(config) -> Terminal:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    groups_dir = node.config.stash[session_key].groups_dir
-    if groups_dir:
-        node.workerinput["specdec_groups_dir"] = groups_dir
+    session = node.config.stash[session_key]  # one machine probe for all workers, timed before any server starts
+    node.workerinput.update(specdec_groups_dir=session.groups_dir,
+                            specdec_machine_probe=session.machine_probe() if session.settings.device else None)
 
 
 @pytest.hookimpl(optionalhook=True)

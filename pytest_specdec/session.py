@@ -15,11 +15,11 @@ import signal
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .config.plans import Plan, plan_for, registered
+from .config.plans import Collected, Plan, SetupDecision, plan_for, registered
 from .config.settings import Settings
 from .history.recorder import HistoryRecorder
 from .config.sharding import shard_order, write_groups
@@ -40,6 +40,7 @@ from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import VllmServer
 from .verdict.inventory import remove_baselines, unused_baselines_under
 from .verdict.gate import BaselineSession, RegressionGate
+from .verdict.machine import run_probe, session_fingerprint
 
 SKIP_NO_DEVICE = (
     "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) "
@@ -48,34 +49,20 @@ SKIP_NO_DEVICE = (
 SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
 
 
-@dataclass(frozen=True)
-class SetupDecision:
-    """What happens to a test before it runs: skipped or failed with `reason`."""
-
-    action: str  # "skip" or "fail"
-    reason: str
-
-
-@dataclass
-class Collected:
-    """What collection decided: the order to run items in and which to deselect."""
-
-    order: list[int]  # indices of the items to run, in order
-    deselected: list[int] = field(default_factory=list)  # indices of the items the shard leaves to others
-    groups: dict[str, str] = field(default_factory=dict)  # node id -> target (xdist scheduling group)
-
-
 class SpecdecSession:
     """The state of one specdec session, and every decision hooks used to make inline."""
 
     def __init__(self, settings: Settings, *, rootpath: Path, basetemp: Path | None = None,
                  launcher: Callable | None = None, fingerprint: Callable[[dict], dict] | None = None,
-                 terminal: Terminal | None = None, is_worker: bool = False):
+                 terminal: Terminal | None = None, is_worker: bool = False,
+                 machine_probe: dict | None = None):
         self.settings = settings
         self.rootpath = Path(rootpath)
         self.basetemp = basetemp  # scratch space (server logs, prompt files); pytest's basetemp
         self._launcher = launcher
         self._extend_fingerprint = fingerprint or (lambda fp: fp)
+        self._machine_probe = machine_probe  # under xdist, the controller's (timed before any server started)
+        self._fingerprint: dict | None = None
         self.terminal = terminal or Terminal()
         self.is_worker = is_worker
         self.plans: dict[str, Plan] = {}
@@ -268,19 +255,23 @@ class SpecdecSession:
                     self._measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
         return self._measurements
 
-    @property
-    def fingerprint(self) -> dict:
-        if self._baselines is not None:
-            return self._baselines.fingerprint
-        from .verdict.fingerprint import collect_fingerprint  # the xdist controller measured nothing itself
+    def machine_probe(self) -> dict:
+        """verdict.machine's probe, timed once: by the xdist controller for its workers, else with the fingerprint."""
+        self._machine_probe = self._machine_probe or run_probe()
+        return self._machine_probe
 
-        return self._extend_fingerprint(collect_fingerprint(self.settings.device or "cpu"))
+    @property
+    def fingerprint(self) -> dict:  # first needed by a test's baselines: before its servers measure
+        if self._fingerprint is None:
+            self._fingerprint = self._extend_fingerprint(session_fingerprint(self.settings.device, self.machine_probe))
+        return self._fingerprint
 
     @property
     def baselines(self) -> BaselineSession:
         if self._baselines is None:
             self._baselines = BaselineSession(base_dir=self.settings.baseline_dir,
                                               update=self.settings.update_baselines,
+                                              strict=self.settings.strict,
                                               fingerprint=self.fingerprint,
                                               ini_tolerances=self.settings.tolerances,
                                               loader=self.history.baseline_loader() if self.history else None)

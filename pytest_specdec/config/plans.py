@@ -153,3 +153,20 @@ def _one_arg(name, marker):
             f"@pytest.mark.{name} takes one catalog name or {kind}(...) and keyword overrides, got {marker.args!r}"
         )
     return marker.args[0], dict(marker.kwargs)
+
+
+@dataclass(frozen=True)
+class SetupDecision:
+    """What happens to a test before it runs: skipped or failed with `reason`."""
+
+    action: str  # "skip" or "fail"
+    reason: str
+
+
+@dataclass
+class Collected:
+    """What collection decided: the order to run items in and which to deselect."""
+
+    order: list[int]  # indices of the items to run, in order
+    deselected: list[int] = field(default_factory=list)  # indices of the items the shard leaves to others
+    groups: dict[str, str] = field(default_factory=dict)  # node id -> target (xdist scheduling group)

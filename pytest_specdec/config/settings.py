@@ -140,6 +140,7 @@ class Settings:
     gpu_memory_mib: int | None = None  # free memory a GPU needs before a server starts (None: 90% of it)
     baseline_dir: Path = Path("baselines")  # resolved: the option, else the ini under the rootdir
     update_baselines: bool = False
+    strict: bool = False  # --specdec-strict: a baseline check that compared nothing fails
     tolerances: Any = field(default_factory=dict)  # specdec_tolerances ini: a fraction or {metric: fraction}
     shard: tuple[int, int] | None = None  # --specdec-shard I/N
     # Service-level objectives for goodput and capacity searches ({"tpot": ms, "ttft_x": multiple, ...}),
@@ -206,6 +207,10 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
                                         help="record missing baselines and refresh out-of-tolerance ones (written at "
                                              "session end) instead of failing; delete stale ones when the whole "
                                              "suite ran.")),
+    ("--specdec-strict", dict(action="store_true", default=None,
+                              help="fail a baseline check that compared nothing (every gated figure skipped, e.g. "
+                                   "speedups on another machine) instead of ending it 'not compared' (ini "
+                                   "specdec_strict).")),
     ("--specdec-baseline-dir", dict(default=None, metavar="DIR",
                                     help="where baselines live (default baselines/ under the rootdir; ini "
                                          "specdec_baseline_dir).")),
@@ -258,6 +263,8 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_slo", "service-level objectives for goodput and capacity searches, as vllm bench serve's "
                     "--goodput takes them: 'tpot:50 ttft:2000' (ms; keys ttft, tpot, e2el), or relative to the "
                     "reference's unloaded median: 'tpot_x:2' (twice it)", dict(default="")),
+    ("specdec_strict", "true: fail a baseline check that compared nothing (as --specdec-strict)",
+     dict(type="bool", default=False)),
     ("specdec_drift_check", "auto, on or off: measure reference traffic again at the session's end",
      dict(default="")),
     ("specdec_slo_percentile", "the percentile of each SLO metric a capacity probe must keep under its "
@@ -345,6 +352,7 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         if getini("specdec_gpu_memory_mib") else None,
         baseline_dir=(Path(baseline_dir) if baseline_dir else Path(rootpath) / getini("specdec_baseline_dir")).resolve(),
         update_baselines=bool(getoption("specdec_update_baselines")),
+        strict=bool(getoption("specdec_strict") or getini("specdec_strict")),
         tolerances=tolerances,
         shard=getoption("specdec_shard"),
         slo=tuple(slo.items()),

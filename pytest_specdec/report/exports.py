@@ -28,6 +28,11 @@ def junit_properties(result) -> dict:
         cost = cost_ratio_of(result)  # c measured from the run's step times, else its labelled fallback
         props["specdec_cost_ratio"] = _figure(cost.value, 4, lambda: cost.note)
         props["specdec_cost_ratio_source"] = cost.source
+    gate = getattr(result, "gate", None)
+    if getattr(gate, "outcome", None):  # the baseline check's verdict, "not compared" apart from "passed"
+        props["specdec_regression"] = gate.outcome
+        if gate.not_compared:
+            props["specdec_regression_not_compared"] = "; ".join(f"{m}: {why}" for m, why in gate.not_compared.items())
     if hasattr(result, "reference_metric"):  # a capacity search has no single run per side
         for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
             props[f"specdec_reference_{key}"] = _figure(result.reference_metric(key), 3, lambda: why_no_value(key))

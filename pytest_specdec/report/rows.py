@@ -86,7 +86,7 @@ def operating_point(pattern: dict) -> tuple[str | None, str]:
 def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
             regression: str | None = None, cost_ratio=None,
             gpu_usd_per_hour: float | None = None, detection: dict | None = None,
-            regression_comparison: str | None = None) -> dict[str, Any]:
+            regression_comparison: str | None = None, regression_not_compared=None) -> dict[str, Any]:
     """One report row; `result` is None when the test ended before measuring.
 
     `cost_ratio` (a number or `theory.CostRatio`) stands in for c where the
@@ -99,6 +99,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "outcome": outcome,
         "regression": regression or "not checked",
         "regression_comparison": regression_comparison,
+        "regression_not_compared": dict(regression_not_compared or {}),
         "model": spec.model,
         "engine": getattr(spec, "engine", "vllm"),
         "engine_version": None,
@@ -288,7 +289,8 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
     return [row_for(test_id, plan.spec, result.workload if result else workload,
                     {**pattern, **result.pattern} if result else pattern, outcome=outcome, result=result,
                     regression=regression, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection,
-                    regression_comparison=comparison)
+                    regression_comparison=comparison,
+                    regression_not_compared=getattr(gate, "not_compared", None) if regression else None)
             for result in results or [None]]
 
 

@@ -113,6 +113,11 @@ def summary_sections(rows: list[dict], report_message: str | None, written_basel
         sections.append(("specdec per category and turn", grouped))
     if unfair := fairness_lines(rows):
         sections.append(("specdec fairness: not SD alone", unfair))
+    skipped = [r for r in rows if r.get("regression_not_compared")]
+    if skipped:  # a pass that compared less than the test gates says so where everyone looks
+        sections.append(("specdec baselines: not compared", [
+            f"{r['test']} [{r['regression']}]: " + " / ".join(r["regression_comparison"].splitlines()[:2])
+            for r in skipped]))
     if report_message:
         sections.append((None, [f"report: {report_message}"]))
     if written_baselines or stale_baselines:
@@ -161,12 +166,12 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
                 f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | "
                 f"{found.get('noise_from', 'baseline repeats') if found['spread'] is not None else '–'} |"
                 for r, name, found in guarded] + [""]
-    compared = [r for r in rows if r.get("regression_comparison")
-                and not r["regression_comparison"].startswith("same environment")]
-    if compared:
-        out += ["**Not compared against the baseline** (another environment or machine speed than the one it "
-                "was recorded on):", ""]
-        out += [f"- {escape(r['test'])}: {escape(r['regression_comparison'].splitlines()[0])}" for r in compared] + [""]
+    skipped = [r for r in rows if r.get("regression_not_compared")]
+    if skipped:
+        out += ["**Not compared against the baseline** (another machine, or a machine probe that moved, than the "
+                "one it was recorded on; `not compared` in the baseline column when nothing was):", ""]
+        out += [f"- {escape(r['test'])}: {escape(', '.join(r['regression_not_compared']))} "
+                f"({escape(r['regression_comparison'].splitlines()[0])})" for r in skipped] + [""]
     out += per_request_section(rows, escape)
     out += group_sections(rows, escape)
     out += diagnosis_section(rows, escape)

@@ -31,10 +31,15 @@ class Row:
     ok: bool = True
     note: str = ""
     direction: str = "output_throughput"  # a metric name with the row's direction (see measure.derived)
+    # The change a comparison stated itself (the gate's median of per-repeat ratios), shown instead of
+    # measured/required so the table and the verdict's own line give one number per figure.
+    stated_change: float | None = None
 
     @property
     def change(self) -> float | None:
         """Measured against required, signed so that positive is better (None when either is missing)."""
+        if self.stated_change is not None:
+            return self.stated_change
         if self.required is None:
             return None
         value = relative_change(self.direction, self.measured, self.required)

@@ -15,22 +15,17 @@ import math
 import os
 import platform
 import statistics
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 # Fields that must match for absolute numbers to be comparable. plugin_version
 # and python are recorded for the reader but do not change what is measured.
-KEY_FIELDS = (
-    "engine",
-    "engine_version",
-    "device_kind",
-    "device_name",
-    "device_count",
-    "driver",
-    "torch_version",
-)
-INFORMATIONAL_FIELDS = ("plugin_version", "python")
+# The hardware part says which machine ran a measurement (verdict.machine); the rest, which software.
+HARDWARE_FIELDS = ("device_kind", "device_name", "device_count", "driver")
+KEY_FIELDS = ("engine", "engine_version", *HARDWARE_FIELDS, "torch_version")
+# Where the session keeps its machine probe (verdict.machine.run_probe): a timing, so never part of a key.
+PROBE_FIELD = "machine_probe"
+INFORMATIONAL_FIELDS = ("plugin_version", "python", PROBE_FIELD)
 
 
 def _dist_version(name: str) -> str | None:
@@ -138,54 +133,10 @@ def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, t
     return {key: (fa[key], fb[key]) for key in fa if fa[key] != fb[key]}
 
 
-# --- the machine's speed, measured in the session ---
-
-# Two boxes with one fingerprint (2 cores, the same CPU model, the same builds) decoded the bundled
-# model at about 58 and 103 ms per token, and n-gram SD on the same code edits paid 1.04x on the fast
-# one and 1.42x on the slow one: SD's own per-step cost (drafting, verifying k+1 positions, the
-# scheduler) is a larger share of a fast machine's decode step. A speedup is as much the machine's as
-# SD's, so the fingerprint alone cannot say two runs are comparable; the reference's decode step,
-# measured in both sessions, can. One session's three repeats spread 5% (101-106 ms); 10% tells those
-# boxes apart without calling a session on the same box another machine.
-MACHINE_SPEED_BAND = 0.10
-
+# --- the reference's decode step: the engine's speed, shown beside the machine's identity (verdict.machine) ---
 
 def reference_step_ms(repeats: list[dict]) -> float | None:
     """The reference's decode step (median TPOT, median over repeats), or None where none was timed."""
     values = [v for entry in repeats if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"),
                                                    (int, float)) and math.isfinite(v) and v > 0]
     return statistics.median(values) if values else None
-
-
-@dataclass(frozen=True)
-class MachineSpeed:
-    """The reference's decode step when a baseline was recorded against the one measured now."""
-
-    recorded_ms: float | None
-    measured_ms: float | None
-    band: float = MACHINE_SPEED_BAND
-
-    @classmethod
-    def of(cls, baseline_repeats: list[dict], current_repeats: list[dict]) -> "MachineSpeed":
-        return cls(reference_step_ms(baseline_repeats), reference_step_ms(current_repeats))
-
-    @property
-    def known(self) -> bool:
-        return self.recorded_ms is not None and self.measured_ms is not None
-
-    @property
-    def change(self) -> float | None:
-        return self.measured_ms / self.recorded_ms - 1 if self.known else None
-
-    @property
-    def same(self) -> bool:
-        """True unless both steps were timed and differ beyond the band (an untimed side cannot tell)."""
-        return not self.known or abs(self.change) <= self.band
-
-    def describe(self) -> str:
-        if not self.known:
-            missing = "the baseline" if self.recorded_ms is None else "this run"
-            return f"machine speed unknown ({missing} timed no reference decode step): compared as the same machine"
-        return (f"the reference decoded at {self.measured_ms:.1f} ms per token here and at {self.recorded_ms:.1f} ms "
-                f"when the baseline was recorded ({self.change:+.1%}; within {self.band:.0%} counts as the same "
-                "machine)")

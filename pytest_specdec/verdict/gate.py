@@ -1,10 +1,12 @@
 """The regression gate: a result against its stored baseline, and the update flow.
 
-Acceptance compares across environments; speedups (and the ratios built on
-step times or held loads) only on a machine of the baseline's speed (the
-reference's decode step, measured in both sessions: fingerprint.MachineSpeed);
-absolute numbers (tok/s, ms) only when, besides, the environment fingerprint
-matches.  The report says which comparison was made (`comparison`).  In
+On the machine the baseline was recorded on (verdict.machine: hardware
+identity and an engine-independent probe) every gated figure is compared,
+across engine versions, with the reference's own tok/s and ms beside SD's;
+on another machine only acceptance-type figures (verdict.comparison).  A
+check that could compare nothing ends "not compared", never "passed"
+(--specdec-strict fails it).  The report says which comparison was made
+(`comparison`).  In
 update mode nothing fails: a missing, corrupt or out-of-tolerance baseline is
 queued and written at session end, while one within tolerance is left alone
 so noise does not churn files.
@@ -13,15 +15,15 @@ so noise does not churn files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
-from .fingerprint import MachineSpeed, same_environment
-from ..measure.derived import EXACT_METRICS, SD_RATIO_METRICS, SPEEDUP_PREFIX, canonical_metric, is_machine_bound
+from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
+from ..measure.derived import EXACT_METRICS, canonical_metric
 from ..measure.result import repeat_seed
 from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
@@ -37,11 +39,6 @@ DEFAULT_METRICS = (
     "median_tpot_ms",
     "median_ttft_ms",
 )
-
-
-def is_ratio(metric: str) -> bool:
-    """Speedups and acceptance compare across environments; tok/s and ms only within one."""
-    return metric.startswith(SPEEDUP_PREFIX) or metric in SD_RATIO_METRICS
 
 
 def repeat_seeds(result) -> list[int]:
@@ -63,6 +60,8 @@ class BaselineSession:
     update: bool
     fingerprint: dict
     ini_tolerances: dict[str, float] = field(default_factory=dict)
+    # --specdec-strict: a check that compared nothing fails instead of ending "not compared".
+    strict: bool = False
     used: set[str] = field(default_factory=set)
     pending: dict[str, Baseline] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
@@ -91,11 +90,12 @@ class RegressionGate:
         self.marker_tolerances = marker_tolerances
         self.last_report: str = ""
         # What the last check concluded, for reports: None (never checked),
-        # "passed", "failed", "missing", "unreadable", "unavailable" or "recorded" (update mode).
+        # "passed", "failed", "not compared", "missing", "unreadable", "unavailable" or "recorded" (update mode).
         self.outcome: str | None = None
         self.detections: dict[str, Detection] = {}  # what the last check can detect, per gated metric
-        # Which comparison the last check made (environment, machine speed), for reports: None if none.
+        # Which comparison the last check made (machine, engine change), for reports: None if none.
         self.comparison: str | None = None
+        self.not_compared: dict[str, str] = {}  # gated figures the last check skipped, with the reason
 
     def _fingerprint_for(self, result) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
@@ -175,15 +175,15 @@ class RegressionGate:
                 f"is on {running_on!r}: a baseline never gates another engine; record one for "
                 f"{running_on!r} with --specdec-update-baselines")
         current = result.repeats()
-        speed = MachineSpeed.of(baseline.repeats, current)
-        same_env = same_environment(baseline.fingerprint, self._fingerprint_for(result)) and speed.same
+        plan = ComparisonPlan.of(baseline.fingerprint, self._fingerprint_for(result), baseline.repeats, current)
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
         paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
-        rows, verdicts, skipped, detects = [], [], [], []
+        rows, verdicts, detects = [], [], []
+        skipped: dict[str, str] = {}
         self.detections = {}
         for metric in metrics:
-            if (not is_ratio(metric) and not same_env) or (is_machine_bound(metric) and not speed.same):
-                skipped.append(metric)
+            if why := plan.skip_reason(metric):
+                skipped[metric] = why
                 continue
             side = _side(metric)
             before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
@@ -204,32 +204,24 @@ class RegressionGate:
                                 note="must equal the baseline's", direction=metric))
                 detects.append("any change")
                 continue
-            verdict = compare_samples(metric, before, now, tolerance=tolerances[metric], paired=paired)
-            verdicts.append(verdict)
-            found = detection(metric, baseline.per_repeat(side, metric), len(now), tolerances[metric], paired=paired,
-                              current_values=now if paired else None)
-            self.detections[metric] = found
-            detects.append(_detects_cell(found))
-            ci = None
-            if verdict.ci_low is not None:
-                # The CI is of the signed change; show it as values of the metric.
-                as_value = (lambda c: verdict.baseline * (1 + c)) if verdict.higher_is_better else (
-                    lambda c: verdict.baseline / (1 + c))
-                ci = tuple(sorted((as_value(verdict.ci_low), as_value(verdict.ci_high))))
-            rows.append(Row(metric, verdict.baseline, verdict.current, tolerances[metric], ci, not verdict.regression,
-                            direction=metric))
-        if not speed.same:
-            comparison = (f"another machine's speed: {speed.describe()}. A speedup is the machine's as much as "
-                          f"SD's, so only acceptance-type figures are compared; not compared: "
-                          f"{', '.join(skipped) or '-'} (record a baseline on this machine with "
-                          "--specdec-update-baselines to gate them)")
-        elif same_env:
-            comparison = "same environment: ratios and absolute numbers compared"
-        else:
-            comparison = ("different environment from the baseline: ratios only, not compared: "
-                          f"{', '.join(skipped) or '-'}")
-        if speed.same:
-            comparison += f"\nmachine speed: {speed.describe()}"
+            sides = [(metric, side, before, now)]
+            if plan.compares_reference(metric):
+                ref_before = (baseline.per_repeat("reference", metric) if paired
+                              else baseline.samples("reference", metric))
+                ref_now = [(entry.get("reference") or {}).get(metric, math.nan) for entry in current]
+                if any(v is not None and math.isfinite(v) for v in ref_before):
+                    sides.append((f"{metric} (reference)", "reference", ref_before, ref_now))
+            for label, side_name, values_before, values_now in sides:
+                verdict = compare_samples(metric, values_before, values_now, tolerance=tolerances[metric],
+                                          paired=paired)
+                verdict = replace(verdict, metric=label)
+                verdicts.append(verdict)
+                found = detection(metric, baseline.per_repeat(side_name, metric), len(values_now),
+                                  tolerances[metric], paired=paired, current_values=values_now if paired else None)
+                self.detections[label] = found
+                detects.append(_detects_cell(found))
+                rows.append(_row(label, metric, verdict, tolerances[metric]))
+        comparison = plan.describe(skipped)
         if baseline.migrated_from:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
@@ -238,21 +230,24 @@ class RegressionGate:
                            f"its newest change point ({history['since_commit'] or '?'} to "
                            f"{history['newest_commit'] or '?'})")
         self.comparison = comparison
+        self.not_compared = dict(skipped)
         judged = [v for v in verdicts if v is not None]
         failed = [v for v in verdicts if v is None or v.regression]
         described = [v.describe() for v in judged] + [d.describe() for d in self.detections.values()]
+        if slowdown := reference_slowdowns(judged):
+            described.insert(0, slowdown)
         self.last_report = comparison + "\n" + "\n".join(described)
         if self.session.update:
             moved = any(abs(v.change) > v.tolerance for v in judged if not math.isnan(v.change))
-            # Also re-recorded: a baseline from another environment or machine speed, in an older file format, or
-            # without a figure.
-            rewrite = moved or not same_env or bool(baseline.migrated_from) or any(v is None for v in verdicts)
+            # Also re-recorded: a baseline from another machine, in an older file format, or without a figure.
+            rewrite = moved or not plan.machine.same or bool(baseline.migrated_from) or any(
+                v is None for v in verdicts)
             if rewrite:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
             self.outcome = "recorded" if rewrite else "passed"
             return
-        self.outcome = "failed" if failed else "passed"
         if failed:
+            self.outcome = "failed"
             raise AssertionError(
                 failure_message(
                     f"performance regressed against the baseline of {self.test_id}",
@@ -263,6 +258,30 @@ class RegressionGate:
                     extra_columns={"detects": detects},
                 )
             )
+        if not rows:
+            # Every gated figure was skipped: nothing was compared, which is not a pass.
+            self.outcome = "not compared"
+            reasons = "\n".join(f"  {metric}: {why}" for metric, why in skipped.items())
+            self.last_report = f"not compared: no gated figure could be compared\n{reasons}\n{comparison}"
+            if self.session.strict:
+                raise AssertionError(
+                    f"{self.test_id}: not compared with its baseline ({baseline.path}): every gated figure was "
+                    f"skipped, and --specdec-strict fails a check that compared nothing\n{reasons}\n{comparison}")
+            return
+        self.outcome = "passed"
+
+
+def _row(label: str, metric: str, verdict, tolerance: float) -> Row:
+    ci = None
+    if verdict.ci_low is not None:
+        # The CI is of the signed change; show it as values of the metric.
+        as_value = (lambda c: verdict.baseline * (1 + c)) if verdict.higher_is_better else (
+            lambda c: verdict.baseline / (1 + c))
+        ci = tuple(sorted((as_value(verdict.ci_low), as_value(verdict.ci_high))))
+    # The verdict's own change (the median of per-repeat ratios when paired), so the table and the line
+    # below it state one number for the figure.
+    return Row(label, verdict.baseline, verdict.current, tolerance, ci, not verdict.regression, direction=metric,
+               stated_change=None if math.isnan(verdict.change) else verdict.change)
 
 
 def _unavailable(result, metric: str) -> str | None:

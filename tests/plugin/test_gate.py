@@ -140,45 +140,9 @@ def test_update_then_rerun_is_green_and_a_real_drop_fails(inner, monkeypatch):
     dropped.stdout.fnmatch_lines(["*performance regressed against the baseline of test_gated.py::test_gated*",
                                   "*metric*baseline*measured*change*tolerance*",
                                   "*speedup_output_throughput*FAIL*", "*output_throughput*FAIL*",
-                                  "*same environment: ratios and absolute numbers compared*"])
+                                  "*same machine: every gated figure compared, the reference's own tok/s and ms included*"])
     run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
     assert path.read_text() != before, "an out-of-tolerance baseline is refreshed when updating"
-
-
-def test_a_machine_of_another_speed_gates_acceptance_but_not_speedup(inner, monkeypatch):
-    inner.makepyfile(test_gated=GATED)
-    run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
-    (path,) = baseline_files(inner)
-    before = path.read_text()
-    # Same fingerprint, but the reference decodes 40% faster: a faster box, where SD's own per-step cost
-    # weighs more and its speedup is lower. The 25% drop would fail on the recording machine (see above).
-    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.6")
-    monkeypatch.setenv("SPEEDUP_SCALE", "0.75")
-    faster = run_inner(inner, "--specdec-report", "report")
-    faster.assert_outcomes(passed=1)
-    # A pass that compared less than usual says so, in results.json and summary.md.
-    (row,) = json.loads((inner.path / "report" / "results.json").read_text())["results"]
-    assert row["regression"] == "passed"
-    assert row["regression_comparison"].startswith("another machine's speed: the reference decoded at 19.8 ms")
-    summary = (inner.path / "report" / "summary.md").read_text()
-    assert "**Not compared against the baseline**" in summary and "- test_gated.py::test_gated: another machine" in summary
-    # Within 10%, it is the recording machine: the same drop fails.
-    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.92")
-    run_inner(inner).assert_outcomes(failed=1)
-    # Acceptance is the algorithm's and the model's, not the machine's: still gated on the faster box.
-    monkeypatch.setenv("REFERENCE_STEP_SCALE", "0.6")
-    monkeypatch.setenv("ACCEPTED_SCALE", "0.6")
-    dropped = run_inner(inner)
-    dropped.assert_outcomes(failed=1)
-    dropped.stdout.fnmatch_lines(["*acceptance_rate*FAIL*",
-                                  "*another machine's speed: the reference decoded at 19.8 ms per token here and at "
-                                  "33.0 ms when the baseline was recorded (-40.0%; within 10% counts as the same machine)*"
-                                  "not compared: speedup_output_throughput, output_throughput, median_tpot_ms, "
-                                  "median_ttft_ms*"])
-    assert "speedup_output_throughput  1.5" not in dropped.stdout.str()
-    # Updating on the faster box records its own baseline: speedups gate there from then on.
-    run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
-    assert path.read_text() != before
 
 
 def test_corrupt_and_invalid_baselines_name_the_file_and_field(inner):

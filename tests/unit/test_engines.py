@@ -157,14 +157,15 @@ def test_a_baseline_on_another_engine_keeps_that_engine_and_its_version_and_rows
     fingerprint = session.pending["t.py::test"].fingerprint
     assert fingerprint["engine"] == "llamacpp" and fingerprint["engine_version"] == "xllamacpp 2026.10.11549"
     assert fingerprint["device_name"] == "x"  # the rest is the session's
-    # Another build of the same engine is another environment: ratios only, and the report says so.
+    # Another build of the same engine on the same machine: every figure compared, and the change named.
     session.flush()
     newer = result_on("llamacpp")
     for run in (*newer.reference_runs, *newer.speculative_runs):
         run.engine_facts = {"version": "b7702-1a2b3c4"}
     newer.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=FINGERPRINT), "t.py::test")
     newer.assert_no_regression(metrics=["acceptance_rate"])
-    assert newer.gate.comparison.startswith("different environment from the baseline: ratios only")
+    assert newer.gate.comparison.startswith("same machine: every gated figure compared")
+    assert "engine_version xllamacpp 2026.10.11549 -> b7702-1a2b3c4" in newer.gate.comparison
     # vLLM keeps the session's fingerprint (the installed build), and its label no engine suffix.
     assert sd_label(result_on("vllm").spec) == "ngram k=4"
     row = row_for("t.py::test", newer.spec, {"name": "w"}, {"name": "p"}, outcome="passed", result=newer)

@@ -1,0 +1,164 @@
+"""The gate across engine changes: the machine decides what is compared, never the reference's speed.
+
+Baseline as in issue 27: reference 50 ms per token and 100 tok/s, SD 2.0x, three paired repeats, recorded
+through the update flow; each case then changes the figures (and the engine version, or the baseline's
+recorded machine) and runs the real gate of the `specdec` fixture.
+"""
+
+import json
+
+import pytest
+
+from inner_results import MARKS, RESULTS_CONFTEST  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
+
+NOISE = (1.0, 1.02, 0.99)  # per-repeat wobble, the same on both sides so pairs stay paired
+
+CASE = MARKS + f"""
+import os
+
+NOISE = {NOISE!r}
+
+def test_gated(make_result):
+    ref_speed = float(os.environ.get("REF_SPEED", "1"))   # the reference's own tok/s, x baseline
+    speedup = float(os.environ.get("SPEEDUP", "2.0"))
+    sd_tpot = float(os.environ.get("SD_TPOT", "25.0"))
+    accepted = float(os.environ.get("ACCEPTED_SCALE", "1"))
+    metrics = os.environ.get("METRICS")
+    ref = tuple(100.0 * ref_speed * n for n in NOISE)
+    result = make_result(ref=ref, sd=tuple(r * speedup for r in ref),
+                         ref_tpot=tuple(50.0 / ref_speed / n for n in NOISE),
+                         sd_tpot=tuple(sd_tpot / n for n in NOISE),
+                         accepted=tuple(240.0 * accepted for n in NOISE))
+    result.assert_no_regression(metrics=metrics.split(",") if metrics else None)
+"""
+
+ENGINE_HOOK = """
+import os
+
+def pytest_specdec_fingerprint(config, fingerprint):
+    return {**fingerprint, "engine_version": os.environ.get("ENGINE_VERSION", "0.31.0")}
+"""
+
+
+@pytest.fixture
+def gated(pytester, monkeypatch):
+    pytester.makeconftest(RESULTS_CONFTEST + ENGINE_HOOK)
+    pytester.makepyfile(test_gated=CASE)
+    recorded = run_inner(pytester, "--specdec-update-baselines")
+    recorded.assert_outcomes(passed=1)
+    return pytester
+
+
+def run_inner(pytester, *args):
+    return pytester.runpytest("--specdec-cpu", "-p", "no:cacheprovider", *args)
+
+
+def baseline_path(pytester):
+    (path,) = (pytester.path / "baselines").glob("*.json")
+    return path
+
+
+def edit_baseline(pytester, change):
+    path = baseline_path(pytester)
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("name, env, fails, expected", [
+    # a: an upgrade makes the reference 15% faster and SD falls from 2.0x to 1.5x
+    ("a", {"ENGINE_VERSION": "0.32.0", "REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"}, True,
+     ["*speedup_output_throughput*FAIL*", "*engine changed since the baseline: engine_version 0.31.0 -> 0.32.0*"]),
+    # a': the same, the fingerprint unchanged
+    ("a'", {"REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"}, True, ["*speedup_output_throughput*FAIL*"]),
+    # b: the same machine, everything 12% slower: SD's own tok/s and TPOT, and the reference's
+    ("b", {"REF_SPEED": "0.88", "SD_TPOT": "28.4"}, True,
+     ["*the reference itself is 12% slower (output_throughput -12.0%, median_tpot_ms -12.0%)*",
+      "*output_throughput*FAIL*", "*median_tpot_ms*FAIL*"]),
+    # c: the same machine, SD's speedup 25% down
+    ("c", {"SPEEDUP": "1.5"}, True, ["*speedup_output_throughput*-25.0%*FAIL*"]),
+    # c': 5% down, within the 15% tolerance
+    ("c'", {"SPEEDUP": "1.9"}, False, []),
+    # d: a test gating speedups only; an upgrade makes the reference 15% faster and SD falls to 1.0x
+    ("d", {"ENGINE_VERSION": "0.32.0", "REF_SPEED": "1.15", "SPEEDUP": "1.0", "SD_TPOT": "43.5",
+           "METRICS": "speedup_output_throughput"}, True, ["*speedup_output_throughput*-50.0%*FAIL*"]),
+])
+def test_an_engine_change_is_compared_on_the_same_machine(gated, monkeypatch, name, env, fails, expected):
+    if env.get("METRICS"):  # d records its own baseline of the figures it gates
+        monkeypatch.setenv("METRICS", env["METRICS"])
+        baseline_path(gated).unlink()
+        run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = run_inner(gated, "--specdec-report", "report")
+    result.assert_outcomes(**({"failed": 1} if fails else {"passed": 1}))
+    for line in expected:  # each where it stands in the output
+        result.stdout.fnmatch_lines([line])
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == ("failed" if fails else "passed")
+    assert row["regression_comparison"].startswith("same machine: every gated figure compared")
+    assert row["regression_not_compared"] == {}
+
+
+def test_the_unchanged_engine_passes_and_a_table_states_one_change_per_figure(gated, monkeypatch):
+    run_inner(gated).assert_outcomes(passed=1)
+    monkeypatch.setenv("SPEEDUP", "1.5")
+    dropped = run_inner(gated)
+    out = dropped.stdout.str()
+    # The table's change and the verdict's own line give the same number.
+    dropped.stdout.fnmatch_lines(["*speedup_output_throughput      2.000     1.500     -25.0%*FAIL*",
+                                  "*speedup_output_throughput: 2 -> 1.5 (-25.0%*REGRESSION*"])
+    assert "-7.5%" not in out
+
+
+def test_another_machine_by_hardware_compares_acceptance_only_and_says_so(gated, monkeypatch):
+    edit_baseline(gated, lambda d: d["fingerprint"].update(device_name="Intel(R) Xeon(R) Platinum 8480+"))
+    monkeypatch.setenv("SPEEDUP", "1.0")  # would fail on the same machine
+    result = run_inner(gated)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*specdec baselines: not compared*",
+                                 "test_gated.py::test_gated ?passed?: another machine: only acceptance-type figures "
+                                 "compared; not compared: speedup_output_throughput, output_throughput, "
+                                 "median_tpot_ms, median_ttft_ms*machine: another machine: device_name*"])
+    # Acceptance travels: a drop fails there too.
+    monkeypatch.setenv("ACCEPTED_SCALE", "0.6")
+    dropped = run_inner(gated)
+    dropped.assert_outcomes(failed=1)
+    dropped.stdout.fnmatch_lines(["*acceptance_rate*FAIL*",
+                                  "*machine: another machine: device_name 'Intel(R) Xeon(R) Platinum 8480+' then*"])
+
+
+def test_a_check_that_compared_nothing_is_not_a_pass_and_strict_fails_it(gated, monkeypatch):
+    monkeypatch.setenv("METRICS", "speedup_output_throughput")
+    baseline_path(gated).unlink()
+    run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
+    edit_baseline(gated, lambda d: d["fingerprint"].update(device_count=64))
+    lenient = run_inner(gated, "--specdec-report", "report", "--junitxml", "junit.xml")
+    lenient.assert_outcomes(passed=1)
+    lenient.stdout.fnmatch_lines(["*test_gated*not compared*passed*"])  # the baseline column of the table
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "not compared"
+    assert row["regression_not_compared"] == {
+        "speedup_output_throughput": "another machine: a speedup is the machine's as much as SD's"}
+    assert 'name="specdec_regression" value="not compared"' in (gated.path / "junit.xml").read_text()
+    strict = run_inner(gated, "--specdec-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*not compared with its baseline*every gated figure was skipped, and "
+                                 "--specdec-strict fails a check that compared nothing*",
+                                 "*speedup_output_throughput: another machine*"])
+    gated.makeini("[pytest]\nspecdec_strict = true\n")
+    run_inner(gated).assert_outcomes(failed=1)
+
+
+def test_the_same_hardware_with_a_probe_that_moved_compares_what_travels(gated, monkeypatch):
+    def slower_box(data):
+        probe = data["fingerprint"]["machine_probe"]
+        for key in ("matmul_gflops", "vector_gflops", "copy_gbps"):
+            probe[key] *= 1.6  # the recording box was 60% faster on every figure
+    edit_baseline(gated, slower_box)
+    monkeypatch.setenv("SPEEDUP", "1.5")
+    result = run_inner(gated)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*?passed?: machine probe moved: only acceptance-type figures compared; not "
+                                 "compared: speedup_output_throughput*the same hardware, but the machine probe "
+                                 "moved -3?.?% (median of*beyond its 20% band*"])
