@@ -153,7 +153,8 @@ class Capacity:
     failed*: under noise a higher load can hold after a lower one failed
     (``non_monotone``); that hold is not believed, so the capacity is never
     above a failure. ``status``: ``found`` (the true capacity is in
-    ``bracket``), ``above_highest_probe`` (every load held: a lower bound,
+    ``bracket`` when probes do not err; :attr:`noise_interval` allows for
+    those that do), ``above_highest_probe`` (every load held: a lower bound,
     ``>=``), ``not_reached`` (the lowest load probed failed: an upper bound,
     ``<``; capacity None), ``not_offered`` (the client could not offer even
     the first load: nothing is known). ``stopped``: why the search ended, one
@@ -170,10 +171,12 @@ class Capacity:
     non_monotone: bool = False
     stopped: str = "converged"
     max_load: float | None = None
+    # The search's resolution: half of it widens the bracket for probe noise (see noise_interval).
+    resolution: float = 0.0
 
     @classmethod
     def from_probes(cls, over: str, probes: Sequence[Probe], stopped: str = "converged",
-                    max_load: float | None = None) -> Capacity:
+                    max_load: float | None = None, resolution: float = 0.0) -> Capacity:
         """The capacity the rule above reads from probes, in probe order (any set of probes)."""
         if over not in OVER:
             raise ValueError(f"over must be one of {', '.join(OVER)}, got {over!r}")
@@ -187,7 +190,8 @@ class Capacity:
         status = ("not_offered" if not tally else "not_reached" if capacity is None
                   else "above_highest_probe" if lowest_failed is None else "found")
         non_monotone = bool(held and failed and max(held) > lowest_failed)
-        return cls(over, capacity, status, tuple(probes), (capacity, lowest_failed), non_monotone, stopped, max_load)
+        return cls(over, capacity, status, tuple(probes), (capacity, lowest_failed), non_monotone, stopped, max_load,
+                   resolution)
 
     @property
     def bound(self) -> str | None:
@@ -199,6 +203,18 @@ class Capacity:
         """Where the true capacity lies: the bracket, (c, inf) for ``>=``, (0, lowest failed) for ``<``."""
         lo, hi = self.bracket
         return (0.0 if lo is None else lo), (math.inf if hi is None else hi)
+
+    @property
+    def noise_interval(self) -> tuple[float, float]:
+        """:attr:`interval` widened by half the search's resolution on each side, for probe noise.
+
+        A probe near the true capacity holds or fails by chance: with a hold probability falling
+        smoothly over 5-10% of load around it, the bare bracket missed the truth in 23-29% of 400
+        simulated searches, the widened one in 0-0.5% (tests/unit/test_capacity_intervals.py).
+        """
+        lo, hi = self.interval
+        widen = 1 + self.resolution / 2
+        return lo / widen, hi * widen
 
     @property
     def limits(self) -> tuple[float, float]:
@@ -325,7 +341,7 @@ def search_capacity(probe: Callable[[float], Probe], search: CapacitySearch, *,
             stopped = "unconfirmed"
             break
         run(again, "bisect")
-    return Capacity.from_probes(search.over, probes, stopped, search.max_load)
+    return Capacity.from_probes(search.over, probes, stopped, search.max_load, search.resolution)
 
 
 def _unconfirmed(probes: Sequence[Probe], lo: float, hi: float) -> float | None:

@@ -31,9 +31,11 @@ class CapacityRatio:
     bracketed, so the ratio is only known on one side: ``value`` is the
     bound, taking the bracketed side at its estimate, as a bracketed pair
     would be read), ``unknown`` (bounded on neither side: ``value`` NaN).
-    ``low`` and ``high`` bound the true ratio from both capacities' brackets
-    (an estimate's spread within the search resolution). ``notes``: why it
-    is a bound, and any side that was non-monotone.
+    ``low`` and ``high`` bound the true ratio from both capacities' noise
+    intervals (each bracket widened by half its search's resolution, for
+    probes that hold or fail by chance near the capacity); a check decides
+    on them, never on ``value``. ``notes``: why it is a bound, and any side
+    that was non-monotone.
     """
 
     value: float
@@ -43,26 +45,27 @@ class CapacityRatio:
     notes: tuple[str, ...] = ()
 
     def decide(self, min_ratio: float) -> tuple[str, str]:
-        """``("pass" | "fail" | "undecidable", why)`` for "the ratio is at least ``min_ratio``"."""
-        if self.kind == "estimate":
-            ok = self.value >= min_ratio
-            return ("pass" if ok else "fail"), f"ratio {self.value:.3g} {'>=' if ok else '<'} {min_ratio:g}"
-        if self.kind == "lower_bound" and self.value >= min_ratio:
-            return "pass", f"ratio >= {self.value:.3g} >= {min_ratio:g}"
-        if self.kind == "upper_bound" and self.value < min_ratio:
-            return "fail", f"ratio < {self.value:.3g} < {min_ratio:g}"
-        known = {"lower_bound": f"only known to be >= {self.value:.3g}",
-                 "upper_bound": f"only known to be <= {self.value:.3g}",
+        """``("pass" | "fail" | "undecidable", why)`` for "the ratio is at least ``min_ratio``", on the
+        interval: pass when its low end clears ``min_ratio``, fail when its high end is below it."""
+        span = f"{self.low:.3g}-{'inf' if math.isinf(self.high) else f'{self.high:.3g}'}x"
+        if self.low >= min_ratio:
+            return "pass", f"ratio in {span}, all of it >= {min_ratio:g}"
+        if self.high < min_ratio:
+            return "fail", f"ratio in {span}, all of it < {min_ratio:g}"
+        known = {"estimate": f"{self.value:.3g}x as a point, but anywhere in {span} with probe noise",
+                 "lower_bound": f"only known to be >= {self.low:.3g}x",
+                 "upper_bound": f"only known to be <= {self.high:.3g}x",
                  "unknown": "not bounded on either side"}[self.kind]
+        notes = f" ({'; '.join(self.notes)})" if self.notes else ""
         return "undecidable", (f"undecidable: the ratio is {known}, which cannot say whether it reaches "
-                               f"{min_ratio:g} ({'; '.join(self.notes)})")
+                               f"{min_ratio:g}{notes}")
 
     def describe(self) -> str:
         text = {"estimate": f"{self.value:.2f}x", "lower_bound": f">= {self.value:.2f}x",
                 "upper_bound": f"<= {self.value:.2f}x", "unknown": "unknown"}[self.kind]
         notes = list(self.notes)
         if self.kind == "estimate":  # what the two brackets allow, for a reader weighing a near miss
-            notes.insert(0, f"{self.low:.2f}-{self.high:.2f}x within the brackets")
+            notes.insert(0, f"{self.low:.2f}-{self.high:.2f}x with probe noise")
         return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -72,7 +75,7 @@ def ratio_of(reference: Capacity, speculative: Capacity) -> CapacityRatio:
         raise ValueError(f"capacities over different loads: {reference.over} and {speculative.over}")
     (ref_low, ref_high), (sd_low, sd_high) = reference.limits, speculative.limits
     low, high = _div(sd_low, ref_high), _div(sd_high, ref_low)
-    (ref_in, ref_out), (sd_in, sd_out) = reference.interval, speculative.interval
+    (ref_in, ref_out), (sd_in, sd_out) = reference.noise_interval, speculative.noise_interval
     notes = [f"{name} {cap.describe()}" for name, cap in (("SD", speculative), ("reference", reference))
              if cap.bound or cap.not_offered()]
     notes += [f"{name} capacity curve is non-monotone" for name, cap in

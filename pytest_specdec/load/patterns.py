@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_load",
-               "bracket_probes", "bisect_probes", "max_probes", "replay_speed", "think_time_s")
-SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes")
+               "bracket_probes", "bisect_probes", "max_probes", "resolution", "replay_speed", "think_time_s")
+SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes", "resolution")
 # What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
 SEARCH_OVER = ("request_rate", "max_concurrency")
 _SWEEP_NAME = re.compile(r"^concurrency_(\d+)$")
@@ -75,7 +75,10 @@ class AccessPattern:
     doubling, never above ``max_load``, at most ``bracket_probes`` probes),
     then bisects it and probes the boundary again (at most ``bisect_probes``).
     ``max_probes``, when set, caps both phases together, per side (see
-    load/capacity.py).
+    load/capacity.py).  ``resolution`` is how narrow bisection makes a
+    bracket (relative, default 0.1); half of it widens each bracket for probe
+    noise, so a capacity check decides a threshold only that far from the
+    ratio: a finer resolution decides closer calls, at the cost of probes.
 
     ``replay_speed`` set (the ``trace_replay`` pattern) sends each prompt at
     its own arrival time (a trace workload's), divided by the speed: 1 is the
@@ -94,6 +97,7 @@ class AccessPattern:
     bracket_probes: int = 8
     bisect_probes: int = 6
     max_probes: int | None = None
+    resolution: float = 0.1
     replay_speed: float | None = None
     think_time_s: float = 0.0
 
@@ -147,12 +151,15 @@ class AccessPattern:
                 continue
             if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
                 raise PatternError(f"{key} must be an int >= {least}{' or None' if none else ''}, got {value!r}")
+        if (isinstance(self.resolution, bool) or not isinstance(self.resolution, (int, float))
+                or not 0 < self.resolution < 1):
+            raise PatternError(f"resolution must be a number in (0, 1), got {self.resolution!r}")
 
     def search_bounds(self) -> dict[str, Any]:
         """The capacity search's keyword arguments (load.capacity.CapacitySearch)."""
         return dict(over=self.search, start=self.search_start, max_load=self.max_load,
                     bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
-                    max_probes=self.max_probes)
+                    max_probes=self.max_probes, resolution=self.resolution)
 
     def at_load(self, load: float) -> AccessPattern:
         """One probe of a capacity search: this pattern at request rate (or concurrency) `load`."""
@@ -240,7 +247,7 @@ class AccessPattern:
         if self.search is not None:
             described.update(search=self.search, search_start=self.search_start, max_load=self.max_load,
                              bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
-                             max_probes=self.max_probes)
+                             max_probes=self.max_probes, resolution=self.resolution)
         if self.replay_speed is not None:
             described.update(arrivals=f"the trace's own times / {_fmt(self.replay_speed)}",
                              replay_speed=self.replay_speed)

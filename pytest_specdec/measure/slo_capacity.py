@@ -117,8 +117,14 @@ class CapacityResult:
         return ratio_of(self.reference, self.speculative)
 
     def capacity_ratio(self) -> float:
-        """The ratio's value: the estimate, or the bound when a side was not bracketed (NaN when unknown)."""
-        return self.ratio().value
+        """The ratio's estimate; NaN where it is a bound or unknown (a bound is not a value: capacity_ratio_bound)."""
+        ratio = self.ratio()
+        return ratio.value if ratio.kind == "estimate" else math.nan
+
+    def capacity_ratio_bound(self) -> tuple[str, float] | None:
+        """``(">=" or "<=", bound)`` where a side was not bracketed, else None."""
+        ratio = self.ratio()
+        return {"lower_bound": (">=", ratio.value), "upper_bound": ("<=", ratio.value)}.get(ratio.kind)
 
     def ratio_note(self) -> str | None:
         """Why the ratio is a bound or unknown, and any non-monotone side (None: a plain estimate)."""
@@ -194,6 +200,12 @@ class CapacityResult:
                       f"(now max_load={self.pattern.get('max_load')}, "
                       f"bracket_probes={self.pattern.get('bracket_probes')}), or lower search_start where a side "
                       "failed at the lowest load")
+            if ratio.kind == "estimate":  # both bracketed, the threshold inside the interval
+                remedy = (f"Both sides are bracketed, but {min_ratio:g}x lies within the interval: narrow it with "
+                          f"a finer resolution in the access pattern (now {self.pattern.get('resolution', 0.1)}; "
+                          "each halving costs about one more probe per side, and raise bisect_probes, now "
+                          f"{self.pattern.get('bisect_probes')}, to pay for it), or gate a threshold the interval "
+                          "can decide")
             if self.reference.not_offered() or self.speculative.not_offered():
                 remedy = ("The client could not offer the load it was asked to (its p99 dispatch lag stayed over "
                           "--specdec-max-dispatch-lag-ms in every run of a probe): spread the load over client "

@@ -28,6 +28,10 @@ def junit_properties(result) -> dict:
         cost = cost_ratio_of(result)  # c measured from the run's step times, else its labelled fallback
         props["specdec_cost_ratio"] = _figure(cost.value, 4, lambda: cost.note)
         props["specdec_cost_ratio_source"] = cost.source
+    if hasattr(result, "capacity_ratio_bound"):  # a bound has its own fields, never the value's
+        bound = result.capacity_ratio_bound()
+        props["specdec_capacity_ratio_bound"] = round(bound[1], 4) if bound else "none: the ratio is not a bound"
+        props["specdec_capacity_ratio_bound_direction"] = bound[0] if bound else "none"
     gate = getattr(result, "gate", None)
     if getattr(gate, "outcome", None):  # the baseline check's verdict, "not compared" apart from "passed"
         props["specdec_regression"] = gate.outcome

@@ -35,7 +35,8 @@ CSV_COLUMNS = (
     "acceptance_rate", "acceptance_length", "match_rate", "match_basis", "numerical_ties",
     "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k", "oracle_speedup", "per_step_source",
     "reference_request_goodput", "speculative_request_goodput", "reference_output_goodput",
-    "speculative_output_goodput", "goodput_ratio", "capacity_ratio",
+    "speculative_output_goodput", "goodput_ratio", "capacity_ratio", "capacity_ratio_bound",
+    "capacity_ratio_bound_direction",
     *(f"{side}_{metric}" for metric in SIDE_METRICS for side in SIDES),
     "reference_usd_per_1m_tokens", "speculative_usd_per_1m_tokens", "cost_operating_point",
 )
@@ -237,10 +238,13 @@ def _json_safe(value):
 def _capacity_row(row: dict[str, Any], result, gpu_usd_per_hour: float | None) -> dict[str, Any]:
     """A capacity search's row: each side's capacity under the SLO, the ratio, every probe."""
     ratio = result.capacity_ratio()
+    bound = result.capacity_ratio_bound() if hasattr(result, "capacity_ratio_bound") else None
     row.update(
         repeats=1,
         slo=dict(result.slo),
-        capacity_ratio=_number(ratio),
+        capacity_ratio=_number(ratio),  # null for a bound: a bound is never a value
+        capacity_ratio_bound=bound[1] if bound else None,
+        capacity_ratio_bound_direction=bound[0] if bound else None,
         capacity={
             "over": result.pattern.get("search"),
             "percentile": result.percentile,

@@ -219,11 +219,18 @@ def capacity_lines(rows: list[dict]) -> list[str]:
             continue
         slo = ", ".join(f"{key} {value:g} ms" for key, value in r["slo"].items())
         unit = "req/s" if info["over"] == "request_rate" else "concurrent"
-        ratio = _cell(r, "capacity_ratio", ".2f", "x")
+        ratio = _ratio_cell(r)
         lines.append(f"{r['test'].rsplit('::', 1)[-1]} [{r['config']}] p{info['percentile']:g} {slo}: reference "
                      f"{_capacity_text(info['reference'], unit)}, SD {_capacity_text(info['speculative'], unit)}; "
                      f"ratio {ratio}" + (f" ({info['note']})" if info.get("note") else ""))
     return lines
+
+
+def _ratio_cell(row: dict) -> str:
+    """The capacity ratio, or its bound with the direction (a bound is never shown as a value)."""
+    if row.get("capacity_ratio_bound") is not None:
+        return f"{row['capacity_ratio_bound_direction']} {row['capacity_ratio_bound']:.2f}x"
+    return _cell(row, "capacity_ratio", ".2f", "x")
 
 
 def _capacity_text(capacity: dict, unit: str) -> str:
@@ -259,7 +266,7 @@ def slo_section(rows: list[dict], escape) -> list[str]:
                     if r.get("speculative_usd_per_1m_tokens") is not None else "–")
             out.append(f"| {escape(r['test'])} | p{info['percentile']:g} {_slo_text(r)} | "
                        f"{_capacity_text(info['reference'], unit)} | {_capacity_text(info['speculative'], unit)} | "
-                       f"{_cell(r, 'capacity_ratio', '.2f', 'x')}{' (' + info['note'] + ')' if info.get('note') else ''}"
+                       f"{_ratio_cell(r)}{' (' + info['note'] + ')' if info.get('note') else ''}"
                        f" | {cost} |")
         out.append("")
     return out

@@ -216,8 +216,9 @@ class RegressionGate:
                                           paired=paired)
                 verdict = replace(verdict, metric=label)
                 verdicts.append(verdict)
-                found = detection(metric, baseline.per_repeat(side_name, metric), len(values_now),
-                                  tolerances[metric], paired=paired, current_values=values_now if paired else None)
+                found = replace(detection(metric, baseline.per_repeat(side_name, metric), len(values_now),
+                                          tolerances[metric], paired=paired,
+                                          current_values=values_now if paired else None), metric=label)
                 self.detections[label] = found
                 detects.append(_detects_cell(found))
                 rows.append(_row(label, metric, verdict, tolerances[metric]))
@@ -239,9 +240,10 @@ class RegressionGate:
         self.last_report = comparison + "\n" + "\n".join(described)
         if self.session.update:
             moved = any(abs(v.change) > v.tolerance for v in judged if not math.isnan(v.change))
-            # Also re-recorded: a baseline from another machine, in an older file format, or without a figure.
-            rewrite = moved or not plan.machine.same or bool(baseline.migrated_from) or any(
-                v is None for v in verdicts)
+            # Also re-recorded: a baseline from another machine or without a machine probe, in an older file
+            # format, or without a figure.
+            rewrite = (moved or not plan.machine.same or plan.machine.recorded_probe is None
+                       or bool(baseline.migrated_from) or any(v is None for v in verdicts))
             if rewrite:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
             self.outcome = "recorded" if rewrite else "passed"

@@ -1,10 +1,17 @@
-"""The regression gate on the real CPU build, with a regression of known size.
+"""The regression gate on the real CPU build, with regressions of known kind.
 
-One test, three pytest runs: record a baseline with a 24-layer truncated
+One test, four pytest runs: record a baseline with a 24-layer truncated
 draft (k=3, ~19% of draft tokens accepted here), re-run the same setting
-(green), then swap in an 8-layer draft (~2% accepted): the gate fails on
-acceptance and speedup, the metrics that setting worsens.
+(green), run the same vLLM made uniformly slower (every forward step of the
+model runner delayed a fixed time by tests/data/slow_engine/sitecustomize.py,
+which the servers load: an engine change the plugin cannot see, on the same
+machine), which fails naming the reference's own slowdown, then swap in an
+8-layer draft (~2% accepted): the gate fails on acceptance.
 """
+
+from pathlib import Path
+
+SLOW_ENGINE = Path(__file__).resolve().parents[1] / "data" / "slow_engine"
 
 BUNDLED = "specdec:smollm2-135m"
 
@@ -21,8 +28,10 @@ LAYERS = int(os.environ["DRAFT_LAYERS"])
 @pytest.mark.access_pattern("throughput_low", num_prompts=3)
 def test_draft_gate(specdec):
     result = specdec.run()
-    print(f"acceptance_rate={{result.acceptance_rate:.3f}} speedup={{result.speedup():.3f}}")
-    result.assert_no_regression(metrics=["acceptance_rate", "speedup_output_throughput"])
+    print(f"acceptance_rate={{result.acceptance_rate:.3f}} speedup={{result.speedup():.3f}} "
+          f"tpot={{result.reference_metric('median_tpot_ms'):.1f}}/{{result.speculative_metric('median_tpot_ms'):.1f}}")
+    result.assert_no_regression(metrics=["acceptance_rate", "speedup_output_throughput", "output_throughput",
+                                         "median_tpot_ms"])
 """
 
 
@@ -32,7 +41,7 @@ def run(pytester, *args):
     )
 
 
-def test_gate_passes_unchanged_and_fails_a_worse_draft(pytester, specdec_pool, monkeypatch):
+def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytester, specdec_pool, monkeypatch):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_draft_gate=GATED_SUITE)
 
@@ -43,6 +52,18 @@ def test_gate_passes_unchanged_and_fails_a_worse_draft(pytester, specdec_pool, m
 
     rerun = run(pytester)
     rerun.assert_outcomes(passed=1)
+
+    # The same vLLM, every forward step 40 ms slower: SD's speedup rises (it takes fewer steps), and its own
+    # tok/s and TPOT fall with the reference's; the gate compares them all on the same machine.
+    with monkeypatch.context() as slow:
+        slow.setenv("PYTHONPATH", str(SLOW_ENGINE))
+        slow.setenv("SPECDEC_TEST_FORWARD_DELAY_MS", "40")
+        slower = run(pytester)
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(["*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
+                                 "*output_throughput (reference)*FAIL*"])
+    slower.stdout.fnmatch_lines(["*same machine: every gated figure compared*",
+                                 "*the reference itself is *% slower (output_throughput*median_tpot_ms*"])
 
     monkeypatch.setenv("DRAFT_LAYERS", "8")
     worse = run(pytester)

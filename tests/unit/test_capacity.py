@@ -279,7 +279,7 @@ def test_the_access_pattern_carries_the_search_bounds_and_names_a_bad_one():
     pattern = CATALOG["slo_capacity"].with_overrides(search_start=0.5, max_load=32, bracket_probes=7,
                                                      bisect_probes=4)
     assert pattern.search_bounds() == {"over": "request_rate", "start": 0.5, "max_load": 32.0,
-                                       "bracket_probes": 7, "bisect_probes": 4, "max_probes": None}
+                                       "bracket_probes": 7, "bisect_probes": 4, "max_probes": None, "resolution": 0.1}
     assert CapacitySearch(**pattern.search_bounds()).max_load == 32.0
     described = pattern.describe()
     assert (described["max_load"], described["bracket_probes"], described["bisect_probes"]) == (32.0, 7, 4)
@@ -312,19 +312,24 @@ def test_capacity_ratio_of_two_found_capacities_is_an_estimate_with_its_spread()
     assert capacity_ratio(_cap([4.0], [5.0]), _cap([6.0], [7.0])) == (1.5, None)
     ratio = ratio_of(_cap([4.0], [5.0]), _cap([6.0], [7.0]))
     assert (ratio.kind, ratio.value, ratio.low, ratio.high) == ("estimate", 1.5, 6 / 5, 7 / 4)
-    assert ratio.describe() == "1.50x (1.20-1.75x within the brackets)"
-    assert ratio.decide(1.5)[0] == "pass" and ratio.decide(1.6)[0] == "fail"
+    assert ratio.describe() == "1.50x (1.20-1.75x with probe noise)"
+    # Decided on the interval, never on the point: 1.5 is undecidable, 1.2 passes, 1.8 fails.
+    assert ratio.decide(1.5)[0] == "undecidable" and "anywhere in 1.2-1.75x" in ratio.decide(1.5)[1]
+    assert ratio.decide(1.2) == ("pass", "ratio in 1.2-1.75x, all of it >= 1.2")
+    assert ratio.decide(1.8) == ("fail", "ratio in 1.2-1.75x, all of it < 1.8")
 
 
 def test_capacity_ratio_with_an_open_side_is_a_bound_in_its_direction():
     upper = ratio_of(_cap([8.0], []), _cap([12.0], [13.0]))  # the reference held everywhere: ratio <= 12/8
     assert (upper.kind, upper.value) == ("upper_bound", 1.5) and upper.notes[0] == "upper bound"
     assert upper.notes[1].startswith("reference >= 8 req/s")
-    assert upper.decide(1.6) == ("fail", "ratio < 1.5 < 1.6")  # decided: even the bound is below
+    # Decided where even the interval's top (SD's failed load over the reference's highest hold) is below.
+    assert upper.decide(1.7) == ("fail", "ratio in 0-1.62x, all of it < 1.7")
+    assert upper.decide(1.6)[0] == "undecidable"
     assert upper.decide(1.0)[0] == "undecidable"
     lower = ratio_of(_cap([4.0], [5.0]), _cap([8.0], []))  # SD held everywhere: ratio >= 8/4
     assert (lower.kind, lower.value) == ("lower_bound", 2.0) and lower.notes[1].startswith("SD >= 8 req/s")
-    assert lower.decide(2.0)[0] == "pass" and lower.decide(2.5)[0] == "undecidable"
+    assert lower.decide(1.6)[0] == "pass" and lower.decide(2.0)[0] == "undecidable"  # low end: 8 / 5
     both = ratio_of(_cap([8.0], []), _cap([8.0], []))
     assert both.kind == "unknown" and math.isnan(both.value) and both.decide(0.1)[0] == "undecidable"
     value, why = capacity_ratio(_cap([8.0], []), _cap([8.0], []))

@@ -98,7 +98,7 @@ class Machine:
         return [self._run(spec.reference(), math.inf, pattern.num_prompts)]
 
 
-def decide(speed: float, slo: dict, pattern=PATTERN, min_ratio: float = 0.9):
+def decide(speed: float, slo: dict, pattern=PATTERN, min_ratio: float = 0.7):
     machine = Machine(speed)
     result = measure_capacity(machine, SPEC, WORKLOAD, pattern, slo, 50.0)
     try:
@@ -141,7 +141,8 @@ def test_a_relative_slo_gives_the_same_decision_at_every_machine_speed(speed):
     # The same verdict and ratio as on the 1x machine.
     assert verdict == baseline_verdict == "pass"
     assert ratio.value == pytest.approx(baseline.capacity_ratio(), rel=1e-9)
-    assert decide(speed, RELATIVE, min_ratio=1.1)[1] == "fail"
+    assert decide(speed, RELATIVE, min_ratio=1.3)[1] == "fail"
+    assert decide(speed, RELATIVE, min_ratio=0.9)[1] == "undecidable"  # within the resolution of 0.93
 
 
 def test_on_the_issues_machine_the_relative_decision_agrees_within_the_resolution():
@@ -149,7 +150,7 @@ def test_on_the_issues_machine_the_relative_decision_agrees_within_the_resolutio
     ratio = result.ratio()
     assert ratio.kind == "estimate" and ratio.low <= TRUE_RATIO <= ratio.high
     assert abs(math.log(ratio.value / decide(1.0, RELATIVE)[0].capacity_ratio())) <= 2 * math.log(1.1)
-    assert decide(3.15, RELATIVE, min_ratio=0.8)[1] == "pass" and decide(3.15, RELATIVE, min_ratio=1.1)[1] == "fail"
+    assert decide(3.15, RELATIVE, min_ratio=0.7)[1] == "pass" and decide(3.15, RELATIVE, min_ratio=1.3)[1] == "fail"
 
 
 def test_the_old_absolute_slo_decides_differently_on_faster_and_slower_machines():
@@ -158,7 +159,8 @@ def test_the_old_absolute_slo_decides_differently_on_faster_and_slower_machines(
     ratios = {speed: result.capacity_ratio() for speed, (result, _, _) in decisions.items()}
     # 105 ms is 1.6x the unloaded TPOT at 0.5x, 3.2x at 1x, 12.7x at 4x: each machine is judged at a
     # different point of the curves, where SD's gain differs.
-    assert verdicts[0.5] == "pass" and verdicts[4.0] == "fail"
+    assert verdicts[0.5] == "pass" and verdicts[4.0] in ("fail", "undecidable")
+    assert decide(0.5, ABSOLUTE, min_ratio=1.0)[1] != decide(4.0, ABSOLUTE, min_ratio=1.0)[1]
     assert ratios[0.5] / ratios[4.0] > 1.1 ** 2  # further apart than two resolutions
     assert all(machine.unloaded_runs == 0 for _, _, machine in decisions.values())  # nothing to resolve
     # And with the example's old search (from 0.5 req/s, five probes) the 4x machine never brackets:
