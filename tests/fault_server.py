@@ -56,7 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "bare-stream",
          "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout",
-         "cold-start", "cold-forever", "drift")
+         "cold-start", "cold-forever", "drift", "ttft-slow-first-run")
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
 # a text-only stream of n of them tokenizes back to exactly n tokens.
@@ -77,6 +77,8 @@ class State:
         self.drafts = self.draft_tokens = self.accepted = 0
         self.created = time.time()
         self.scrapes = 0
+        self.slow_first_left = 4  # ttft-slow-first-run: measured requests still to be slowed
+        self.since_measured = 0  # cold-forever: requests since the last measured one
 
     def count(self, tokens: int) -> None:
         with self.lock:
@@ -237,14 +239,26 @@ def make_handler(state: State):
             if request.get("model") != state.model:
                 self._json(404, {"error": {"message": f"model {request.get('model')!r} does not exist"}})
                 return
+            count = int(request.get("max_tokens", 16))
             with state.lock:
                 number = state.requests + 1
-            count = int(request.get("max_tokens", 16))
+                if state.mode == "cold-forever":
+                    # Slower from the start of each warm-up: a measured request (over 16 tokens: warm-up ones
+                    # ask for 16 at most) starts the count again, so a second warm-up still answers in time.
+                    state.since_measured = 0 if count > 16 else state.since_measured + 1
+                    number = state.since_measured or 16  # a measured request: as slow as a long warm-up's end
             ids = tokens_for(request.get("prompt", ""), count, state.variant)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            # ttft-slow-first-run: the first measured run's requests (warm-up ones ask for 16 tokens at most)
+            # wait 80 ms before their first token: a side cold for one run, fine when measured again.
+            if state.mode == "ttft-slow-first-run" and count > 16:
+                with state.lock:
+                    slow, state.slow_first_left = state.slow_first_left > 0, state.slow_first_left - 1
+                if slow:
+                    time.sleep(0.08)
             for position in range(0, count, 2):  # two tokens per chunk, as SD packs them
                 if state.mode == "die" and number >= 3 and position >= 4:
                     os._exit(17)

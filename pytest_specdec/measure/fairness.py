@@ -14,13 +14,19 @@ returns a :class:`Flag` naming the cause:
   prefill (n-gram, suffix) cannot change TTFT, and no method makes prefill faster;
 - ``above_ceiling``: a decode speedup above the tokens each forward pass yielded
   (the measured acceptance, undrafted steps included, at a free draft: c = 0).
+
+The last three say a side was cold or drifting (:data:`COLD_KINDS`): such a
+comparison is measured again, both sides warmed again and run again, before
+any verdict (measure.measurements); a speedup still flagged after that is not
+compared (:func:`unfair_speedup`) unless the test accepts the flag
+(``result.accept_flags(kind)``).  Engine confounds are reported, never refused.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from ..serving.engine_facts import Confound, confounds
 
@@ -33,6 +39,8 @@ NO_PREFILL_METHODS = frozenset({"ngram", "suffix"})
 TTFT_BAND = 1.25
 # Room above the c = 0 ceiling for timing noise between two runs (the repeats' spread when larger).
 CEILING_ROOM = 0.10
+# Flags that say a side was cold or drifting rather than that the engines differ.
+COLD_KINDS = ("not_steady", "ttft_at_concurrency_1", "above_ceiling")
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,26 @@ def flags(result) -> list[Flag]:
     return found
 
 
+def cold_flags(result) -> list[Flag]:
+    """The flags that say a side was cold or drifting: measure again before any verdict."""
+    return [flag for flag in flags(result) if flag.kind in COLD_KINDS]
+
+
+def unfair_speedup(result) -> str | None:
+    """Why `result`'s speedups are not compared: it was measured again and a cold or drifting flag stayed
+    (None when none did, or the test accepted each with ``result.accept_flags``)."""
+    if not getattr(result, "remeasured", None):
+        return None
+    accepted = set(getattr(result, "accepted_flags", ()))
+    standing = [flag for flag in cold_flags(result) if flag.kind not in accepted]
+    if not standing:
+        return None
+    kinds = ", ".join(repr(flag.kind) for flag in standing)
+    return ("not compared: measured again (both sides warmed and run again) and still flagged: "
+            + "; ".join(flag.describe() for flag in standing)
+            + f" (a test that accepts it says result.accept_flags({kinds}))")
+
+
 def as_rows(result) -> dict[str, Any]:
     """The flags and both sides' engine facts, for result rows and results.json."""
     facts = {side: dict(getattr(runs[0], "engine_facts", None) or {}) if runs else {}
@@ -133,5 +161,47 @@ def as_rows(result) -> dict[str, Any]:
     warm = {side: (runs[0].warm_up.as_dict() if runs and getattr(runs[0], "warm_up", None) else None)
             for side, runs in (("reference", result.reference_runs), ("speculative", result.speculative_runs))}
     return {"fairness_flags": [f.as_dict() for f in flags(result)],
+            "remeasured": list(getattr(result, "remeasured", None) or []),
+            "accepted_flags": sorted(getattr(result, "accepted_flags", None) or []),
             "confounds": [c.as_dict() for c in engine_confounds(result)],
             "engine_facts": facts, "warm_up": warm}
+
+
+class FairComparison:
+    """`SpecDecResult`'s fairness methods: the flags, the confounds, the checks, and the flags a test accepts."""
+
+    def fairness_flags(self) -> list[Flag]:
+        """Reasons this comparison may not measure SD alone; empty when none was found."""
+        return flags(self)
+
+    def unfair_speedup(self) -> str | None:
+        """Why the speedups are not compared: still cold or drifting after a second measurement (or None)."""
+        return unfair_speedup(self)
+
+    def accept_flags(self, *kinds: str):
+        """Compare speedups although these cold or drifting flags stayed after the second measurement."""
+        unknown = sorted(set(kinds) - set(COLD_KINDS))
+        if unknown:
+            raise ValueError(f"accept_flags takes the kinds {', '.join(COLD_KINDS)}, got {', '.join(unknown)}")
+        self.accepted_flags = tuple(sorted({*self.accepted_flags, *kinds}))
+        return self
+
+    def confounds(self) -> list[Confound]:
+        """Engine facts that differ between the sides, other than the SD config (serving.engine_facts)."""
+        return engine_confounds(self)
+
+    def assert_no_confounds(self, allow: Sequence[str] = ()):
+        """Both sides ran the same engine path: no engine fact differs except those in `allow`."""
+        found = [c for c in self.confounds() if c.fact not in set(allow)]
+        if found:
+            raise AssertionError(f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
+                                 "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found))
+        return self
+
+    def assert_fair_comparison(self, allow: Sequence[str] = ()):
+        """No fairness flag (confound, cold server, TTFT at concurrency 1, speedup above its ceiling) but `allow`'s kinds."""
+        found = [f for f in self.fairness_flags() if f.kind not in set(allow)]
+        if found:
+            raise AssertionError(f"not a fair comparison for {self.spec.label()}:\n"
+                                 + "\n".join(f"  - {f.describe()}" for f in found))
+        return self

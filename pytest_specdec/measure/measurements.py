@@ -16,12 +16,14 @@ import json
 import signal
 import subprocess
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from ..atomic import write_atomic
 from ..load.client import count_output_tokens, generate_load
 from .counters import CounterError, counters_from_requests
+from .fairness import cold_flags
 from .metrics import summarize
 from ..load.patterns import AccessPattern
 from ..serving.pool import ServerPool
@@ -314,7 +316,7 @@ class Measurements:
         outputs_per_repeat = [compare_outputs(reference_runs[min(i, len(reference_runs) - 1)].records, run.records,
                                               decode=tokenizer.decode) for i, run in enumerate(speculative_runs)]
         server = self.pool.get(spec)
-        return SpecDecResult(
+        result = SpecDecResult(
             spec=spec,
             workload=workload.describe(),
             pattern=pattern.describe(),
@@ -333,3 +335,31 @@ class Measurements:
             cost_ratio=cost_ratio_for(spec, self.pool.model_resolver),
             slo=dict(slo or {}),
         )
+        if cold := cold_flags(result):
+            result = self._measure_again(result, cold, workload, pattern, prompts, seed, logprobs, tokenizer)
+        return result
+
+    def _measure_again(self, result: SpecDecResult, cold: list, workload: Workload, pattern: AccessPattern,
+                       prompts: list, seed: int, logprobs, tokenizer) -> SpecDecResult:
+        """A comparison flagged cold or drifting, measured again before any verdict: both servers warmed
+        again, the reference run again, then SD, and the new runs replace the flagged ones (the reference's
+        for every later test of the same traffic too).  Flags that stay make its speedups not compared."""
+        spec = result.spec
+        self.on_event(f"{spec.label()}: measuring both sides again before any verdict: "
+                      + "; ".join(flag.describe() for flag in cold))
+        self._warmed.clear()
+        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        reference_runs = self.measure(spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs,
+                                      what="reference again")
+        self._references[key] = reference_runs
+        speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs,
+                                        what="SD again")
+        outputs = [compare_outputs(reference_runs[min(i, len(reference_runs) - 1)].records, run.records,
+                                   decode=tokenizer.decode) for i, run in enumerate(speculative_runs)]
+        again = replace(result, reference_runs=reference_runs, speculative_runs=speculative_runs,
+                        outputs=outputs[0], outputs_per_repeat=outputs, remeasured=[f.describe() for f in cold])
+        standing = cold_flags(again)
+        self.on_event(f"{spec.label()}: measured again: " + (
+            "no longer flagged" if not standing else
+            "still flagged, its speedups are not compared: " + "; ".join(f.kind for f in standing)))
+        return again

@@ -20,6 +20,7 @@ from .metrics import RunMetrics
 from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
 from .analysis import ANALYSIS_FIGURES
 from .groups import GroupedFigures
+from .fairness import FairComparison
 from .goodput import goodput as goodput_of, is_relative
 
 @dataclass
@@ -66,7 +67,7 @@ def _median_metric(runs: list[Run], metric: str) -> float:
 
 
 @dataclass
-class SpecDecResult(GroupedFigures):
+class SpecDecResult(GroupedFigures, FairComparison):
     """The reference and SD runs of one test, with the figures derived from them."""
 
     spec: ServerSpec
@@ -92,6 +93,10 @@ class SpecDecResult(GroupedFigures):
     slo: dict = field(default_factory=dict)
     # (concurrency, speedup) of every level when this result is one level of a sweep, for the diagnosis.
     sweep_speedups: list = field(default_factory=list, repr=False, compare=False)
+    # The cold or drifting flags that had the comparison measured again (measure.fairness), and the kinds a
+    # test accepts: a speedup still flagged after the second measurement is not compared unless accepted.
+    remeasured: list = field(default_factory=list)
+    accepted_flags: tuple = ()
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def analysis(self, repeat: int | None = None):
@@ -109,11 +114,8 @@ class SpecDecResult(GroupedFigures):
         return diagnosis(self, self.sweep_speedups or None)
 
     def client_bound(self) -> str | None:
-        """Why a run of this result is client-bound (the load generator held requests back), or None.
-
-        Coordinated omission must not pass for a server regression: speedups
-        and run metrics of such a result are unavailable, with this reason.
-        """
+        """Why a run is client-bound (the load generator held requests back: coordinated omission must not
+        pass for a server regression, so speedups and run metrics are unavailable with this reason), or None."""
         for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
             for run in runs:
                 if run.metrics.client_bound(self.dispatch_lag_limit_ms):
@@ -157,6 +159,8 @@ class SpecDecResult(GroupedFigures):
                 return "no reference request met the SLO, so SD's goodput has nothing to be compared with"
             return None
         name = speedup_metric(metric) if metric.startswith(SPEEDUP_PREFIX) else metric
+        if metric.startswith(SPEEDUP_PREFIX) and (unfair := self.unfair_speedup()):
+            return unfair
         if bound := self.client_bound():
             return bound
         for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
@@ -333,34 +337,6 @@ class SpecDecResult(GroupedFigures):
             raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture, "
                                "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate")
         self.gate.check(self, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
-        return self
-
-    def fairness_flags(self) -> list:
-        """Reasons this comparison may not measure SD alone (measure.fairness); empty when none was found."""
-        from .fairness import flags
-
-        return flags(self)
-
-    def confounds(self) -> list:
-        """Engine facts that differ between the sides, other than the SD config (serving.engine_facts)."""
-        from .fairness import engine_confounds
-
-        return engine_confounds(self)
-
-    def assert_no_confounds(self, allow: Sequence[str] = ()) -> "SpecDecResult":
-        """Both sides ran the same engine path: no engine fact differs except those in `allow`."""
-        found = [c for c in self.confounds() if c.fact not in set(allow)]
-        if found:
-            raise AssertionError(f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
-                                 "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found))
-        return self
-
-    def assert_fair_comparison(self, allow: Sequence[str] = ()) -> "SpecDecResult":
-        """No fairness flag (confound, cold server, TTFT at concurrency 1, speedup above its ceiling) but `allow`'s kinds."""
-        found = [f for f in self.fairness_flags() if f.kind not in set(allow)]
-        if found:
-            raise AssertionError(f"not a fair comparison for {self.spec.label()}:\n"
-                                 + "\n".join(f"  - {f.describe()}" for f in found))
         return self
 
     def derived(self) -> dict[str, float]:

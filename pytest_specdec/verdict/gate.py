@@ -23,7 +23,7 @@ from typing import Any
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
 from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
-from ..measure.derived import EXACT_METRICS, canonical_metric
+from ..measure.derived import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
 from ..measure.result import repeat_seed
 from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
@@ -140,9 +140,15 @@ class RegressionGate:
             for m in metrics
         }
         self.session.used.add(self.test_id)
+        # Speedups of a comparison still cold or drifting after it was measured again: not compared, the flag
+        # is the reason (measure.fairness), and never recorded as a baseline.
+        unfair = getattr(result, "unfair_speedup", lambda: None)()
+        flagged = {m: unfair for m in metrics if unfair and m.startswith(SPEEDUP_PREFIX)}
         # Figures this run could not measure: never a pass, and never recorded as if they were.
-        unavailable = {m: why for m in metrics if (why := _unavailable(result, m))}
+        unavailable = {m: why for m in metrics if m not in flagged and (why := _unavailable(result, m))}
         refused = {m: why for m, why in unavailable.items() if m not in allowed}
+        if self.session.update:  # a flagged speedup is not recorded as if it were SD's
+            refused.update({m: why for m, why in flagged.items() if m not in allowed})
         if refused:
             self.outcome = "unavailable"
             raise AssertionError(_unavailable_message(self.test_id, refused, result, self.session.update))
@@ -179,9 +185,11 @@ class RegressionGate:
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
         paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
         rows, verdicts, detects = [], [], []
-        skipped: dict[str, str] = {}
+        skipped: dict[str, str] = dict(flagged)
         self.detections = {}
         for metric in metrics:
+            if metric in flagged:
+                continue
             if why := plan.skip_reason(metric):
                 skipped[metric] = why
                 continue

@@ -9,6 +9,7 @@ side inflated without saying so.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,10 @@ def test_pair(specdec):
         result.assert_no_confounds()
     if os.environ.get("REQUIRE") == "fair":
         result.assert_fair_comparison()
+    if os.environ.get("REQUIRE") == "speedup":
+        result.assert_speedup(min=0.1)
+    if os.environ.get("REQUIRE") == "speedup_accepting":
+        result.accept_flags("not_steady", "above_ceiling").assert_speedup(min=0.1)
 """
 
 
@@ -53,9 +58,9 @@ def servers():
     started.stop()
 
 
-def _run(directory: Path, urls: dict, *extra: str, require: str = "",
-         slow_down: bool = False) -> tuple[subprocess.CompletedProcess, dict]:
-    (directory / "test_pair.py").write_text(SUITE)
+def _run(directory: Path, urls: dict, *extra: str, require: str = "", slow_down: bool = False,
+         output_len: int = 8) -> tuple[subprocess.CompletedProcess, dict]:
+    (directory / "test_pair.py").write_text(SUITE.replace("output_len=8", f"output_len={output_len}"))
     (directory / "urls.json").write_text(json.dumps(urls))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     env.update(FAULT_URLS=str(directory / "urls.json"), REQUIRE=require, SLOW_DOWN="1" if slow_down else "")
@@ -91,7 +96,7 @@ def test_a_cold_reference_is_warmed_until_steady_and_inflates_nothing(tmp_path, 
 
 def test_a_reference_that_never_settles_is_flagged_and_fails_a_fair_comparison(tmp_path, servers):
     run, row = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
-                    require="fair")
+                    require="fair", output_len=24)
     assert run.returncode == 1, run.stdout[-3000:]
     assert "not_steady" in _figures(run.stdout)["flags"]
     assert "not a fair comparison" in run.stdout and "warm-up never settled" in run.stdout
@@ -131,3 +136,32 @@ def test_a_steady_reference_passes_the_drift_check_unflagged(tmp_path, servers):
     assert run.returncode == 0, run.stdout[-3000:]
     assert "specdec drift check" in run.stdout and "DRIFT:" not in run.stdout
     assert not any(flag["kind"] == "drift" for flag in row["fairness_flags"])
+
+
+def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, servers):
+    # The reference's first measured run waits 80 ms before each first token (warm-up requests do not):
+    # n-gram cannot change TTFT one request at a time, so the comparison is flagged and measured again.
+    run, row = _run(tmp_path, {"reference": servers.start("ttft-slow-first-run", chunk_s=0.01),
+                               "speculative": servers.start("ok", chunk_s=0.01)}, require="speedup", output_len=24)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "measuring both sides again before any verdict: ttft_at_concurrency_1: TTFT speedup" in run.stdout
+    assert "measured again: no longer flagged" in run.stdout
+    figures = _figures(run.stdout)
+    assert figures["flags"] == "" and 0.7 < float(figures["ttft"]) < 1.25, figures  # the warm runs replaced it
+    assert row["remeasured"] and row["remeasured"][0].startswith("ttft_at_concurrency_1")
+    assert row["speedup_output_throughput"] is not None and "speedup_output_throughput" not in row["unavailable"]
+
+
+def test_a_side_still_cold_after_measuring_again_has_its_speedups_not_compared(tmp_path, servers):
+    run, row = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
+                    require="speedup", output_len=24)
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert re.search(r"measured again: still flagged, its speedups are not compared: .*not_steady", run.stdout)
+    assert ("speedup_output_throughput: unavailable: not compared: measured again (both sides warmed and run "
+            "again) and still flagged: not_steady") in run.stdout
+    assert "result.accept_flags('not_steady'" in run.stdout
+    assert row["unavailable"]["speedup_output_throughput"].startswith("not compared: measured again")
+    # A test that accepts the flag gets its speedup compared.
+    accepted, _ = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
+                       require="speedup_accepting", output_len=24)
+    assert accepted.returncode == 0, accepted.stdout[-3000:]

@@ -29,6 +29,8 @@ def test_gated(make_result):
                          ref_tpot=tuple(50.0 / ref_speed / n for n in NOISE),
                          sd_tpot=tuple(sd_tpot / n for n in NOISE),
                          accepted=tuple(240.0 * accepted for n in NOISE))
+    if os.environ.get("FLAGGED"):  # as measure.fairness says of a side still cold after measuring again
+        result.unfair_speedup = lambda: "not compared: measured again and still flagged: ttft_at_concurrency_1"
     result.assert_no_regression(metrics=metrics.split(",") if metrics else None)
 """
 
@@ -162,3 +164,21 @@ def test_the_same_hardware_with_a_probe_that_moved_compares_what_travels(gated, 
     result.stdout.fnmatch_lines(["*?passed?: machine probe moved: only acceptance-type figures compared; not "
                                  "compared: speedup_output_throughput*the same hardware, but the machine probe "
                                  "moved -3?.?% (median of*beyond its 20% band*"])
+
+
+def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_flag_as_reason(gated, monkeypatch):
+    monkeypatch.setenv("METRICS", "speedup_output_throughput,acceptance_rate")
+    baseline_path(gated).unlink()
+    run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("FLAGGED", "1")
+    monkeypatch.setenv("SPEEDUP", "1.0")  # would fail if compared
+    result = run_inner(gated, "--specdec-report", "report")
+    result.assert_outcomes(passed=1)
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression_not_compared"] == {
+        "speedup_output_throughput": "not compared: measured again and still flagged: ttft_at_concurrency_1"}
+    # ... and never recorded as a baseline.
+    refused = run_inner(gated, "--specdec-update-baselines")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(["*cannot record a baseline: figures unavailable*",
+                                  "*speedup_output_throughput: unavailable: not compared: measured again*"])
