@@ -148,7 +148,7 @@ def unfair_speedup(result) -> str | None:
     standing = [flag for flag in cold_flags(result) if flag.kind not in accepted]
     if not standing:
         return None
-    kinds = ", ".join(repr(flag.kind) for flag in standing)
+    kinds = ", ".join(repr(kind) for kind in dict.fromkeys(flag.kind for flag in standing))
     return ("not compared: measured again (both sides warmed and run again) and still flagged: "
             + "; ".join(flag.describe() for flag in standing)
             + f" (a test that accepts it says result.accept_flags({kinds}))")

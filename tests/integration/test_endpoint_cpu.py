@@ -41,6 +41,13 @@ import pytest
 @pytest.mark.access_pattern("throughput_low", num_prompts=3)
 def test_deployed(specdec):
     result = specdec.run(logprobs=2)
+    # A float32 reference against a bfloat16 SD server, both busy on two cores: the plugin flags the
+    # comparison (TTFT at concurrency 1, a speedup above its ceiling), measures it again, and would not
+    # compare its speedups; this deployment is mismatched on purpose, so the test accepts whatever stays.
+    if result.unfair_speedup():
+        assert result.remeasured, "a flagged comparison is measured again before any verdict"
+    result.accept_flags("not_steady", "ttft_at_concurrency_1", "above_ceiling")
+    assert result.unfair_speedup() is None
     assert result.speedup() > 0 and result.counters.present and result.counters.num_drafts > 0
     assert 0 < result.acceptance_rate <= 1 and result.match_rate == result.match_rate
     assert "not started by pytest-specdec" in result.reproduce["speculative_server"]
