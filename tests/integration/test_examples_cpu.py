@@ -81,8 +81,13 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool,
     # the references of four traffics (the capacity search's unloaded run is the fourth: its relative
     # SLO resolves against it) and four SD runs, and the dynamic-k sweep's three levels on each side;
     # on llama.cpp, its own references of two traffics and two SD runs.
+    # A comparison flagged cold or drifting is measured again, both sides, before any verdict: 6 more runs
+    # each time, announced (in a CI run of this commit, n-gram on random tokens once: a TPOT speedup of
+    # 3.88x above the 3.44 tokens per forward pass, clean when measured again).
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
-    assert len(runs) == 54, "\n".join(runs)
+    again = [run for run in runs if " again on " in run]
+    assert len(runs) - len(again) == 54, "\n".join(runs)
+    assert len(again) == 6 * out.count("measuring both sides again before any verdict"), "\n".join(again)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
     assert "requests, " not in out and "elapsed" not in out
