@@ -103,6 +103,7 @@ class Measurements:
         # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.
         self._warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> engine facts
+        self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
         self.warm_up_seconds = MAX_SECONDS
 
@@ -345,6 +346,7 @@ class Measurements:
         again, the reference run again, then SD, and the new runs replace the flagged ones (the reference's
         for every later test of the same traffic too).  Flags that stay make its speedups not compared."""
         spec = result.spec
+        self.remeasures[spec.key] += 1  # each costs a start of both servers where one runs at a time
         self.on_event(f"{spec.label()}: measuring both sides again before any verdict: "
                       + "; ".join(flag.describe() for flag in cold))
         self._warmed.clear()
