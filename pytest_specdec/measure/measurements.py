@@ -349,7 +349,8 @@ class Measurements:
         self.remeasures[spec.key] += 1  # each costs a start of both servers where one runs at a time
         self.on_event(f"{spec.label()}: measuring both sides again before any verdict: "
                       + "; ".join(flag.describe() for flag in cold))
-        self._warmed.clear()
+        for server in [s for s in self._warmed if getattr(s, "spec", None) in (spec, spec.reference())]:
+            del self._warmed[server]  # warm these two again; every other server stays warm
         key = self._reference_key(spec, workload, pattern, seed, logprobs)
         reference_runs = self.measure(spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs,
                                       what="reference again")

@@ -69,7 +69,9 @@ class ComparisonPlan:
         """The comparison the gate made, for the failure message, the terminal summary and the reports."""
         lines = []
         if self.machine.same:
-            lines.append("same machine: every gated figure compared, the reference's own tok/s and ms included")
+            lines.append("same machine: every gated figure compared, the reference's own tok/s and ms included"
+                         + (f"; not compared: {', '.join(skipped)} (still flagged after measuring again)"
+                            if skipped else ""))
         else:
             lines.append(f"{'another machine' if not self.machine.same_hardware else 'machine probe moved'}: only "
                          f"acceptance-type figures compared; not compared: {', '.join(skipped) or '-'} (record a "

@@ -114,7 +114,7 @@ def fingerprint_key(fp: dict[str, Any], extra_keys=None) -> str:
     return json.dumps(comparable_fields(fp, extra_keys), sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _shared_extra_keys(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
+def shared_extra_keys(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
     # A hook-added field counts only when both sides have it: a baseline
     # recorded before the hook existed should not be declared foreign for it.
     ignored = set(KEY_FIELDS) | set(INFORMATIONAL_FIELDS)
@@ -122,13 +122,13 @@ def _shared_extra_keys(a: dict[str, Any], b: dict[str, Any]) -> set[str]:
 
 
 def same_environment(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    extra = _shared_extra_keys(a, b)
+    extra = shared_extra_keys(a, b)
     return fingerprint_key(a, extra) == fingerprint_key(b, extra)
 
 
 def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Comparable fields that differ, as ``{field: (a_value, b_value)}``, for messages."""
-    extra = _shared_extra_keys(a, b)
+    extra = shared_extra_keys(a, b)
     fa, fb = comparable_fields(a, extra), comparable_fields(b, extra)
     return {key: (fa[key], fb[key]) for key in fa if fa[key] != fb[key]}
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .fingerprint import HARDWARE_FIELDS, INFORMATIONAL_FIELDS, KEY_FIELDS, PROBE_FIELD, collect_fingerprint
+from .fingerprint import HARDWARE_FIELDS, PROBE_FIELD, collect_fingerprint, shared_extra_keys
 # Bump when the probe's code changes: figures of another version are not comparable.
 PROBE_VERSION = 1
 # benchmarks/machine_probe.py, 20 sessions on one 2-core box: single figures moved up to 41% between two
@@ -111,14 +111,6 @@ def session_fingerprint(device: str | None, probe: Callable[[], dict]) -> dict[s
     return fp
 
 
-def hardware_identity(fp: dict[str, Any]) -> dict[str, Any]:
-    """The fingerprint's hardware fields, plus hook-added fields (which name the environment, not the software)."""
-    fields = {key: fp.get(key) for key in HARDWARE_FIELDS}
-    for key in sorted(set(fp) - set(KEY_FIELDS) - set(INFORMATIONAL_FIELDS)):
-        fields[key] = fp.get(key)
-    return fields
-
-
 def _probe(fp: dict[str, Any]) -> dict[str, Any] | None:
     probe = fp.get(PROBE_FIELD)
     if not isinstance(probe, dict) or probe.get("version") != PROBE_VERSION:
@@ -137,10 +129,9 @@ class MachineMatch:
 
     @classmethod
     def of(cls, recorded: dict[str, Any], current: dict[str, Any], band: float = PROBE_BAND) -> "MachineMatch":
-        shared_extra = (set(recorded) & set(current))
-        a = {k: v for k, v in hardware_identity(recorded).items() if k in HARDWARE_FIELDS or k in shared_extra}
-        b = {k: v for k, v in hardware_identity(current).items() if k in HARDWARE_FIELDS or k in shared_extra}
-        differences = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+        # Hook-added fields name the environment (a runner pool): part of the identity where both sides have them.
+        keys = (*HARDWARE_FIELDS, *sorted(shared_extra_keys(recorded, current)))
+        differences = {k: (recorded.get(k), current.get(k)) for k in keys if recorded.get(k) != current.get(k)}
         return cls(differences, _probe(recorded), _probe(current), band)
 
     @property
@@ -160,10 +151,6 @@ class MachineMatch:
         return changes or None
 
     @property
-    def probe_band(self) -> float:
-        return self.band
-
-    @property
     def probe_change(self) -> float | None:
         """The machine's change by the probe: the median of its figures' changes (one noisy figure cannot
         decide alone; a slower box or a loaded host moves them all)."""
@@ -173,7 +160,7 @@ class MachineMatch:
     @property
     def probe_moved(self) -> bool:
         change = self.probe_change
-        return change is not None and abs(change) > self.probe_band
+        return change is not None and abs(change) > self.band
 
     @property
     def same(self) -> bool:
@@ -199,11 +186,11 @@ class MachineMatch:
         moved = ", ".join(f"{_probe_label(k)} {c:+.1%}" for k, c in changes.items())
         if self.probe_moved:
             return (f"the same hardware, but the machine probe moved {self.probe_change:+.1%} (median of {moved}), "
-                    f"beyond its {self.probe_band:.0%} band: "
+                    f"beyond its {self.band:.0%} band: "
                     "this box is not performing as the recording one did (another box of the kind, or a loaded or "
                     "throttled host)")
         return (f"the same machine: hardware identity equal, machine probe {self.probe_change:+.1%} (median of "
-                f"{moved}), within its {self.probe_band:.0%} band")
+                f"{moved}), within its {self.band:.0%} band")
 
 
 def _probe_label(key: str) -> str:
