@@ -1,11 +1,16 @@
 """A baseline made from the history (``--specdec-baseline-from history``): the latest stable segment.
 
-For each gated figure the sessions since the series' newest change point
+For each gated figure the sessions since its own series' newest change point
 (Apache Otava) are the baseline's samples, one per session; the gate then
 compares this run's repeats with them as with a file's (unpaired: the
 sessions ran at other seeds).  A segment of fewer than `MIN_SESSIONS`
 sessions is no baseline: right after a change the gate waits for the new
-level to be measured rather than judge against one or two sessions.
+level to be measured rather than judge against one or two sessions.  A
+downward change point is never the new level by itself: until someone
+accepts it (``pytest-specdec history accept``, which records who, when and
+why), the level before it stays the baseline and the regression keeps
+failing.  Only this environment's series count: a runner type the history
+has not seen has no baseline yet.
 """
 
 from __future__ import annotations
@@ -36,40 +41,67 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
     if not keys:
         raise BaselineMissing(f"{store.url}: the history has no session of {test_id} (record some with "
                               "--specdec-history before gating with --specdec-baseline-from history)")
-    wanted = fingerprint_key(fingerprint)
-    by_key: dict[str, str] = {}
-    for _, key, metric in keys:
-        by_key.setdefault(key, metric)
-    # This environment's series, else the most recently recorded other one (ratios travel; the gate compares
-    # absolute figures only within one environment and says so).
-    key = wanted if wanted in by_key else max(by_key, key=lambda k: store.series(test_id, k, by_key[k])[-1].started_at)
-    series = {(t, k, m): store.series(t, k, m) for t, k, m in keys if k == key}
-    detection = detect_series(series, python=python)
-    segments = {report.metric: stable_segment(report) for report in detection.reports}
-    longest = max(segments.values(), key=len)
-    if len(longest) < MIN_SESSIONS:
+    key = fingerprint_key(fingerprint)
+    if all(k != key for _, k, _ in keys):
+        # Another runner type's level is not this one's: a new environment starts its own series.
+        others = len({k for _, k, _ in keys})
         raise BaselineMissing(
-            f"{store.url}: {test_id} has {len(longest)} session(s) since the newest change point; a baseline from "
-            f"history needs {MIN_SESSIONS} (run more sessions with --specdec-history)")
-    sessions = [p.session_uid for p in longest]
+            f"{store.url}: no baseline yet for this environment: {test_id} was recorded on {others} other "
+            f"environment(s), never on this one (fingerprint key {key}); record {MIN_SESSIONS} sessions here with "
+            "--specdec-history first")
+    series = {(t, k, m): store.series(t, k, m) for t, k, m in keys if k == key}
+    accepted = {uid for (_, uid) in store.acceptances(test_id, key)}
+    detection = detect_series(series, python=python)
+    segments = {report.metric: (report, stable_segment(report, accepted)) for report in detection.reports}
+    usable = {metric: points for metric, (_, points) in segments.items() if len(points) >= MIN_SESSIONS}
+    if not usable:
+        report, points = max(segments.values(), key=lambda pair: len(pair[1]))
+        raise BaselineMissing(f"{store.url}: {test_id} has {len(points)} session(s) {_since(report)}; a baseline "
+                              f"from history needs {MIN_SESSIONS} (run more sessions with --specdec-history)")
+    # Each figure's own segment: after a change in one figure, the others keep their longer level.
+    order = {p.session_uid: (p.started_at, p.number or 0) for points in usable.values() for p in points}
+    sessions = sorted(order, key=order.get)
     repeats: list[dict[str, dict[str, float | None]]] = [{"reference": {}, "speculative": {}, "derived": {}}
                                                          for _ in sessions]
-    for metric, points in segments.items():
-        if len(points) < MIN_SESSIONS:
-            continue  # a figure whose level just moved has no baseline yet: the gate says it has no value
+    for metric, points in usable.items():
         side, name = _entry_place(metric)
         values = {p.session_uid: p.value for p in points}
         for entry, uid in zip(repeats, sessions):
             if uid in values:
                 entry[side][name] = values[uid]
+    described = {metric: _describe_segment(report, points, accepted) for metric, (report, points) in segments.items()}
     stored = store.fingerprint(key) or dict(fingerprint)
     if engine != "vllm":
         stored = {**stored, "engine": engine}
-    newest = longest[-1]
+    newest = max((points[-1] for points in usable.values()), key=lambda p: (p.started_at, p.number or 0))
     return Baseline(test_id=test_id, fingerprint=stored, config={"spec": {"engine": engine}, "history": {
-        "url": str(store.url), "sessions": len(sessions), "since_commit": longest[0].commit,
-        "newest_commit": newest.commit}}, repeats=repeats, recorded_at=newest.started_at,
+        "url": str(store.url), "segments": described}}, repeats=repeats, recorded_at=newest.started_at,
         path=str(store.url))  # messages name where the baseline came from
+
+
+def _since(report) -> str:
+    newest = report.newest
+    if newest is None:
+        return "in all (no change point)"
+    return f"since its newest change point (session {newest.after.number or newest.index + 1})"
+
+
+def _describe_segment(report, points, accepted) -> str:
+    """What one figure's baseline is, in words: its sessions and why these."""
+    def commit(point) -> str:
+        return (point.commit or "?")[:10]
+
+    if len(points) < MIN_SESSIONS:
+        return f"no baseline: {len(points)} session(s) {_since(report)}, {MIN_SESSIONS} needed"
+    span = (f"sessions {points[0].number or '?'}-{points[-1].number or '?'} ({len(points)}, "
+            f"{commit(points[0])}..{commit(points[-1])})")
+    newest = report.newest
+    if newest is None:
+        return f"{span}, no change point"
+    if newest.regression and newest.after.session_uid not in accepted:
+        return (f"{span}: the level before the regression at session {newest.after.number or newest.index + 1} "
+                f"({newest.change:+.1%}), which nobody accepted (pytest-specdec history accept)")
+    return f"{span}, since the change point at session {newest.after.number or newest.index + 1}"
 
 
 class HistoryBaselines:

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 from ..measure.derived import relative_change
 from .records import run_metric
@@ -62,8 +62,11 @@ class ChangePoint:
         def commit(point: Point) -> str:
             return (point.commit or "?")[:10]
 
+        # The history's session number (as `history list` numbers them), not the place in this series:
+        # sessions where the figure was missing would shift it.
+        number = self.after.number or self.index + 1
         return (f"{'REGRESSION' if self.regression else 'improvement'} {self.change:+.1%} between "
-                f"{commit(self.before)} and {commit(self.after)} (session {self.index + 1}: "
+                f"{commit(self.before)} and {commit(self.after)} (session {number}: "
                 f"{self.mean_before:.4g} -> {self.mean_after:.4g}, p={self.pvalue:.2g})")
 
 
@@ -141,11 +144,13 @@ def run_otava(series: Sequence[Sequence[float]], *, python: str, window: int = D
 
 
 def detect(store: HistoryStore, *, metrics: Sequence[str] = DEFAULT_METRICS, tests: Sequence[str] = (),
-           python: str, threshold: float = DEFAULT_THRESHOLD, pvalue: float = DEFAULT_PVALUE,
-           window: int = DEFAULT_WINDOW, min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
-    """Every series of the chosen metrics (and tests) judged; one Otava run for all of them."""
+           series: Collection[tuple[str, str]] | None = None, python: str, threshold: float = DEFAULT_THRESHOLD,
+           pvalue: float = DEFAULT_PVALUE, window: int = DEFAULT_WINDOW,
+           min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
+    """Every series of the chosen metrics (and tests, and (test, fingerprint key) pairs) judged; one Otava run."""
+    chosen = None if series is None else set(series)
     wanted = [(test, key, metric) for test, key, metric, _count in store.series_keys()
-              if metric in metrics and (not tests or test in tests)]
+              if metric in metrics and (not tests or test in tests) and (chosen is None or (test, key) in chosen)]
     series = {name: tuple(store.series(*name)) for name in wanted}
     return detect_series(series, python=python, threshold=threshold, pvalue=pvalue, window=window,
                          min_change=min_change)
@@ -177,7 +182,17 @@ def detect_series(series: dict[tuple[str, str, str], Sequence[Point]], *, python
     return Detection.of(reports, threshold, version)
 
 
-def stable_segment(report: SeriesReport) -> tuple[Point, ...]:
-    """The sessions since the newest change point (the whole series when there is none)."""
-    start = report.newest.index if report.newest else 0
-    return report.points[start:]
+def stable_segment(report: SeriesReport, accepted: Collection[str] = ()) -> tuple[Point, ...]:
+    """The sessions since the newest change point (the whole series when there is none).
+
+    A regression is never taken as the new level silently: when the newest change point is a loss
+    whose first session is not in `accepted` (session uids someone accepted with ``pytest-specdec
+    history accept``), the segment is the level before it.
+    """
+    newest = report.newest
+    if newest is None:
+        return report.points
+    if newest.regression and newest.after.session_uid not in accepted:
+        earlier = [cp.index for cp in report.change_points[:-1]]
+        return report.points[(earlier[-1] if earlier else 0):newest.index]
+    return report.points[newest.index:]

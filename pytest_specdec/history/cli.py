@@ -1,4 +1,4 @@
-"""``pytest-specdec history list|detect|plot|export URL``: read a results history from a shell or a CI step.
+"""``pytest-specdec history list|detect|plot|accept|export URL``: read a results history from a shell or a CI step.
 
 Every error names the history by its masked URL and says what is wrong (no
 such file or database, unreachable server, bad credentials, a schema this
@@ -69,6 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--results", type=Path, default=None,
                       help="a session's results.json to show beside the trends in trends.html")
 
+    accept = command("accept", "accept a test's regressing change points as its new level (who, when, why are "
+                               "recorded); until then --specdec-baseline-from history keeps the level before them")
+    accept.add_argument("--test", action="append", required=True, help="the test id (repeatable)")
+    accept.add_argument("--metric", action="append", default=[],
+                        help="only this metric's series (repeatable; default: every series of the test)")
+    accept.add_argument("--by", required=True, help="who accepts it (a name or e-mail, recorded)")
+    accept.add_argument("--reason", default=None, help="why, recorded with it (e.g. the PR that explains it)")
+    accept.add_argument("--otava-python", default=None, help="a Python with apache-otava (as for detect)")
+
     export = command("export", "every recorded figure as CSV")
     export.add_argument("out", metavar="OUT_CSV", help="the CSV file ('-' for stdout)")
     return parser
@@ -77,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
 def history_main(argv: Sequence[str]) -> int:
     options = _parser().parse_args(list(argv))
     try:
-        return {"list": _list, "detect": _detect, "plot": _plot, "export": _export}[options.command](options)
+        return {"list": _list, "detect": _detect, "plot": _plot, "accept": _accept,
+                "export": _export}[options.command](options)
     except (HistoryError, DetectorError, OSError) as exc:
         text = options.url.scrub(str(exc)) if hasattr(options, "url") else str(exc)
         print(f"{PROG} {options.command}: error: {text}", file=sys.stderr)
@@ -86,11 +96,12 @@ def history_main(argv: Sequence[str]) -> int:
 
 def _list(options) -> int:
     with open_history(options.url) as store:
+        _check_filters(store, options)
         sessions = store.sessions()
         keys = [k for k in store.series_keys() if not options.test or k[0] in options.test]
     print(f"{options.url}: {len(sessions)} sessions")
     for s in sessions:
-        print(f"  {s['started_at']}  {(s['commit'] or '-')[:12]:<12}  {s['branch'] or '-':<16}  {s['outcome']:<11}  "
+        print(f"  {s['number']:>4}  {s['started_at']}  {(s['commit'] or '-')[:12]:<12}  {s['branch'] or '-':<16}  {s['outcome']:<11}  "
               f"{s['figures']} figures")
     print(f"{len(keys)} series (test [fingerprint] metric: sessions)")
     for test, key, metric, count in keys:
@@ -98,9 +109,24 @@ def _list(options) -> int:
     return 0
 
 
+def _check_filters(store, options) -> None:
+    """A --metric or --test that names nothing in the history is an error, not an empty pass."""
+    keys = store.series_keys()
+    for flag, asked, known in (("--metric", getattr(options, "metric", []), sorted({k[2] for k in keys})),
+                               ("--test", options.test, sorted({k[0] for k in keys}))):
+        unknown = [value for value in asked if value not in known]
+        if unknown:
+            close = sorted({k for value in unknown for k in known if value in k or k.endswith(f"::{value}")})
+            hint = f"; did you mean {', '.join(close[:5])}?" if close else ""
+            raise HistoryError(f"{options.url}: {flag} {', '.join(unknown)}: no such {flag[2:]} in this history "
+                               f"(it has {len(known)}: {', '.join(known[:8])}{', ...' if len(known) > 8 else ''})"
+                               f"{hint}")
+
+
 def _run_detection(options):
     python = otava_python(options.otava_python, (Path.cwd(),))
     with open_history(options.url) as store:
+        _check_filters(store, options)
         return detect(store, metrics=tuple(options.metric) or DEFAULT_METRICS, tests=options.test, python=python,
                       threshold=options.threshold, pvalue=options.pvalue, window=options.window,
                       min_change=options.min_change)
@@ -177,6 +203,30 @@ def _trends_page(options, detection, figures) -> str:
                        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), trends=trends,
                        notes=[f"Change points by Apache Otava {detection.otava_version or '-'} (E-divisive means), "
                               f"threshold {detection.threshold:.0%}."])
+
+
+def _accept(options) -> int:
+    python = otava_python(options.otava_python, (Path.cwd(),))
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open_history(options.url) as store:
+        _check_filters(store, options)
+        detection = detect(store, metrics=tuple(options.metric) or tuple({k[2] for k in store.series_keys()}),
+                           tests=options.test, python=python, threshold=0.0)
+        pending = []
+        for report in detection.reports:
+            newest = report.newest
+            done = store.acceptances(report.test, report.fingerprint_key)
+            if newest is not None and newest.regression and (report.metric, newest.after.session_uid) not in done:
+                pending.append(report)
+        if not pending:
+            raise HistoryError(f"{options.url}: {', '.join(options.test)}: no regressing change point waits to be "
+                               "accepted (the newest change point of each series is an improvement, accepted, or "
+                               "there is none)")
+        for report in pending:
+            store.accept(report.test, report.fingerprint_key, report.metric, report.newest.after.session_uid,
+                         by=options.by, at=at, reason=options.reason)
+            print(f"accepted by {options.by} at {at}: {report.name}: {report.newest.describe()}")
+    return 0
 
 
 def _export(options) -> int:

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from .changepoints import Detection, DetectorError, detect, otava_python
 from .options import HistorySettings
-from .records import SessionRecord, figures_of, git_revision, new_session_uid, now_iso
+from .records import SessionRecord, figures_of, fingerprint_key, git_revision, new_session_uid, now_iso
 from .store import open_history
 from .url import HistoryError
 
@@ -33,8 +33,8 @@ class HistoryRecorder:
     def check(self) -> None:
         """Fail fast (ValueError, before any server starts): the history opens, and Otava is there if needed."""
         try:
-            with open_history(self.settings.url, create=True):
-                pass
+            with open_history(self.settings.url, create=True) as store:
+                store.check_writable()  # a newer schema refused now, not after the tests ran
             if self.settings.detect or self.settings.baseline_from == "history":
                 self.python()
         except HistoryError as exc:
@@ -63,10 +63,15 @@ class HistoryRecorder:
         return self.recorded
 
     def finish(self, rows: Sequence[Mapping[str, Any]], fingerprint: Mapping[str, Any], outcome: str) -> None:
-        """The session's end: record its rows, then (opt-in) look for change points in its tests' series."""
+        """The session's end: record its rows, then (opt-in) look for change points in the series it recorded.
+
+        Only this session's own series: (test, fingerprint key) of each row it recorded.  Another
+        runner's series, or a test this session did not run, is not this session's verdict; a session
+        that recorded nothing checks nothing.
+        """
         self.record(rows, fingerprint, outcome)
         if self.settings.detect:
-            self.run_detection(sorted({str(row.get("test")) for row in rows}))
+            self.run_detection(sorted({(str(row.get("test")), fingerprint_key(fingerprint, row)) for row in rows}))
 
     def baseline_loader(self):
         """The gate's baseline source for --specdec-baseline-from history, else None (baseline files)."""
@@ -76,9 +81,13 @@ class HistoryRecorder:
 
         return HistoryBaselines(self.settings.url, self.python())
 
-    def run_detection(self, tests: Sequence[str]) -> Detection:
+    def run_detection(self, series: Sequence[tuple[str, str]]) -> Detection:
+        """Change points in the given (test, fingerprint key) series; none given, none checked."""
+        if not series:
+            self.detection = Detection.of([], self.settings.threshold, None)
+            return self.detection
         with open_history(self.settings.url) as store:
-            self.detection = detect(store, tests=tests, python=self.python(), threshold=self.settings.threshold)
+            self.detection = detect(store, series=series, python=self.python(), threshold=self.settings.threshold)
         return self.detection
 
     @property

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..measure.derived import SIDES, SPEEDUP_METRICS, higher_is_better, speedup_name
-from ..verdict.fingerprint import KEY_FIELDS
+from ..verdict.fingerprint import comparable_fields
 
 RATIO_FIGURES = (
     *(speedup_name(metric) for metric in SPEEDUP_METRICS), "expected_speedup", "acceptance_rate",
@@ -87,8 +87,11 @@ def new_session_uid() -> str:
 
 
 def fingerprint_key(fingerprint: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> str:
-    """A short, stable key of the fingerprint's key fields (and the row's engine where it is not vLLM)."""
-    fields = {name: fingerprint.get(name) for name in KEY_FIELDS}
+    """A short, stable key of the fingerprint's comparable fields (and the row's engine where it is not vLLM).
+
+    Hook-added fields (a runner type, an image) are part of it: two runner types are two series.  A
+    fingerprint without any keeps the key it always had."""
+    fields = comparable_fields(dict(fingerprint))
     if row is not None and row.get("engine") not in (None, "vllm"):
         fields.update(engine=row.get("engine"), engine_version=row.get("engine_version"))
     text = json.dumps(fields, sort_keys=True, default=str)

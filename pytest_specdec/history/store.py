@@ -17,48 +17,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from .records import Figure, SessionRecord
+from .schema import ADVISORY_LOCK, MIGRATIONS, SCHEMA_VERSION, Point
 from .url import HistoryError, HistoryURL
-
-# Each step's statements; {pk} and {real} are filled in per database.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (  # 1: sessions and their figures
-        "CREATE TABLE specdec_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE specdec_sessions (id {pk}, session_uid TEXT NOT NULL UNIQUE, commit_sha TEXT, branch TEXT, "
-        "started_at TEXT NOT NULL, finished_at TEXT NOT NULL, outcome TEXT NOT NULL, fingerprint TEXT NOT NULL, "
-        "plugin_version TEXT)",
-        "CREATE TABLE specdec_figures (id {pk}, session_id INTEGER NOT NULL REFERENCES specdec_sessions(id), "
-        "test TEXT NOT NULL, config TEXT NOT NULL, engine TEXT NOT NULL, engine_version TEXT, "
-        "fingerprint_key TEXT NOT NULL, workload TEXT, access_pattern TEXT, outcome TEXT NOT NULL, "
-        "regression TEXT NOT NULL, metric TEXT NOT NULL, value {real} NOT NULL, low {real}, high {real}, "
-        "repeats INTEGER)",
-    ),
-    (  # 2: a series is read by (test, fingerprint, metric)
-        "CREATE INDEX specdec_figures_series ON specdec_figures (test, fingerprint_key, metric, session_id)",
-    ),
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-_ADVISORY_LOCK = 0x5EC0DEC  # PostgreSQL: one schema change at a time
-
-
-@dataclass(frozen=True)
-class Point:
-    """One session's value in a series."""
-
-    session_uid: str
-    commit: str | None
-    branch: str | None
-    started_at: str
-    value: float
-    low: float | None
-    high: float | None
-    outcome: str
-    regression: str
-    config: str
-
 
 class HistoryStore:
     """An open history; `open_history` makes one."""
@@ -129,7 +92,7 @@ class HistoryStore:
     def migrate(self, cursor, *, upto: int = SCHEMA_VERSION) -> int:
         """Apply the missing migrations inside the caller's transaction; returns the version reached."""
         if self.is_postgres:
-            cursor.execute(f"SELECT pg_advisory_xact_lock({_ADVISORY_LOCK})")
+            cursor.execute(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK})")
         current = self._version_in(cursor)
         if current > SCHEMA_VERSION:
             raise HistoryError(
@@ -158,6 +121,14 @@ class HistoryStore:
         found = cursor.fetchone()
         return int(found[0]) if found else 0
 
+    def check_writable(self) -> None:
+        """Refuse, before a session measures anything, a history this version could not record into."""
+        found = self.version()
+        if found > SCHEMA_VERSION:
+            raise HistoryError(
+                f"{self.url}: history schema version {found} is newer than this pytest-specdec writes "
+                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec, or record into another history")
+
     def _check_readable(self) -> None:
         found = self.version()
         if found == 0:
@@ -167,9 +138,16 @@ class HistoryStore:
                 f"{self.url}: history schema version {found} is newer than this pytest-specdec reads "
                 f"(version {SCHEMA_VERSION}): upgrade pytest-specdec")
         if found < SCHEMA_VERSION:
-            raise HistoryError(
-                f"{self.url}: history schema version {found}, this pytest-specdec reads version {SCHEMA_VERSION}: "
-                "the next session that records into it (--specdec-history) migrates it in place")
+            # Older: migrated forward in place (each step only adds), so every command reads it.
+            try:
+                with self._transaction() as cursor:
+                    self.migrate(cursor)
+            except HistoryError:
+                raise
+            except Exception as exc:
+                raise HistoryError(
+                    f"{self.url}: history schema version {found}, this pytest-specdec reads version "
+                    f"{SCHEMA_VERSION}; migrating it in place failed: {self.url.scrub(str(exc))}") from None
 
     # --- writing -------------------------------------------------------------------------
 
@@ -219,7 +197,7 @@ class HistoryStore:
             "s.plugin_version, (SELECT count(*) FROM specdec_figures f WHERE f.session_id = s.id) "
             "FROM specdec_sessions s ORDER BY s.started_at, s.id")
         keys = ("session_uid", "commit", "branch", "started_at", "finished_at", "outcome", "plugin_version", "figures")
-        return [dict(zip(keys, row)) for row in rows]
+        return [{"number": number, **dict(zip(keys, row))} for number, row in enumerate(rows, 1)]
 
     def series_keys(self) -> list[tuple[str, str, str, int]]:
         """(test, fingerprint key, metric, number of sessions) of every series, sorted."""
@@ -231,9 +209,10 @@ class HistoryStore:
         """One series, oldest session first (a session with several rows of the test: their first)."""
         rows = self._query(
             "SELECT s.session_uid, s.commit_sha, s.branch, s.started_at, f.value, f.low, f.high, f.outcome, "
-            "f.regression, f.config FROM specdec_figures f JOIN specdec_sessions s ON s.id = f.session_id "
-            "WHERE f.test = ? AND f.fingerprint_key = ? AND f.metric = ? ORDER BY s.started_at, s.id, f.id",
-            (test, fingerprint, metric))
+            "f.regression, f.config, (SELECT count(*) FROM specdec_sessions o WHERE o.started_at < s.started_at "
+            "OR (o.started_at = s.started_at AND o.id <= s.id)) FROM specdec_figures f JOIN specdec_sessions s "
+            "ON s.id = f.session_id WHERE f.test = ? AND f.fingerprint_key = ? AND f.metric = ? "
+            "ORDER BY s.started_at, s.id, f.id", (test, fingerprint, metric))
         seen, points = set(), []
         for row in rows:
             if row[0] not in seen:
@@ -252,6 +231,22 @@ class HistoryStore:
             "f.value, f.low, f.high, f.repeats FROM specdec_figures f JOIN specdec_sessions s "
             "ON s.id = f.session_id ORDER BY s.started_at, s.id, f.id")
         return [dict(zip(columns, row)) for row in rows]
+
+    def accept(self, test: str, fingerprint: str, metric: str, session_uid: str, *, by: str, at: str,
+               reason: str | None = None) -> None:
+        """Record that the change point starting at `session_uid` is the series' accepted new level."""
+        with self._transaction() as cursor:
+            self.migrate(cursor)
+            cursor.execute(self._sql(
+                "INSERT INTO specdec_acceptances (test, fingerprint_key, metric, session_uid, accepted_by, accepted_at, "
+                "reason) VALUES (?, ?, ?, ?, ?, ?, ?)"), (test, fingerprint, metric, session_uid, by, at, reason))
+
+    def acceptances(self, test: str, fingerprint: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """(metric, first session after the change point) -> who accepted it, when and why."""
+        rows = self._query(
+            "SELECT metric, session_uid, accepted_by, accepted_at, reason FROM specdec_acceptances "
+            "WHERE test = ? AND fingerprint_key = ? ORDER BY id", (test, fingerprint))
+        return {(metric, uid): {"by": by, "at": at, "reason": reason} for metric, uid, by, at, reason in rows}
 
     def fingerprint(self, key: str) -> dict[str, Any] | None:
         """The newest session fingerprint stored with a series of `key`."""

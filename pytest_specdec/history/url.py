@@ -80,8 +80,14 @@ def parse_history_url(value: str | Path) -> HistoryURL:
 
 
 def _postgres(text: str) -> HistoryURL:
-    parts = urlsplit(text)
-    password = parts.password
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+        parts.port  # noqa: B018 -- a port that is not a number raises here, not later in the driver
+    except ValueError as exc:
+        # urlsplit's own words ("Invalid IPv6 URL", "Port out of range") with the URL masked: the raw
+        # value must not reach argparse, which would echo it, password and all.
+        raise argparse.ArgumentTypeError(f"{mask_unparsed(text)}: not a valid URL: {exc}") from None
     secrets = (password, unquote(password)) if password else ()
     netloc = parts.netloc
     if password is not None:
@@ -97,6 +103,20 @@ def _postgres(text: str) -> HistoryURL:
     if not parts.path.strip("/"):
         raise argparse.ArgumentTypeError(f"{display}: name the database, e.g. postgresql://host/perf_history")
     return HistoryURL("postgresql", display, _dsn=text, _secrets=tuple(s for s in secrets if s))
+
+
+def mask_unparsed(text: str) -> str:
+    """A URL that does not parse, shown without what could be a password: everything between the
+    first ':' after the user name and the last '@', and any password= value, becomes ***."""
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        userinfo, at, host = rest.rpartition("@")
+        if at and ":" in userinfo:
+            rest = f"{userinfo.split(':', 1)[0]}:{MASK}@{host}"
+    head, question, query = (scheme + sep + rest).partition("?")
+    if question:
+        query = "&".join(_mask_query(item) for item in query.split("&"))
+    return head + question + query
 
 
 def _mask_query(item: str) -> str:

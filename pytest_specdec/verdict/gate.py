@@ -187,6 +187,7 @@ class RegressionGate:
         rows, verdicts, detects = [], [], []
         skipped: dict[str, str] = dict(flagged)
         self.detections = {}
+        gated_names: list[str] = []  # as a history names them: which figures' segments to show
         for metric in metrics:
             if metric in flagged:
                 continue
@@ -194,6 +195,9 @@ class RegressionGate:
                 skipped[metric] = why
                 continue
             side = _side(metric)
+            gated_names.append(_history_name(side, metric))
+            if plan.compares_reference(metric):
+                gated_names.append(_history_name("reference", metric))
             before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
             if metric in unavailable or not any(v is not None and math.isfinite(v) for v in before):
                 why = unavailable.get(metric) or "the baseline has no value for it (recorded unavailable or without it)"
@@ -235,9 +239,9 @@ class RegressionGate:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
         if history := baseline.config.get("history"):
-            comparison += (f"\nbaseline from the history {history['url']}: the {history['sessions']} sessions since "
-                           f"its newest change point ({history['since_commit'] or '?'} to "
-                           f"{history['newest_commit'] or '?'})")
+            segments = history.get("segments", {})
+            comparison += f"\nbaseline from the history {history['url']}, each figure its own segment:" + "".join(
+                f"\n  {name}: {segments[name]}" for name in dict.fromkeys(gated_names) if name in segments)
         self.comparison = comparison
         self.not_compared = dict(skipped)
         judged = [v for v in verdicts if v is not None]
@@ -310,6 +314,11 @@ def _unavailable_message(test_id: str, reasons: dict[str, str], result, update: 
     lines.append("(a test that knowingly runs without a figure says so: "
                  f"assert_no_regression(allow_unavailable={sorted(reasons)!r}))")
     return failure_message("\n".join(lines), [], result)
+
+
+def _history_name(side: str, metric: str) -> str:
+    """A gated figure's name in a results history (history.records): ratios bare, the rest by side."""
+    return metric if side == "derived" else f"{side}_{metric}"
 
 
 def _detects_cell(found: Detection) -> str:

@@ -1,6 +1,7 @@
 """Change points by Apache Otava (run in its own environment, scripts/setup makes it), judged per direction."""
 
 import random
+from dataclasses import replace
 import sys
 
 import pytest
@@ -36,8 +37,21 @@ def test_a_step_down_in_a_speedup_is_a_regression_at_its_commit(python):
     assert cp.regression and -0.25 < cp.change < -0.15 and cp.pvalue < 0.001
     assert report.failing(0.05) and not report.failing(0.30)
     assert found.failing == (report,) and found.otava_version == "0.8.0"
-    assert [p.commit for p in stable_segment(report)][0] == "c10"
+    # A regression is not the new level until someone accepts it: before that, the level before it is.
+    assert [p.commit for p in stable_segment(report)] == [f"c{n:02d}" for n in range(10)]
+    assert [p.commit for p in stable_segment(report, accepted={"s10"})][0] == "c10"
     assert "REGRESSION" in cp.describe() and "c09" in cp.describe()
+
+
+def test_a_change_point_names_the_histories_session_number_not_its_place_in_the_series(python):
+    # The figure was missing in three sessions (numbers 4-6): its 17 points are sessions 1-3 and 7-20.
+    values = noisy(2.4, 10, 0.02, 1) + noisy(1.9, 7, 0.02, 2)
+    numbers = [1, 2, 3, *range(7, 21)]
+    series = tuple(replace(point, number=number) for point, number in zip(points(values), numbers))
+    (report,) = detect_series({("t", "fp", "speedup_output_throughput"): series}, python=python).reports
+    (cp,) = report.change_points
+    assert cp.index == 10 and cp.after.number == 14
+    assert "(session 14:" in cp.describe()
 
 
 def test_direction_follows_the_metric(python):

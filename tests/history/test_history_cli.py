@@ -42,6 +42,8 @@ def test_list_shows_sessions_and_series(history_url):
     done = cli("list", history_url)
     assert done.returncode == 0, done.stderr
     assert ": 14 sessions" in done.stdout and "00abcdef1234" in done.stdout
+    assert "     1  2026-11-01T00:00:00+00:00  00abcdef1234" in done.stdout  # numbered as change points name them
+    assert "    14  2026-11-01T13:00:00+00:00  13abcdef1234" in done.stdout
     assert "t.py::test_ngram [" in done.stdout and "] speedup_output_throughput: 14" in done.stdout
 
 
@@ -67,6 +69,31 @@ def test_detect_fails_on_the_step_and_writes_markdown(history_url, tmp_path):
     assert unmoved.returncode == 0 and "REGRESSION" not in unmoved.stdout, unmoved.stdout
     wrong = cli("detect", history_url, "--min-change", "2")
     assert wrong.returncode == 2 and "--min-change: a fraction is between 0 and 1" in wrong.stderr
+
+
+def test_a_filter_that_matches_nothing_is_an_error_not_a_pass(history_url):
+    seed(history_url, STEP)
+    for args, words in ((["--metric", "speedup_throughput"], ["--metric speedup_throughput: no such metric",
+                                                              "speedup_output_throughput"]),
+                        (["--test", "test_ngram"], ["--test test_ngram: no such test",
+                                                    "did you mean t.py::test_ngram?"])):
+        for command in ("detect", "list") if args[0] == "--test" else ("detect",):
+            done = cli(command, history_url, *args)
+            assert done.returncode == 2, (command, args, done.stdout, done.stderr)
+            assert all(word in done.stderr for word in words), done.stderr
+            assert "REGRESSION" not in done.stdout
+    assert cli("detect", history_url, "--test", "t.py::test_ngram").returncode == 1  # the real step, found
+
+
+def test_a_malformed_url_is_refused_without_its_password():
+    for url, why in (("postgresql://ci:S3cretPW@[::1:1/perf", "Invalid IPv6 URL"),
+                     ("postgresql://ci:S3cretPW@db:99999/perf", "Port out of range"),
+                     ("postgres://ci:S3cretPW@db:x/perf?sslmode=require&password=S3cretPW", "not a valid URL")):
+        for command in ("list", "detect", "export"):
+            done = cli(command, url, *(["-"] if command == "export" else []))
+            assert done.returncode == 2, done.stdout + done.stderr
+            assert why in done.stderr and "ci:***@" in done.stderr, done.stderr
+            assert "S3cretPW" not in done.stdout + done.stderr
 
 
 def test_plot_draws_each_series_with_its_change_points_and_a_page(tmp_path):

@@ -9,6 +9,8 @@ import sys
 import pytest
 
 from inner_results import MARKS, RESULTS_CONFTEST
+from pytest_specdec.history.changepoints import DEFAULT_METRICS
+from pytest_specdec.history.records import Figure, SessionRecord
 from pytest_specdec.history.store import open_history
 from pytest_specdec.history.url import parse_history_url
 
@@ -102,12 +104,93 @@ def test_sessions_and_an_xdist_run_writing_at_once_lose_nothing(inner, history_u
     assert len({f["test"] for f in figures}) == 7
 
 
-def record(inner, url, count, scale="1"):
+def record(inner, url, count, scale="1", runner=None):
+    env = {**os.environ, "SPEEDUP_SCALE": scale, "GATE": "", **({"RUNNER": runner} if runner else {})}
     for _ in range(count):
         result = subprocess.run([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-q",
                                  "-k", "gated", f"--specdec-history={url}"], cwd=inner.path, capture_output=True,
-                                text=True, env={**os.environ, "SPEEDUP_SCALE": scale, "GATE": ""}, timeout=120)
+                                text=True, env=env, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+SCALED = ("speedup_output_throughput", "speculative_output_throughput")
+
+
+def earlier_sessions(url, template_uid, scales):
+    """Sessions older than every recorded one, copied from a real session's figures with its SD throughput
+    scaled (`scales`, relative to the template's): a long history at the cost of one pytest session."""
+    with open_history(parse_history_url(url)) as store:
+        template = [f for f in store.figures() if f["session_uid"] == template_uid]
+        fingerprint = store.fingerprint(template[0]["fingerprint_key"])
+        for n, scale in enumerate(scales):
+            stamp = f"2026-01-01T{n // 60:02d}:{n % 60:02d}:00+00:00"
+            uid = f"{template_uid}-copy{n}"
+            figures = [Figure(test=f["test"], config=f["config"], engine=f["engine"], engine_version=f["engine_version"],
+                              fingerprint_key=f["fingerprint_key"], workload=f["workload"],
+                              access_pattern=f["access_pattern"], outcome=f["outcome"], regression=f["regression"],
+                              metric=f["metric"], value=f["value"] * (scale if f["metric"] in SCALED else 1.0),
+                              repeats=f["repeats"]) for f in template]
+            store.append(SessionRecord(uid, None, None, stamp, stamp, "passed", fingerprint), figures)
+
+
+def newest_session(url):
+    with open_history(parse_history_url(url)) as store:
+        return store.sessions()[-1]["session_uid"]
+
+
+# Two runner types in one CI, told apart the documented way: a field the fingerprint hook adds.
+RUNNER_HOOK = """
+
+def pytest_specdec_fingerprint(config, fingerprint):
+    if os.environ.get("RUNNER"):
+        fingerprint["runner"] = os.environ["RUNNER"]
+    return fingerprint
+"""
+
+
+def test_each_runner_is_judged_on_its_own_series(pytester, tmp_path, monkeypatch):
+    """Runners a and b record one shared history, interleaved; b's speedup drops 30%, a's stays."""
+    pytester.makeconftest(RESULTS_CONFTEST + RUNNER_HOOK)
+    pytester.makepyfile(test_gated=GATED, test_plain="def test_plain():\n    pass\n")
+    url = str(tmp_path / "shared.db")
+    record(pytester, url, 1, "1", runner="a")
+    earlier_sessions(url, newest_session(url), [1.0] * 8)
+    record(pytester, url, 1, "0.7", runner="b")
+    earlier_sessions(url, newest_session(url), [1 / 0.7] * 6 + [1.0] * 2)  # b: 6 at the old level, then 0.7
+    with open_history(parse_history_url(url)) as store:
+        series = [(key, metric, count) for test, key, metric, count in store.series_keys()
+                  if test == "test_gated.py::test_gated" and metric in DEFAULT_METRICS]
+    assert len({key for key, _, _ in series}) == 2, "two runner types are two series"
+    per_runner = len(series) // 2
+    monkeypatch.setenv("RUNNER", "a")
+    on_a = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect")
+    on_a.assert_outcomes(passed=1)
+    assert on_a.ret == 0, "runner a's own series is flat; b's regression is not a's verdict"
+    assert "REGRESSION" not in on_a.stdout.str()
+    on_a.stdout.fnmatch_lines([f"*change points (Apache Otava*): {per_runner} series checked*"])
+    monkeypatch.setenv("RUNNER", "b")
+    monkeypatch.setenv("SPEEDUP_SCALE", "0.7")
+    on_b = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect")
+    on_b.assert_outcomes(passed=1)
+    assert on_b.ret == 1
+    on_b.stdout.fnmatch_lines(["*FAILED: test_gated.py::test_gated * speedup_output_throughput: REGRESSION -30.0%*"])
+    # A session that recorded no row of its own (a plain test only) judges nothing.
+    plain = run(pytester, "-k", "plain", f"--specdec-history={url}", "--specdec-history-detect")
+    plain.assert_outcomes(passed=1)
+    assert plain.ret == 0 and "FAILED" not in plain.stdout.str()
+    plain.stdout.fnmatch_lines(["*: 0 series checked*"])
+
+
+def test_a_newer_history_is_refused_before_any_test_runs(inner, tmp_path):
+    url = str(tmp_path / "h.db")
+    record(inner, url, 1)
+    with open_history(parse_history_url(url)) as store:
+        with store._transaction() as cursor:
+            cursor.execute("UPDATE specdec_meta SET value = '99' WHERE key = 'schema_version'")
+    result = run(inner, "-k", "gated", f"--specdec-history={url}")
+    assert result.ret == 4, result.stdout.str()
+    result.stderr.fnmatch_lines(["*h.db: history schema version 99 is newer than this pytest-specdec writes*"])
+    assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
 
 
 def test_the_check_at_the_end_fails_on_a_regressing_change_point_or_warns(inner, tmp_path, monkeypatch):
@@ -145,7 +228,7 @@ def test_baselines_from_history_gate_against_the_latest_stable_segment(inner, tm
     monkeypatch.setenv("GATE", "1")
     too_few = run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     too_few.assert_outcomes(failed=1)
-    too_few.stdout.fnmatch_lines(["*has 1 session(s) since the newest change point; a baseline from history needs 3*"])
+    too_few.stdout.fnmatch_lines(["*has 1 session(s) in all (no change point); a baseline from history needs 3*"])
     record(inner, url, 3, "1")
     run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history").assert_outcomes(passed=1)
     monkeypatch.setenv("SPEEDUP_SCALE", "0.75")
@@ -153,7 +236,43 @@ def test_baselines_from_history_gate_against_the_latest_stable_segment(inner, tm
     dropped.assert_outcomes(failed=1)
     dropped.stdout.fnmatch_lines(["*performance regressed against the baseline of test_gated.py::test_gated*",
                                   "*speedup_output_throughput*FAIL*",
-                                  "*baseline from the history * sessions since its newest change point*"])
+                                  "*baseline from the history *, each figure its own segment:*"])
+    # Each gated figure's own segment, and only the gated ones: the run's own sessions were recorded too.
+    dropped.stdout.fnmatch_lines(["*  speedup_output_throughput: sessions 1-6 (6, ?..?), no change point*"])
+    assert "reference_median_dispatch_lag_ms:" not in dropped.stdout.str()
+
+
+def test_a_regression_in_the_history_is_not_the_baseline_until_someone_accepts_it(pytester, tmp_path, monkeypatch):
+    pytester.makeconftest(RESULTS_CONFTEST + RUNNER_HOOK)
+    pytester.makepyfile(test_gated=GATED)
+    url = str(tmp_path / "h.db")
+    record(pytester, url, 1, "0.7", runner="a")
+    # Six sessions at the old level, then the regression four times: long enough to be a level.
+    earlier_sessions(url, newest_session(url), [1 / 0.7] * 6 + [1.0] * 3)
+    monkeypatch.setenv("GATE", "1")
+    monkeypatch.setenv("RUNNER", "a")
+    monkeypatch.setenv("SPEEDUP_SCALE", "0.7")
+    held = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
+    held.assert_outcomes(failed=1)  # the level before the regression is still the baseline
+    held.stdout.fnmatch_lines(["*speedup_output_throughput*FAIL*",
+                               "*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression at "
+                               "session 7 (-30.0%), which nobody accepted (pytest-specdec history accept)*"])
+    accepted = subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
+                               "test_gated.py::test_gated", "--by", "alice@example.com", "--reason", "PR 123: k=2"],
+                              capture_output=True, text=True, timeout=120)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "accepted by alice@example.com at " in accepted.stdout and "speedup_output_throughput" in accepted.stdout
+    again = subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
+                            "test_gated.py::test_gated", "--by", "bob"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "no regressing change point waits to be accepted" in again.stderr
+    passes = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
+    passes.assert_outcomes(passed=1)
+    # A runner type the history has never seen has no baseline yet: not the other runner's level.
+    monkeypatch.setenv("RUNNER", "c")
+    new_runner = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
+    new_runner.assert_outcomes(failed=1)
+    new_runner.stdout.fnmatch_lines(["*no baseline yet for this environment: test_gated.py::test_gated was recorded "
+                                     "on 1 other environment(s), never on this one*"])
 
 
 @pytest.mark.parametrize("args, message", [
@@ -166,9 +285,23 @@ def test_baselines_from_history_gate_against_the_latest_stable_segment(inner, tm
      "*the history is the baseline*"),
     (["--specdec-history", "postgresql://u:hunter2@127.0.0.1:9/db"],
      "*postgresql://u:[*][*][*]@127.0.0.1:9/db: the server is unreachable*"),
+    # Malformed: urlsplit itself refuses these; argparse used to echo the raw value, password and all.
+    (["--specdec-history", "postgresql://ci:hunter2@[::1:1/perf"],
+     "*postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL: Invalid IPv6 URL*"),
+    (["--specdec-history", "postgresql://ci:hunter2@db:port/perf"], "*postgresql://ci:[*][*][*]@db:port/perf: not a valid URL*"),
+    (["--specdec-history", "postgresql://ci:hunter2@db:99999/perf?password=hunter2"],
+     "*postgresql://ci:[*][*][*]@db:99999/perf?password=[*][*][*]: not a valid URL: Port out of range*"),
 ])
 def test_bad_history_options_are_usage_errors(inner, args, message):
     result = run(inner, *args)
     assert result.ret == 4
     result.stderr.fnmatch_lines([message])
+    assert "hunter2" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_malformed_url_in_the_ini_names_the_setting_and_no_password(inner):
+    inner.makeini("[pytest]\nspecdec_history = postgresql://ci:hunter2@[::1:1/perf\n")
+    result = run(inner)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*ini setting specdec_history: postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL*"])
     assert "hunter2" not in result.stdout.str() + result.stderr.str()
