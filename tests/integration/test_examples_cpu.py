@@ -1,38 +1,23 @@
 """The README's main job on real CPU servers: examples/cpu against its stored baselines.
 
-Runs the same pytest command the main job runs (with CI=true, as in a CI log)
-and checks what a user is promised: every example passes against the
+The main job runs once per suite (conftest.py's `main_job`: the same pytest
+command, with CI=true, as in a CI log); this test checks what a user is promised: every example passes against the
 baselines stored in baselines/, the report directory holds a valid
 results.json, CSV, Markdown summary and plots, n-gram and suffix accept on
 code_edit and suffix beats the reference there, and the progress is one line per measured run.
 """
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 from pytest_specdec.report.files import load_report
 
-ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_examples_pass_against_stored_baselines_and_leave_a_report(specdec_pool, tmp_path):
-    specdec_pool.stop_running()  # one server at a time on this machine
-    report = tmp_path / "report"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
-    env["CI"] = "true"
-    completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "examples/cpu", "--specdec-cpu", "--specdec-repeats", "3",
-         "--specdec-report", str(report), "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'inner'}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
-    )
-    out = completed.stdout
-    (tmp_path / "main-job.log").write_text(out + completed.stderr)  # the whole terminal output, for reading later
+def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
+    out, report = main_job.out, main_job.report
     print(out[-6000:])
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert main_job.returncode == 0, main_job.err[-3000:]
     assert "11 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}

@@ -1,14 +1,15 @@
 """llama.cpp for real: the bundled model's GGUF served by llama.cpp's server, with its own SD figures.
 
-Each test starts a llama.cpp reference and SD server through the plugin (the
-`llamacpp` engine; llama-server's flags run by the xllamacpp wheel here, see
-engines/llamacpp_serve.py) and checks what the engine reports against what
+The README's main job (examples/cpu/test_llamacpp.py) measures n-gram and a
+truncated draft on llama.cpp through the plugin (the `llamacpp` engine;
+llama-server's flags run by the xllamacpp wheel here, see
+engines/llamacpp_serve.py), three repeats each; these tests read those very
+runs (conftest.py's `main_job`) rather than measure the same configurations
+on the same traffic again, and check what the engine reports against what
 the client saw: the per-request ``timings.draft_n`` summed over the run's
 requests must equal the difference of the ``llamacpp:spec_decode_*``
 counters, two independent readings of the same drafting.
 """
-
-import pytest
 
 BUNDLED = "specdec:smollm2-135m"
 # llama.cpp's ngram-simple matches one n-gram length (3 here) and drafts up to k = 4 tokens.
@@ -16,26 +17,32 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3,
 POOR_DRAFT = {"method": "draft_model", "model": f"{BUNDLED}@layers=8", "num_speculative_tokens": 3}
 
 
-def drafted_per_request(result):
-    return [record.spec_decoding["num_draft_tokens"] for record in result.speculative_runs[0].records]
+def drafted_per_request(run):
+    return [record.spec_decoding["num_draft_tokens"] for record in run.records]
 
 
-@pytest.mark.specdec(model=BUNDLED, engine="llamacpp", speculative_config=NGRAM)
-@pytest.mark.workload("code_edit", input_len=192, output_len=64)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_llamacpp_ngram_is_measured_with_its_own_counters_and_timings(specdec):
-    result = specdec.run()
+def measured_on_llamacpp(main_job, test_name, config, workload, output_len):
+    result = main_job.result(test_name)
+    assert result.spec.engine == "llamacpp" and result.spec.speculative_config == config
+    assert (result.workload["name"], result.workload["output_len"]) == (workload, output_len)
+    assert result.pattern["num_prompts"] == 4 and result.pattern["max_concurrency"] == 1
+    return result
+
+
+def test_llamacpp_ngram_is_measured_with_its_own_counters_and_timings(main_job):
+    result = measured_on_llamacpp(main_job, "test_llamacpp_ngram_on_code_edits", NGRAM, "code_edit", 64)
     print(f"llama.cpp n-gram: speedup {result.speedup():.2f}x, accepted {result.acceptance_rate:.0%}, "
           f"length {result.acceptance_length:.2f}, same output {result.match_rate:.0%}")
-    counters = result.speculative_runs[0].counters
-    assert counters.present and counters.num_drafts > 0, counters.problem
-    # Two readings of one run's drafting: the responses' timings and the server's counters.
-    assert sum(drafted_per_request(result)) == counters.num_draft_tokens
-    assert sum(r.spec_decoding["num_accepted_tokens"] for r in result.speculative_runs[0].records) == \
-        counters.num_accepted_tokens
-    # Per position, from llamacpp:spec_decode_num_accepted_tokens_per_pos_total: never rising with the position.
-    positions = counters.accepted_per_position
-    assert positions and all(positions[p] >= positions[p + 1] for p in range(len(positions) - 1))
+    assert len(result.speculative_runs) == 3  # the main job's three repeats: each run read both ways
+    for run in result.speculative_runs:
+        counters = run.counters
+        assert counters.present and counters.num_drafts > 0, counters.problem
+        # Two readings of one run's drafting: the responses' timings and the server's counters.
+        assert sum(drafted_per_request(run)) == counters.num_draft_tokens
+        assert sum(r.spec_decoding["num_accepted_tokens"] for r in run.records) == counters.num_accepted_tokens
+        # Per position, from llamacpp:spec_decode_num_accepted_tokens_per_pos_total: never rising with the position.
+        positions = counters.accepted_per_position
+        assert positions and all(positions[p] >= positions[p + 1] for p in range(len(positions) - 1))
     # Code edits repeat their prompt: the lookup finds continuations.
     assert result.acceptance_rate > 0.2
     # Token ids came with every streamed token ("verbose" chunks), so outputs are compared by id.
@@ -45,14 +52,12 @@ def test_llamacpp_ngram_is_measured_with_its_own_counters_and_timings(specdec):
     assert result.speedup() > 0
 
 
-@pytest.mark.specdec(model=BUNDLED, engine="llamacpp", speculative_config=POOR_DRAFT)
-@pytest.mark.workload("random_s", input_len=192, output_len=32)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_llamacpp_with_a_truncated_gguf_draft_accepts_little(specdec):
-    result = specdec.run()
+def test_llamacpp_with_a_truncated_gguf_draft_accepts_little(main_job):
+    result = measured_on_llamacpp(main_job, "test_llamacpp_poor_draft_makes_sd_slower", POOR_DRAFT, "random_s", 32)
     print(f"llama.cpp 8-layer draft: speedup {result.speedup():.2f}x, accepted {result.acceptance_rate:.1%}")
-    counters = result.speculative_runs[0].counters
-    assert counters.present and counters.num_draft_tokens > 0
-    assert sum(drafted_per_request(result)) == counters.num_draft_tokens
+    for run in result.speculative_runs:
+        counters = run.counters
+        assert counters.present and counters.num_draft_tokens > 0
+        assert sum(drafted_per_request(run)) == counters.num_draft_tokens
+        assert set(counters.accepted_per_position) <= {0, 1, 2}  # k = 3 positions
     assert result.acceptance_rate < 0.15  # the first 8 of 30 layers rarely predict the target's token
-    assert set(counters.accepted_per_position) <= {0, 1, 2}  # k = 3 positions

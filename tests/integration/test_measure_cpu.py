@@ -2,7 +2,13 @@
 
 Scaled-down traffic: a real measurement, small enough for CI.  The plugin
 groups tests by server configuration and measures each reference once, so
-this module starts the reference, n-gram, suffix and draft servers once each.
+this module starts the reference, n-gram and suffix servers once each.
+
+One request at a time on code edits, n-gram, suffix and a truncated draft
+are what the README's main job measures (examples/cpu): the checks of the
+servers' own figures run on the main job's results (conftest.py's
+`main_job`), not on a second measurement of the same configurations on the
+same traffic.  At concurrency 4 this module measures its own.
 """
 
 import math
@@ -26,7 +32,7 @@ def check_measured(result: SpecDecResult, num_prompts: int) -> None:
     for run in result.reference_runs + result.speculative_runs:
         assert run.metrics.completed == num_prompts and run.metrics.failed == 0
         assert run.metrics.output_throughput > 0
-        assert all(r.output_tokens == CODE_EDIT["output_len"] for r in run.records)  # ignore_eos: exact lengths
+        assert all(r.output_tokens == result.workload["output_len"] for r in run.records)  # ignore_eos: exact lengths
     speedup = result.speedup()
     assert math.isfinite(speedup) and speedup > 0
     assert result.reference_runs[0].counters is None
@@ -39,29 +45,35 @@ def check_measured(result: SpecDecResult, num_prompts: int) -> None:
     assert "--dataset-path" in result.reproduce["bench"]
 
 
-CONCURRENCY_1 = pytest.mark.access_pattern("throughput_low", num_prompts=4)
+# The main job's tests of these configurations on code edits, one request at a time (examples/cpu).
+MAIN_JOB_AT_CONCURRENCY_1 = {"ngram": "test_ngram_on_code_edits", "suffix": "test_suffix_pays_on_code_edits"}
 CONCURRENCY_4 = pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=8)
+MEASURED_AT_CONCURRENCY_4: dict[str, SpecDecResult] = {}  # for the sharing test at the end
+
+
+@pytest.mark.parametrize("method", sorted(MAIN_JOB_AT_CONCURRENCY_1))
+def test_sd_against_the_reference_one_request_at_a_time(main_job, method):
+    result = main_job.result(MAIN_JOB_AT_CONCURRENCY_1[method])
+    assert result.spec.speculative_config == {"ngram": NGRAM, "suffix": SUFFIX}[method]
+    assert (result.workload["name"], result.pattern["max_concurrency"]) == ("code_edit", 1)
+    check_measured(result, 4)
+    print(result)
+    check_per_step_data(result)
 
 
 @pytest.mark.workload("code_edit", **CODE_EDIT)
+@CONCURRENCY_4
 @pytest.mark.parametrize(
-    "num_prompts",
-    [
-        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER), CONCURRENCY_1],
-                     id="ngram-c1"),
-        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER), CONCURRENCY_4],
-                     id="ngram-c4"),
-        pytest.param(4, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX, server_args=EAGER), CONCURRENCY_1],
-                     id="suffix-c1"),
-        pytest.param(8, marks=[pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX, server_args=EAGER), CONCURRENCY_4],
-                     id="suffix-c4"),
-    ],
+    "method",
+    [pytest.param(method, marks=pytest.mark.specdec(model=BUNDLED, speculative_config=config, server_args=EAGER),
+                  id=f"{method}-c4") for method, config in (("ngram", NGRAM), ("suffix", SUFFIX))],
 )
-def test_sd_against_the_reference_on_code_edit(specdec, num_prompts):
+def test_sd_against_the_reference_on_code_edit(specdec, method):
     result = specdec.run()
-    check_measured(result, num_prompts)
+    check_measured(result, 8)
     print(result)
     check_per_step_data(result)
+    MEASURED_AT_CONCURRENCY_4[method] = result
 
 
 def check_per_step_data(result: SpecDecResult) -> None:
@@ -92,11 +104,9 @@ def check_per_step_data(result: SpecDecResult) -> None:
     assert math.isfinite(analysis.oracle_speedup) and analysis.best_k in range(1, k + 1)
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=POOR_DRAFT, server_args=EAGER)
-@pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_truncated_draft_accepts_little(specdec):
-    result = specdec.run()
+def test_truncated_draft_accepts_little(main_job):
+    result = main_job.result("test_a_poor_draft_makes_sd_slower")
+    assert result.spec.speculative_config == POOR_DRAFT
     check_measured(result, 4)
     print(result)
     # An 8-of-30-layer draft is a poor draft: it was measured here at ~2% (k=3).
@@ -104,16 +114,22 @@ def test_truncated_draft_accepts_little(specdec):
     assert len(result.per_position_acceptance) == 3
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER)
+# Marked with the suffix config, the last of this module's server groups: the plugin runs it after both
+# comparisons at concurrency 4, and it measures nothing itself.
+@pytest.mark.specdec(model=BUNDLED, speculative_config=SUFFIX, server_args=EAGER)
 @pytest.mark.workload("code_edit", **CODE_EDIT)
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+@CONCURRENCY_4
 def test_reference_runs_are_shared_across_configs(specdec, specdec_measurements, specdec_pool):
-    """Runs after the tests above (same n-gram config group): nothing is measured twice."""
-    result = specdec.run()
-    # code_edit at concurrency 1 and 4: two traffics, each measured once, all on one reference server start.
-    assert specdec_measurements.reference_measurements[specdec.spec.target] == 2
-    # One start, and one more for each comparison of this config flagged cold and measured again.
-    assert specdec_pool.starts[specdec.spec.key] == 1 + specdec_measurements.remeasures[specdec.spec.key]
-    assert result.reference_runs is specdec_measurements.reference(
-        specdec.spec, specdec.workload, specdec.pattern, [], seed=0
-    )
+    """Two SD configs on one traffic: the reference was measured once, on one start, for both."""
+    assert sorted(MEASURED_AT_CONCURRENCY_4) == ["ngram", "suffix"], "the comparisons at concurrency 4 did not run first"
+    ngram, suffix = MEASURED_AT_CONCURRENCY_4["ngram"], MEASURED_AT_CONCURRENCY_4["suffix"]
+    shared = specdec_measurements.reference(specdec.spec, specdec.workload, specdec.pattern, [], seed=0)
+    remeasured = specdec_measurements.remeasures[ngram.spec.key] + specdec_measurements.remeasures[suffix.spec.key]
+    if not remeasured:  # a comparison measured again replaces the shared reference with its new runs
+        assert ngram.reference_runs is suffix.reference_runs is shared
+    assert shared in (ngram.reference_runs, suffix.reference_runs)
+    # code_edit at concurrency 4: one traffic, measured once for both (a comparison measured again is counted apart).
+    assert specdec_measurements.reference_measurements[specdec.spec.target] == 1
+    # One start per SD config, and one more for each comparison of it flagged cold and measured again.
+    for result in (ngram, suffix):
+        assert specdec_pool.starts[result.spec.key] == 1 + specdec_measurements.remeasures[result.spec.key]

@@ -13,7 +13,20 @@ def readme_commands():
 def test_readme_has_exactly_the_main_job_and_test_commands():
     main_job, tests = readme_commands()
     assert "-m pytest examples/cpu --specdec-cpu" in main_job and "--specdec-report" in main_job
-    assert "-m pytest" in tests
+    assert tests == "./scripts/setup && ./scripts/test"
+
+
+def test_the_test_script_runs_every_test_folder_once():
+    script = (ROOT / "scripts" / "test").read_text()
+    commands = [line for line in script.splitlines() if "-m pytest" in line]
+    named = [folder for line in commands for folder in re.findall(r"\btests/\w+", line)]
+    folders = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
+    assert sorted(named) == sorted(folders)
+    # Real servers in one serial session (timings); logic on two xdist workers, never beside a server.
+    (logic,) = [line for line in commands if "tests/unit" in line]
+    (servers,) = [line for line in commands if "tests/integration" in line]
+    assert "-n 2" in logic and "--specdec-cpu" not in logic
+    assert "--specdec-cpu" in servers and "-n " not in servers
 
 
 def test_ci_runs_the_readme_test_command_verbatim():

@@ -1,0 +1,76 @@
+"""What the integration tests share: the README's main job, run once for every test that reads it.
+
+The main job (examples/cpu, three repeats, a CI log) measures n-gram, suffix and a poor draft on vLLM
+and n-gram and a poor draft on llama.cpp, on the traffic other tests would measure them on.  It runs
+once, in a process of its own as a user would run it, and its output, report and measured results
+(kept by main_job_results.py) serve test_examples_cpu.py, test_measure_cpu.py and
+test_llamacpp_cpu.py: one measurement of each configuration, every check made on it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from main_job_results import KEEP_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+# The main job took 21-29 minutes on boxes of this kind (a slower one timed out at 25 minutes).
+MAIN_JOB_TIMEOUT_S = 2400
+
+
+@dataclass(frozen=True)
+class MainJob:
+    returncode: int
+    out: str  # the terminal output (stdout), as a CI log shows it
+    err: str
+    report: Path  # --specdec-report folder
+    results_dir: Path
+
+    def results(self, test_name: str) -> list:
+        """The results one example measured (SpecDecResult, CapacityResult), in order."""
+        kept = self.results_dir / f"{test_name}.pickle"
+        assert kept.is_file(), f"the main job kept no results for {test_name}: {sorted(self.results_dir.iterdir())}"
+        return pickle.loads(kept.read_bytes())
+
+    def result(self, test_name: str):
+        (only,) = self.results(test_name)
+        return only
+
+
+@pytest.fixture(scope="session")
+def main_job(specdec_pool, tmp_path_factory) -> MainJob:
+    specdec_pool.stop_running()  # one server at a time on this machine
+    folder = tmp_path_factory.mktemp("main-job")
+    report, kept = folder / "report", folder / "results"
+    kept.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
+    env["CI"] = "true"
+    env[KEEP_ENV] = str(kept)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "examples/cpu", "--specdec-cpu", "--specdec-repeats", "3",
+         "--specdec-report", str(report), "-p", "no:cacheprovider", "-p", "tests.integration.main_job_results",
+         f"--basetemp={folder / 'inner'}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        out, err = process.communicate(timeout=MAIN_JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        # Interrupted as a user would (Ctrl-C): the inner session stops its servers on the way out; a
+        # SIGKILL would leave them running beside every later test.
+        process.send_signal(signal.SIGINT)
+        try:
+            out, err = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        err += f"\n[main job stopped after {MAIN_JOB_TIMEOUT_S} s]"
+    (folder / "main-job.log").write_text(out + err)  # the whole output, for reading later
+    return MainJob(process.returncode, out, err, report, kept)
