@@ -176,6 +176,21 @@ def test_nan_becomes_null_and_an_invalid_row_names_the_field(tmp_path):
     assert not (tmp_path / "bad" / "results.json").exists()
 
 
+def test_the_schema_declares_every_field_a_row_carries_and_refuses_others():
+    from pytest_specdec.schemas import REPORT, load_schema
+
+    declared = set(load_schema(REPORT)["$defs"]["row"]["properties"])
+    measured = row_for("t.py::test_ngram", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result(),
+                       regression="passed", cost_ratio=0.0, gpu_usd_per_hour=3.6)
+    before_measuring = row_for("t.py::test_x", NGRAM, WORKLOAD, PATTERN, outcome="failed")
+    for row in (measured, before_measuring):
+        assert set(row) <= declared, f"undeclared in report.schema.json: {sorted(set(row) - declared)}"
+        validate_report(report_document([row]), "results.json")
+    # A consumer learns every field from the schema: an unknown one is refused, naming it.
+    with pytest.raises(ReportError, match="'speedup' was unexpected"):
+        validate_report(report_document([dict(measured, speedup=1.5)]), "results.json")
+
+
 def test_load_report_errors_name_the_file(tmp_path):
     with pytest.raises(ReportError, match="no such report file"):
         load_report(tmp_path)
