@@ -18,15 +18,19 @@ def test_readme_has_exactly_the_main_job_and_test_commands():
 
 def test_the_test_script_runs_every_test_folder_once():
     script = (ROOT / "scripts" / "test").read_text()
+    serial = re.search(r"^SERIAL=\(([^)]*)\)", script, flags=re.M).group(1).split()
     commands = [line for line in script.splitlines() if "-m pytest" in line]
-    named = [folder for line in commands for folder in re.findall(r"\btests/\w+", line)]
-    folders = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
-    assert sorted(named) == sorted(folders)
-    # Real servers in one serial session (timings); logic on two xdist workers, never beside a server.
     (logic,) = [line for line in commands if "tests/unit" in line]
     (servers,) = [line for line in commands if "tests/integration" in line]
-    assert "-n 2" in logic and "--specdec-cpu" not in logic
-    assert "--specdec-cpu" in servers and "-n " not in servers
+    folders = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
+    named = re.findall(r"\btests/\w+(?=\s)", logic + " ") + re.findall(r"\btests/\w+(?=\s)", servers + " ")
+    assert sorted(named) == sorted(folders), "every test folder in exactly one session"
+    # Real servers and the timed fakes in one serial session (timings); logic on two xdist workers,
+    # never beside a server, and without the serial files (each runs once).
+    assert "-n 2" in logic and "--specdec-cpu" not in logic and '"${skip_serial[@]}"' in logic
+    assert "--specdec-cpu" in servers and "-n " not in servers and '"${SERIAL[@]}"' in servers
+    assert serial and all((ROOT / path).is_file() and path.startswith(("tests/unit/", "tests/plugin/",
+                                                                       "tests/history/")) for path in serial)
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
