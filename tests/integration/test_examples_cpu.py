@@ -70,8 +70,11 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     # each time, announced (in a CI run of this commit, n-gram on random tokens once: a TPOT speedup of
     # 3.88x above the 3.44 tokens per forward pass, clean when measured again).
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
-    again = [run for run in runs if " again on " in run]
-    assert len(runs) - len(again) == 54, "\n".join(runs)
+    first = [run for run in runs if " again on " not in run]
+    assert len(first) == 54, "\n".join(runs)
+    # Measured again, any traffic (the shared-prefix test sends 6 requests a run: in a CI-like run of this
+    # commit its TTFT speedup of 0.79x one request at a time was flagged, and clean when measured again).
+    again = re.findall(r"^\[specdec\] .* again on .* repeat \d/3: \d+ requests in", out, flags=re.M)
     assert len(again) == 6 * out.count("measuring both sides again before any verdict"), "\n".join(again)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
