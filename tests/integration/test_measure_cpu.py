@@ -28,7 +28,7 @@ CODE_EDIT = dict(input_len=192, output_len=64)
 EAGER = ["--enforce-eager"]
 
 
-def check_measured(result: SpecDecResult, num_prompts: int) -> None:
+def check_measured(result: SpecDecResult, num_prompts: int, *, some_accepted: bool = True) -> None:
     for run in result.reference_runs + result.speculative_runs:
         assert run.metrics.completed == num_prompts and run.metrics.failed == 0
         assert run.metrics.output_throughput > 0
@@ -37,8 +37,11 @@ def check_measured(result: SpecDecResult, num_prompts: int) -> None:
     assert math.isfinite(speedup) and speedup > 0
     assert result.reference_runs[0].counters is None
     counters = result.counters
-    assert counters.present and counters.num_drafts > 0 and counters.num_accepted_tokens > 0
-    assert 0 < result.acceptance_rate <= 1
+    assert counters.present and counters.num_drafts > 0 and counters.num_draft_tokens >= counters.num_drafts
+    if some_accepted:
+        assert counters.num_accepted_tokens > 0 and 0 < result.acceptance_rate <= 1
+    else:
+        assert 0 <= counters.num_accepted_tokens <= counters.num_draft_tokens and 0 <= result.acceptance_rate <= 1
     assert len(result.outputs.requests) == num_prompts
     assert "--speculative-config" in result.reproduce["speculative_server"]
     assert "--speculative-config" not in result.reproduce["reference_server"]
@@ -107,9 +110,12 @@ def check_per_step_data(result: SpecDecResult) -> None:
 def test_truncated_draft_accepts_little(main_job):
     result = main_job.result("test_a_poor_draft_makes_sd_slower")
     assert result.spec.speculative_config == POOR_DRAFT
-    check_measured(result, 4)
+    # On the main job's random-token prompts it may accept nothing at all (0 of 372 draft tokens in a CI-like
+    # run; 0.3% in others): the counters must still count every draft. A draft model accepting tokens on
+    # real servers is test_gate_cpu.py's 24-layer draft (~23% accepted, gated).
+    check_measured(result, 4, some_accepted=False)
     print(result)
-    # An 8-of-30-layer draft is a poor draft: it was measured here at ~2% (k=3).
+    # An 8-of-30-layer draft is a poor draft: it was measured here at ~2% (k=3) on code edits, 0-0.3% on random tokens.
     assert result.acceptance_rate < 0.25
     assert len(result.per_position_acceptance) == 3
 
