@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import os
 import sys
@@ -20,12 +21,24 @@ from typing import Sequence
 
 from ..atomic import write_atomic
 from .changepoints import (DEFAULT_METRICS, DEFAULT_MIN_CHANGE, DEFAULT_PVALUE, DEFAULT_THRESHOLD, DEFAULT_WINDOW,
-                           DetectorError, detect, otava_python)
+                           MIN_POINTS, DetectorError, detect, otava_python)
 from .options import parse_fraction, parse_min_change
 from .store import open_history
 from .url import HistoryError, parse_history_url
 
 PROG = "pytest-specdec history"
+
+
+def parse_window(value: str) -> int:
+    """Otava's sliding window: a whole number of sessions, no fewer than a series needs to be split."""
+    try:
+        window = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of sessions, got {value!r}") from None
+    if window < MIN_POINTS:
+        raise argparse.ArgumentTypeError(f"a window of {window} session(s) can hold no change point; give at least "
+                                         f"{MIN_POINTS} (default {DEFAULT_WINDOW})")
+    return window
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="fail when the newest change point loses more than this (default 0.05)")
         sub.add_argument("--pvalue", type=parse_fraction, default=DEFAULT_PVALUE,
                          help="Otava's significance level (default 0.001)")
-        sub.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="Otava's window in sessions (default 30)")
+        sub.add_argument("--window", type=parse_window, default=DEFAULT_WINDOW,
+                         help=f"Otava's window in sessions (default 30, at least {MIN_POINTS})")
         sub.add_argument("--min-change", type=parse_min_change, default=DEFAULT_MIN_CHANGE,
                          help="steps smaller than this share of the mean are no change point (default 0.01; 0: any)")
         sub.add_argument("--otava-python", default=None,
@@ -162,19 +176,25 @@ def _detect(options) -> int:
 
 
 def _safe_name(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)[:120]
+    """A file name part for `text`: readable, and unique (two ids that read alike, such as ``[a/b]`` and
+    ``[a_b]``, or share their first 80 characters, differ by the hash of the whole id)."""
+    readable = "".join(c if c.isalnum() or c in "._-" else "_" for c in text)[:80]
+    return f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def _plot(options) -> int:
-    from .trends import trend_png
+    from .trends import environment_words, trend_png
 
     detection = _run_detection(options)
+    with open_history(options.url) as store:
+        environments = {key: environment_words(store.fingerprint(key))
+                        for key in {report.fingerprint_key for report in detection.reports}}
     options.out.mkdir(parents=True, exist_ok=True)
     figures = []
     for report in detection.reports:
         if not report.points:
             continue
-        png = trend_png(report, threshold=detection.threshold)
+        png = trend_png(report, threshold=detection.threshold, environment=environments.get(report.fingerprint_key))
         path = options.out / f"trend-{_safe_name(report.test)}-{report.fingerprint_key}-{report.metric}.png"
         write_atomic(path, png)
         figures.append((report, png))

