@@ -50,9 +50,11 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
             f"environment(s), never on this one (fingerprint key {key}); record {MIN_SESSIONS} sessions here with "
             "--specdec-history first")
     series = {(t, k, m): store.series(t, k, m) for t, k, m in keys if k == key}
-    accepted = {uid for (_, uid) in store.acceptances(test_id, key)}
+    accepted = store.acceptances(test_id, key)  # per figure: accepting one figure's step accepts no other's
     detection = detect_series(series, python=python)
-    segments = {report.metric: (report, stable_segment(report, accepted)) for report in detection.reports}
+    segments = {report.metric: (report, stable_segment(report, {uid for metric, uid in accepted
+                                                                if metric == report.metric}))
+                for report in detection.reports}
     usable = {metric: points for metric, (_, points) in segments.items() if len(points) >= MIN_SESSIONS}
     if not usable:
         report, points = max(segments.values(), key=lambda pair: len(pair[1]))
@@ -69,7 +71,10 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
         for entry, uid in zip(repeats, sessions):
             if uid in values:
                 entry[side][name] = values[uid]
-    described = {metric: _describe_segment(report, points, accepted) for metric, (report, points) in segments.items()}
+    described: dict[str, dict[str, str]] = {"reference": {}, "speculative": {}, "derived": {}}
+    for metric, (report, points) in segments.items():
+        side, name = _entry_place(metric)
+        described[side][name] = _describe_segment(report, points)
     stored = store.fingerprint(key) or dict(fingerprint)
     if engine != "vllm":
         stored = {**stored, "engine": engine}
@@ -83,10 +88,10 @@ def _since(report) -> str:
     newest = report.newest
     if newest is None:
         return "in all (no change point)"
-    return f"since its newest change point (session {newest.after.number or newest.index + 1})"
+    return f"since its newest change point (session {newest.session_number})"
 
 
-def _describe_segment(report, points, accepted) -> str:
+def _describe_segment(report, points) -> str:
     """What one figure's baseline is, in words: its sessions and why these."""
     def commit(point) -> str:
         return (point.commit or "?")[:10]
@@ -98,10 +103,10 @@ def _describe_segment(report, points, accepted) -> str:
     newest = report.newest
     if newest is None:
         return f"{span}, no change point"
-    if newest.regression and newest.after.session_uid not in accepted:
-        return (f"{span}: the level before the regression at session {newest.after.number or newest.index + 1} "
+    if points[-1].session_uid != report.points[-1].session_uid:  # stable_segment held the level before it
+        return (f"{span}: the level before the regression at session {newest.session_number} "
                 f"({newest.change:+.1%}), which nobody accepted (pytest-specdec history accept)")
-    return f"{span}, since the change point at session {newest.after.number or newest.index + 1}"
+    return f"{span}, since the change point at session {newest.session_number}"
 
 
 class HistoryBaselines:

@@ -58,15 +58,18 @@ class ChangePoint:
     change: float  # signed: positive is better, whatever the metric's direction
     regression: bool
 
+    @property
+    def session_number(self) -> int:
+        """The first session of the new level, numbered as `history list` numbers the history's sessions
+        (not its place in this series: sessions where the figure was missing would shift it)."""
+        return self.after.number or self.index + 1
+
     def describe(self) -> str:
         def commit(point: Point) -> str:
             return (point.commit or "?")[:10]
 
-        # The history's session number (as `history list` numbers them), not the place in this series:
-        # sessions where the figure was missing would shift it.
-        number = self.after.number or self.index + 1
         return (f"{'REGRESSION' if self.regression else 'improvement'} {self.change:+.1%} between "
-                f"{commit(self.before)} and {commit(self.after)} (session {number}: "
+                f"{commit(self.before)} and {commit(self.after)} (session {self.session_number}: "
                 f"{self.mean_before:.4g} -> {self.mean_after:.4g}, p={self.pvalue:.2g})")
 
 

@@ -115,8 +115,8 @@ def _list(options) -> int:
         keys = [k for k in store.series_keys() if not options.test or k[0] in options.test]
     print(f"{options.url}: {len(sessions)} sessions")
     for s in sessions:
-        print(f"  {s['number']:>4}  {s['started_at']}  {(s['commit'] or '-')[:12]:<12}  {s['branch'] or '-':<16}  {s['outcome']:<11}  "
-              f"{s['figures']} figures")
+        print(f"  {s['number']:>4}  {s['started_at']}  {(s['commit'] or '-')[:12]:<12}  {s['branch'] or '-':<16}  "
+              f"{s['outcome']:<11}  {s['figures']} figures")
     print(f"{len(keys)} series (test [fingerprint] metric: sessions)")
     for test, key, metric, count in keys:
         print(f"  {test} [{key}] {metric}: {count}")
@@ -137,19 +137,18 @@ def _check_filters(store, options) -> None:
                                f"{hint}")
 
 
-def _run_detection(options):
-    python = otava_python(options.otava_python, (Path.cwd(),))
-    with open_history(options.url) as store:
-        _check_filters(store, options)
-        return detect(store, metrics=tuple(options.metric) or DEFAULT_METRICS, tests=options.test, python=python,
-                      threshold=options.threshold, pvalue=options.pvalue, window=options.window,
-                      min_change=options.min_change)
+def _run_detection(options, store):
+    _check_filters(store, options)
+    return detect(store, metrics=tuple(options.metric) or DEFAULT_METRICS, tests=options.test,
+                  python=otava_python(options.otava_python, (Path.cwd(),)), threshold=options.threshold,
+                  pvalue=options.pvalue, window=options.window, min_change=options.min_change)
 
 
 def _detect(options) -> int:
     from .trends import markdown_section
 
-    detection = _run_detection(options)
+    with open_history(options.url) as store:
+        detection = _run_detection(options, store)
     print(f"{options.url}: change points by Apache Otava {detection.otava_version or '-'} (E-divisive means), "
           f"p < {options.pvalue:g}, threshold {options.threshold:.0%}")
     for report in detection.reports:
@@ -185,8 +184,8 @@ def _safe_name(text: str) -> str:
 def _plot(options) -> int:
     from .trends import environment_words, trend_png
 
-    detection = _run_detection(options)
     with open_history(options.url) as store:
+        detection = _run_detection(options, store)
         environments = {key: environment_words(store.fingerprint(key))
                         for key in {report.fingerprint_key for report in detection.reports}}
     options.out.mkdir(parents=True, exist_ok=True)

@@ -187,7 +187,7 @@ class RegressionGate:
         rows, verdicts, detects = [], [], []
         skipped: dict[str, str] = dict(flagged)
         self.detections = {}
-        gated_names: list[str] = []  # as a history names them: which figures' segments to show
+        gated: list[tuple[str, str]] = []  # (side, figure): whose history segments to show
         for metric in metrics:
             if metric in flagged:
                 continue
@@ -195,9 +195,9 @@ class RegressionGate:
                 skipped[metric] = why
                 continue
             side = _side(metric)
-            gated_names.append(_history_name(side, metric))
+            gated.append((side, metric))
             if plan.compares_reference(metric):
-                gated_names.append(_history_name("reference", metric))
+                gated.append(("reference", metric))
             before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
             if metric in unavailable or not any(v is not None and math.isfinite(v) for v in before):
                 why = unavailable.get(metric) or "the baseline has no value for it (recorded unavailable or without it)"
@@ -239,9 +239,10 @@ class RegressionGate:
             comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
                            f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
         if history := baseline.config.get("history"):
-            segments = history.get("segments", {})
+            segments = history.get("segments", {})  # side -> figure -> words, laid out as the baseline's values
             comparison += f"\nbaseline from the history {history['url']}, each figure its own segment:" + "".join(
-                f"\n  {name}: {segments[name]}" for name in dict.fromkeys(gated_names) if name in segments)
+                f"\n  {metric}{' (reference)' if side == 'reference' else ''}: {segments[side][metric]}"
+                for side, metric in dict.fromkeys(gated) if metric in segments.get(side, {}))
         self.comparison = comparison
         self.not_compared = dict(skipped)
         judged = [v for v in verdicts if v is not None]
@@ -314,11 +315,6 @@ def _unavailable_message(test_id: str, reasons: dict[str, str], result, update: 
     lines.append("(a test that knowingly runs without a figure says so: "
                  f"assert_no_regression(allow_unavailable={sorted(reasons)!r}))")
     return failure_message("\n".join(lines), [], result)
-
-
-def _history_name(side: str, metric: str) -> str:
-    """A gated figure's name in a results history (history.records): ratios bare, the rest by side."""
-    return metric if side == "derived" else f"{side}_{metric}"
 
 
 def _detects_cell(found: Detection) -> str:

@@ -257,6 +257,16 @@ def test_a_regression_in_the_history_is_not_the_baseline_until_someone_accepts_i
     held.stdout.fnmatch_lines(["*speedup_output_throughput*FAIL*",
                                "*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression at "
                                "session 7 (-30.0%), which nobody accepted (pytest-specdec history accept)*"])
+    def accept(*args):
+        return subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
+                               "test_gated.py::test_gated", *args], capture_output=True, text=True, timeout=120)
+
+    # Accepting one figure's step accepts no other's: the speedup's regression still fails.
+    one = accept("--metric", "speculative_output_throughput", "--by", "carol")
+    assert one.returncode == 0 and "speculative_output_throughput" in one.stdout, one.stdout + one.stderr
+    still = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
+    still.assert_outcomes(failed=1)
+    still.stdout.fnmatch_lines(["*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression*"])
     accepted = subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
                                "test_gated.py::test_gated", "--by", "alice@example.com", "--reason", "PR 123: k=2"],
                               capture_output=True, text=True, timeout=120)
