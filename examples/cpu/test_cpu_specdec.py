@@ -158,5 +158,10 @@ def test_ngram_slo_capacity_on_code_edits(specdec):
     # SD 1.30 (0.77x), each side bracketed to within 10%. One search per side moves the ratio that
     # far with nothing changed (a probe 2% over its objective decides a doubling step), so this
     # check cannot tell "SD costs a little capacity" from noise, and no baseline gates the ratio.
-    # What it does catch: SD halving the load the server carries within the objective.
-    result.assert_capacity(min_ratio=0.5)
+    # Nor can it hold SD to half the reference's load. Loaded, the server batches the requests and each
+    # step verifies k+1 = 5 positions per request to yield the acceptance length (2.5-3.3 tokens in the
+    # stored n-gram baseline's repeats): where the CPU is the limit, SD carries 0.5-0.65x of the reference's
+    # load by that arithmetic alone. A 0.5x check sat on that floor and CI's Intel box could not decide it
+    # (0.55x, 0.45-0.66x with probe noise, 2026-11-26). What it does catch: SD costing well beyond what
+    # verifying its drafts explains, down to a third of the load the server carries within the objective.
+    result.assert_capacity(min_ratio=0.33)

