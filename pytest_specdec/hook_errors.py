@@ -31,6 +31,16 @@ def test_failure(what: str, exc: BaseException, earlier: Any = None) -> str:
     return text
 
 
+def failure_text(report: Any) -> str | None:
+    """What a failed test report says went wrong: the exception's message (pytest's crash line, which
+    holds the whole message of an AssertionError), else the report's text; None when it did not fail."""
+    if getattr(report, "outcome", None) != "failed":
+        return None
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", None)
+    return message if message else str(getattr(report, "longrepr", "") or "") or None
+
+
 class HookErrors:
     """Errors caught in session-level hooks, in the order they happened."""
 

@@ -24,7 +24,7 @@ from .config.settings import Settings
 from .history.recorder import HistoryRecorder
 from .config.sharding import shard_order, write_groups
 from .config.spec import canonical_id, parse_specdec_marker
-from .hook_errors import HookErrors, test_failure
+from .hook_errors import HookErrors, failure_text, test_failure
 from .load.patterns import AccessPattern
 from .load.workloads import Workload
 from .measure.measurements import Measurements
@@ -305,7 +305,7 @@ class SpecdecSession:
         identity = TestIdentity(name, nodeid, call_id, params and {k: str(v) for k, v in params.items()})
         export_last_result(test.results, identity, user_properties, benchmark_session)
 
-    def rows_for(self, nodeid: str, when: str, outcome: str) -> list[dict] | None:
+    def rows_for(self, nodeid: str, when: str, outcome: str, failure: str | None = None) -> list[dict] | None:
         """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
         plan = self.plans.get(nodeid)
         if plan is None or not plan.ok or outcome == "skipped":
@@ -314,13 +314,13 @@ class SpecdecSession:
             return rows_for_test(canonical_id(nodeid), plan, self.tests.get(nodeid),
                                  "error" if when == "setup" else outcome,
                                  resolve=self._pool.model_resolver if self._pool else None,
-                                 gpu_usd_per_hour=self.settings.gpu_usd_per_hour)
+                                 gpu_usd_per_hour=self.settings.gpu_usd_per_hour, failure=failure)
         return None
 
     def report_rows(self, nodeid: str, report: Any) -> tuple[list[dict] | None, str | None]:
         """`rows_for` a report, or the test's failure text if that raised."""
         try:
-            return self.rows_for(nodeid, report.when, report.outcome), None
+            return self.rows_for(nodeid, report.when, report.outcome, failure_text(report)), None
         except Exception as exc:
             return None, test_failure("building this test's report rows", exc, report.longrepr)
 

@@ -218,8 +218,10 @@ def _trends_page(options, detection, figures) -> str:
     trends = [TrendFigure(title=f"{r.test}: {r.metric}", png=png,
                           caption=(r.newest.describe() if r.newest else "no change point") +
                           f" ({len(r.points)} sessions, fingerprint {r.fingerprint_key})") for r, png in figures]
+    regressed = [f"{r.test}: {r.metric} {r.newest.describe()}" for r, _ in figures if r.failing(detection.threshold)]
     return render_html(rows, title=f"pytest-specdec history: {options.url}",
                        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), trends=trends,
+                       regressions=regressed,
                        notes=[f"Change points by Apache Otava {detection.otava_version or '-'} (E-divisive means), "
                               f"threshold {detection.threshold:.0%}."])
 

@@ -12,6 +12,10 @@ import math
 from .changepoints import Detection, SeriesReport
 
 DPI = 110
+# A trend fits a 1280 px page: past this width sessions crowd closer and only every n-th commit is named
+# (a 120-session history drew a 4499 px strip).
+MAX_WIDTH_IN = 11.0
+MAX_TICK_LABELS = 40
 
 
 def _commit(point) -> str:
@@ -40,7 +44,7 @@ def trend_png(report: SeriesReport, *, threshold: float | None = None, environme
 
     points = report.points
     xs = list(range(1, len(points) + 1))
-    figure = Figure(figsize=(max(6.0, 0.32 * len(points) + 2.5), 3.6), dpi=DPI)
+    figure = Figure(figsize=(min(MAX_WIDTH_IN, max(6.0, 0.32 * len(points) + 2.5)), 3.6), dpi=DPI)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     values = [p.value for p in points]
@@ -62,8 +66,9 @@ def trend_png(report: SeriesReport, *, threshold: float | None = None, environme
         axes.axvline(cp.index + 0.5, color=color, linewidth=2 if failing else 1.2)
         axes.annotate(f"{cp.change:+.1%}\n{_commit(cp.before)}→{_commit(cp.after)}", xy=(cp.index + 0.5, 1.0),
                       xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=7, color=color)
-    axes.set_xticks(xs)
-    axes.set_xticklabels([_commit(p) for p in points], rotation=60, ha="right", fontsize=6)
+    every = math.ceil(len(points) / MAX_TICK_LABELS) or 1
+    axes.set_xticks(xs[::every])
+    axes.set_xticklabels([_commit(p) for p in points[::every]], rotation=60, ha="right", fontsize=6)
     axes.set_ylabel(report.metric, fontsize=8)
     where = environment or f"environment {report.fingerprint_key}"
     axes.set_title(f"{report.test}: {report.metric}\n{where}", fontsize=8, pad=22)

@@ -81,7 +81,8 @@ def write_report(directory: Path, rows: list[dict], fingerprint: dict | None = N
     plots = write_plots(rows, directory, images)
     written.append(write_atomic(directory / "summary.md", markdown_summary(rows, plots)))
     written.append(write_html(directory / HTML_REPORT, render_html(
-        rows, title=report_title(fingerprint), generated_at=document["generated_at"], plots=images)))
+        rows, title=report_title(fingerprint), generated_at=document["generated_at"], plots=images,
+        fingerprint=fingerprint)))
     return written + plots
 
 

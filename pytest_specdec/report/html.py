@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import os
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..atomic import write_atomic
+from .html_sections import (breakable, capacity_section, environment_section, escape_html as _e,
+                            failure_sections, flag_section, page_outcome, summary, theory_section)
 from .plots import PlotImage, render_plots
-from .tables import UNAVAILABLE, _cell, _equivalence_text, _speedup_text
+from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
 
 HTML_REPORT = "report.html"
 
@@ -44,16 +43,17 @@ COLUMNS = (
     ("test", lambda r: r.get("test"), None),
     ("config", lambda r: r.get("config"), None),
     ("engine", lambda r: r.get("engine"), None),
-    ("workload", lambda r: r.get("workload"), None),
-    ("access pattern", lambda r: r.get("access_pattern"), None),
-    ("outcome", lambda r: r.get("outcome"), None),
-    ("regression", lambda r: r.get("regression"), None),
+    ("workload / access pattern", lambda r: f"{r.get('workload') or '–'} / {r.get('access_pattern') or '–'}", None),
+    ("outcome", page_outcome, None),
+    ("baseline", lambda r: r.get("regression"), None),
     ("throughput speedup (repeat range)", _speedup_text, "speedup_output_throughput"),
+    ("TPOT speedup", lambda r: _speedup_text(r, "speedup_median_tpot"), "speedup_median_tpot"),
     ("expected speedup", lambda r: _cell(r, "expected_speedup", ".2f", "x"), "expected_speedup"),
     ("acceptance rate", lambda r: _cell(r, "acceptance_rate", ".0%"), "acceptance_rate"),
     ("acceptance length", lambda r: _cell(r, "acceptance_length", ".2f"), "acceptance_length"),
     ("match rate", lambda r: _equivalence_text(r) if r.get("match_rate") is not None else _cell(r, "match_rate", ".0%"),
      "match_rate"),
+    ("capacity ratio", lambda r: _ratio_cell(r) if r.get("capacity") else "", "capacity_ratio"),
 )
 
 # Tells the reader (and a browser test) on the page itself whether every image decoded.
@@ -68,32 +68,44 @@ window.addEventListener("load", function () {
   check.setAttribute("data-images", String(images.length));
   check.setAttribute("data-decoded", String(decoded));
   check.setAttribute("data-rows", String(rows));
+  // Whether the page reads without scrolling sideways: the page's width and the results table's, each
+  // against the width it has.
+  var wide = document.querySelector(".wide");
+  check.setAttribute("data-page-overflow", String(document.documentElement.scrollWidth - document.documentElement.clientWidth));
+  check.setAttribute("data-table-overflow", String(wide ? wide.scrollWidth - wide.clientWidth : 0));
   check.textContent = decoded + " of " + images.length + " images shown; " + rows + " result rows.";
 });
 """
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1rem 1.25rem;
-       color: #1f2328; background: #fff; line-height: 1.4; }
-h1 { font-size: 1.5rem; margin-bottom: 0.2rem; }
+       color: #1f2328; background: #fff; line-height: 1.4; max-width: 1240px; }
+h1 { font-size: 1.5rem; margin-bottom: 0.2rem; overflow-wrap: break-word; }
 h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d0d7de; padding-bottom: 0.2rem; }
-h3 { font-size: 1rem; margin-bottom: 0.3rem; }
+h3 { font-size: 1rem; margin-bottom: 0.3rem; overflow-wrap: break-word; }
 .meta, .empty, figcaption, #page-check { color: #59636e; font-size: 0.9rem; }
-table { border-collapse: collapse; font-size: 0.8rem; }
-th, td { border: 1px solid #d0d7de; padding: 0.2rem 0.4rem; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; font-size: 0.75rem; width: 100%; box-sizing: border-box; }
+th, td { border: 1px solid #d0d7de; padding: 0.2rem 0.3rem; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
 th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #f9fafb; }
-td.num { text-align: right; white-space: nowrap; }
-td.test { min-width: 9rem; max-width: 24rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; }
-td.config { min-width: 9rem; max-width: 16rem; overflow-wrap: break-word; }
+td.num { text-align: right; }
+td.test { min-width: 8rem; max-width: 14rem; font-family: ui-monospace, monospace; }
+td.config { min-width: 6rem; max-width: 11rem; }
+td.traffic { max-width: 8rem; }
 .wide { overflow-x: auto; }
 td.na { color: #8c959f; font-style: italic; }
 .outcome-passed { color: #1a7f37; font-weight: 600; }
-.outcome-failed, .outcome-error { color: #cf222e; font-weight: 600; }
-.outcome-skipped { color: #9a6700; font-weight: 600; }
-dl.reasons { margin: 0 0 1rem 0; font-size: 0.85rem; }
-dl.reasons dt { font-family: ui-monospace, monospace; margin-top: 0.2rem; }
-dl.reasons dd { margin-left: 1.5rem; }
+.outcome-failed, .outcome-error, .bad { color: #cf222e; font-weight: 600; }
+.outcome-skipped, .outcome-not-compared { color: #9a6700; font-weight: 600; }
+a.flag { color: #9a6700; font-weight: 700; text-decoration: none; }
+.failure { border-left: 3px solid #cf222e; padding-left: 0.75rem; margin-bottom: 1.5rem; }
+pre.message { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.75rem; background: #f6f8fa;
+              padding: 0.5rem; }
+ul.comparison, ul.causes { font-size: 0.85rem; }
+dl.reasons, dl.environment { margin: 0 0 1rem 0; font-size: 0.85rem; }
+dl.reasons dt, dl.environment dt { font-family: ui-monospace, monospace; margin-top: 0.2rem; overflow-wrap: break-word; }
+dl.reasons dd, dl.environment dd { margin-left: 1.5rem; overflow-wrap: break-word; }
 figure { margin: 1rem 0 1.5rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
 """
@@ -105,11 +117,6 @@ def _digest(text: str) -> str:
 
 # Nothing may be fetched; only this page's own style and script run (an injected one would not).
 _CSP = f"default-src 'none'; img-src data:; style-src {_digest(_STYLE)}; script-src {_digest(_SCRIPT)}"
-
-
-def _e(value: Any) -> str:
-    """A value as HTML text: escaped, quotes included (it may land in an attribute)."""
-    return html.escape("" if value is None else str(value), quote=True)
 
 
 def _data_uri(png: bytes) -> str:
@@ -127,36 +134,46 @@ def _table(rows: list[dict]) -> list[str]:
         for header, show, field in COLUMNS:
             text = show(row)
             text = "–" if text is None or text == "" else str(text)
-            classes = []
+            classes, flag = [], ""
             if header in ("test", "config"):
                 classes.append(header)
+            elif header.startswith("workload"):
+                classes.append("traffic")
             elif header == "outcome":
-                classes.append(f"outcome-{row.get('outcome')}")
+                classes.append("outcome-not-compared" if text != str(row.get("outcome"))
+                               else f"outcome-{row.get('outcome')}")
             elif field is not None:
                 classes.append("num")
+            if field is not None and text.endswith(" !"):  # a flagged speedup: the mark links to its reasons
+                text = text[:-2]
+                flag = ' <a class="flag" href="#flags" title="flagged: not SD alone (see Flags)">!</a>'
             tip = ""
             if field is not None and text.startswith(UNAVAILABLE):
                 classes.append("na")
                 tip = f' title="{_e(reasons.get(field))}"' if reasons.get(field) else ""
-            cells.append(f'<td class="{_e(" ".join(classes))}"{tip}>{_e(text)}</td>')
+            shown = breakable(text) if field is None and header not in ("outcome", "baseline") else _e(text)
+            cells.append(f'<td class="{_e(" ".join(classes))}"{tip}>{shown}{flag}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     return out
 
 
 def _not_measured(rows: list[dict]) -> list[str]:
-    out = ['<section id="not-measured">', "<h2>Not measured</h2>"]
+    """What could not be measured and why, each set of reasons once with every test it applies to."""
     listed = [row for row in rows if row.get("unavailable") or row.get("repeats") == 0]
     if not listed:
-        out.append('<p class="empty">Every figure of every result was measured.</p>')
+        return []
+    out = ['<section id="not-measured">', "<h2>Not measured</h2>"]
+    groups: dict[tuple, list[str]] = {}
     for row in listed:
-        out.append(f"<h3>{_e(row.get('test'))}</h3>")
-        out.append('<dl class="reasons">')
+        reasons = tuple((row.get("unavailable") or {}).items())
         if row.get("repeats") == 0:  # a row without figures: the test ended before it measured
-            out.append(f"<dt>every figure</dt><dd>the test ended ({_e(row.get('outcome'))}) before measuring</dd>")
-        for field, why in (row.get("unavailable") or {}).items():
-            out.append(f"<dt>{_e(field)}</dt><dd>{_e(why)}</dd>")
-        out.append("</dl>")
+            reasons = (("every figure", f"the test ended ({row.get('outcome')}) before measuring"),) + reasons
+        groups.setdefault(reasons, []).append(str(row.get("test")))
+    for reasons, tests in groups.items():
+        out.append(f"<h3>{'<br>'.join(breakable(test) for test in tests)}</h3>")
+        out.append('<dl class="reasons">' + "".join(f"<dt>{_e(field)}</dt><dd>{_e(why)}</dd>" for field, why in reasons)
+                   + "</dl>")
     out.append("</section>")
     return out
 
@@ -170,18 +187,15 @@ def _figure(title: str, png: bytes, caption: str | None = None) -> list[str]:
     return out
 
 
-def _outcomes(rows: list[dict]) -> str:
-    counts = Counter(str(row.get("outcome")) for row in rows)
-    parts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-    return f"{len(rows)} result{'s' if len(rows) != 1 else ''}" + (f": {parts}" if parts else "")
-
-
 def render_html(rows: list[dict], *, title: str, generated_at: str, trends: Sequence[TrendFigure] = (),
-                notes: Sequence[str] = (), plots: Sequence[PlotImage] | None = None) -> str:
+                notes: Sequence[str] = (), plots: Sequence[PlotImage] | None = None, fingerprint: dict | None = None,
+                regressions: Sequence[str] = ()) -> str:
     """The whole page for `rows` (report rows, as results.json holds them), one string.
 
     `plots` are the report's figures already drawn (`plots.render_plots`); left out, they are
-    drawn here from the rows.  `trends` are shown in a Trends section, `notes` under the title.
+    drawn here from the rows.  `trends` are shown in a Trends section, right after the summary, which
+    names `regressions` (the history's regressed series, in words) first; `notes` go under the title,
+    `fingerprint` (the session's environment) into an Environment section.
     """
     rows = list(rows)
     plots = render_plots(rows) if plots is None else list(plots)
@@ -189,30 +203,34 @@ def render_html(rows: list[dict], *, title: str, generated_at: str, trends: Sequ
            f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{_e(title)}</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
-           f"<h1>{_e(title)}</h1>",
-           f'<p class="meta">Generated {_e(generated_at)}. {_e(_outcomes(rows))}.</p>']
+           f"<h1>{_e(title)}</h1>", f'<p class="meta">Generated {_e(generated_at)}.</p>']
     if notes:
         out.append('<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>")
-    out.append('<section id="results-section">')
-    out.append("<h2>Results</h2>")
-    if rows:
-        out += _table(rows)
-    else:
-        out.append('<p class="empty">No specdec test ran.</p>')
-        out.append('<table id="results"><tbody></tbody></table>')
-    out.append("</section>")
-    out += _not_measured(rows)
-    out += ['<section id="figures">', "<h2>Figures</h2>"]
-    if not plots:
-        out.append('<p class="empty">No figures: nothing was measured that a figure draws.</p>')
-    for plot in plots:
-        out += _figure(plot.title, plot.png)
-    out.append("</section>")
-    if trends:
+    out += summary(rows, regressions=list(regressions))
+    if trends:  # a history page leads with its series
         out += ['<section id="trends">', "<h2>Trends</h2>"]
         for trend in trends:
             out += _figure(trend.title, trend.png, trend.caption)
         out.append("</section>")
+    out += failure_sections(rows)
+    if rows or not trends:
+        out.append('<section id="results-section">')
+        out.append("<h2>Results</h2>")
+        if rows:
+            out += _table(rows)
+        else:
+            out.append('<p class="empty">No specdec test ran.</p>')
+            out.append('<table id="results"><tbody></tbody></table>')
+        out.append("</section>")
+    out += flag_section(rows) + capacity_section(rows) + theory_section(rows) + _not_measured(rows)
+    if plots or rows:
+        out += ['<section id="figures">', "<h2>Figures</h2>"]
+        if not plots:
+            out.append('<p class="empty">No figures: nothing was measured that a figure draws.</p>')
+        for plot in plots:
+            out += _figure(plot.title, plot.png)
+        out.append("</section>")
+    out += environment_section(fingerprint)
     out += ['<p id="page-check"></p>', f"<script>{_SCRIPT}</script>", "</body>", "</html>"]
     return "\n".join(out) + "\n"
 

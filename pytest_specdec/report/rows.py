@@ -87,7 +87,8 @@ def operating_point(pattern: dict) -> tuple[str | None, str]:
 def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, result=None,
             regression: str | None = None, cost_ratio=None,
             gpu_usd_per_hour: float | None = None, detection: dict | None = None,
-            regression_comparison: str | None = None, regression_not_compared=None) -> dict[str, Any]:
+            regression_comparison: str | None = None, regression_not_compared=None,
+            regression_figures: list | None = None, failure: str | None = None) -> dict[str, Any]:
     """One report row; `result` is None when the test ended before measuring.
 
     `cost_ratio` (a number or `theory.CostRatio`) stands in for c where the
@@ -101,6 +102,8 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "regression": regression or "not checked",
         "regression_comparison": regression_comparison,
         "regression_not_compared": dict(regression_not_compared or {}),
+        "regression_figures": list(regression_figures or []),
+        "failure": failure,
         "model": spec.model,
         "engine": getattr(spec, "engine", "vllm"),
         "engine_version": None,
@@ -213,6 +216,16 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
     return row
 
 
+# A failure message is kept whole up to here: the gate's table and comparison fit; a traceback's tail does not.
+FAILURE_CHARS = 6000
+
+
+def _cut(text: str | None) -> str | None:
+    if not text:
+        return None
+    return text if len(text) <= FAILURE_CHARS else text[:FAILURE_CHARS] + f"\n[... {len(text) - FAILURE_CHARS} more characters]"
+
+
 def _groups(result) -> dict[str, Any]:
     """Per category and per turn (measure.groups), where the requests carry one, with whether they differ."""
     from ..measure.groups import difference
@@ -271,7 +284,7 @@ def _capacity_row(row: dict[str, Any], result, gpu_usd_per_hour: float | None) -
 
 
 def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
-                  gpu_usd_per_hour: float | None = None) -> list[dict[str, Any]]:
+                  gpu_usd_per_hour: float | None = None, failure: str | None = None) -> list[dict[str, Any]]:
     """One row per result a test measured (one without figures if it failed before measuring).
 
     `plan` is the test's collection plan (spec, workload, pattern) and `test`
@@ -279,6 +292,8 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
     `resolve` is accepted for callers and not used: this runs inside pytest's
     report hook, where resolving a model may convert it or raise (the cost
     ratio was estimated at measure time, and is measured from the result).
+    `failure` is the message the test failed with, kept (cut to its first
+    FAILURE_CHARS characters) so a report page can say why.
     """
     workload = plan.workload.describe() if plan.workload else {}
     pattern = plan.pattern.describe() if plan.pattern else {}
@@ -294,7 +309,9 @@ def rows_for_test(test_id: str, plan, test, outcome: str, *, resolve=None,
                     {**pattern, **result.pattern} if result else pattern, outcome=outcome, result=result,
                     regression=regression, gpu_usd_per_hour=gpu_usd_per_hour, detection=detection,
                     regression_comparison=comparison,
-                    regression_not_compared=getattr(gate, "not_compared", None) if regression else None)
+                    regression_not_compared=getattr(gate, "not_compared", None) if regression else None,
+                    regression_figures=getattr(gate, "figures", None) if regression else None,
+                    failure=_cut(failure) if outcome in ("failed", "error") else None)
             for result in results or [None]]
 
 

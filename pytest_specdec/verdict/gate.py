@@ -96,6 +96,7 @@ class RegressionGate:
         # Which comparison the last check made (machine, engine change), for reports: None if none.
         self.comparison: str | None = None
         self.not_compared: dict[str, str] = {}  # gated figures the last check skipped, with the reason
+        self.figures: list[dict] = []  # the last check's table, one dict per compared figure, for reports
 
     def _fingerprint_for(self, result) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
@@ -140,6 +141,7 @@ class RegressionGate:
             for m in metrics
         }
         self.session.used.add(self.test_id)
+        self.figures = []
         # Speedups of a comparison still cold or drifting after it was measured again: not compared, the flag
         # is the reason (measure.fairness), and never recorded as a baseline.
         unfair = getattr(result, "unfair_speedup", lambda: None)()
@@ -245,6 +247,7 @@ class RegressionGate:
                 for side, metric in dict.fromkeys(gated) if metric in segments.get(side, {}))
         self.comparison = comparison
         self.not_compared = dict(skipped)
+        self.figures = [_figure(row) for row in rows]
         judged = [v for v in verdicts if v is not None]
         failed = [v for v in verdicts if v is None or v.regression]
         described = [v.describe() for v in judged] + [d.describe() for d in self.detections.values()]
@@ -297,6 +300,16 @@ def _row(label: str, metric: str, verdict, tolerance: float) -> Row:
     # below it state one number for the figure.
     return Row(label, verdict.baseline, verdict.current, tolerance, ci, not verdict.regression, direction=metric,
                stated_change=None if math.isnan(verdict.change) else verdict.change)
+
+
+def _figure(row: Row) -> dict:
+    """One compared figure as report rows carry it: plain numbers, null where there is none."""
+    def number(value):
+        return float(value) if value is not None and math.isfinite(value) else None
+
+    return {"figure": row.metric, "baseline": number(row.required), "measured": number(row.measured),
+            "change": number(row.change), "tolerance": row.tolerance,
+            "ci": [number(v) for v in row.ci] if row.ci else None, "ok": row.ok, "note": row.note or None}
 
 
 def _unavailable(result, metric: str) -> str | None:

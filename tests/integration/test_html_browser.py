@@ -11,6 +11,10 @@ script.  The trend is a series with a step, judged by Apache Otava and drawn by
     into the DOM how many <img> decoded (naturalWidth > 0) and how many
     result rows the table has; with the network cut off (every request sent
     to a proxy that does not exist) every image still decodes.
+    The same dump shows the page explaining itself at 1280 px: no sideways
+    scrolling (the script writes the page's and the table's overflow), the
+    summary and a gate failure's comparison before the table, a pass that
+    compared nothing apart from "passed", and the legend of the "!" flag.
 (b) ``--screenshot`` at a fixed window size, kept in $SPECDEC_TEST_ARTIFACTS
     (or test-artifacts/ at the repository root) and checked with Pillow: not
     blank, and the figures are painted (solid coloured areas text cannot make).
@@ -20,6 +24,7 @@ A missing chromium is an error naming the package, not a skip.
 
 from __future__ import annotations
 
+import html
 import io
 import os
 import shutil
@@ -36,12 +41,13 @@ from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.files import load_report, report_title
 from pytest_specdec.report.html import TrendFigure, render_html, write_html
+from pytest_specdec.report.html_sections import FLAG_LEGEND
 from pytest_specdec.report.plots import render_plots
 from pytest_specdec.report.rows import row_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWSER_TIMEOUT_S = 60
-WINDOW = (1280, 4000)
+WINDOW = (1280, 9000)
 EVIL_ID = "tests/t.py::test_sd[<script>document.title='owned'</script>]"
 SPEC = ServerSpec("HuggingFaceTB/SmolLM2-135M-Instruct", {"method": "ngram", "num_speculative_tokens": 4})
 # Accepted drafts per step of each SD request (k=4): requests from poor to good acceptance.
@@ -109,18 +115,46 @@ def trend_figure(rows: list[dict]) -> TrendFigure:
     return TrendFigure("Throughput speedup by commit", trend_png(report, threshold=0.05), report.newest.describe())
 
 
+# A gate failure as the gate reports it (figure by figure, with what it can detect), a pass whose baseline
+# check compared nothing, and a speedup flagged as not SD alone: what the page must explain.
+GATE_FAILURE = ("AssertionError: performance regressed against the baseline of tests/t.py::test_gate_fails\n"
+                "metric  baseline  measured  change  tolerance")
+FIGURES = [{"figure": "speedup_output_throughput", "baseline": 2.0, "measured": 1.5, "change": -0.25,
+            "tolerance": 0.15, "ci": [1.42, 1.58], "ok": False, "note": None},
+           {"figure": "output_throughput (reference)", "baseline": 100.0, "measured": 98.0, "change": -0.02,
+            "tolerance": 0.1, "ci": [97.0, 99.0], "ok": True, "note": None}]
+FLAG = {"kind": "ttft_at_concurrency_1", "message": "TTFT speedup 1.51x one request at a time, where ngram does not "
+        "touch prefill", "fix": "warm both servers", "describe": "ttft_at_concurrency_1: TTFT speedup 1.51x one "
+        "request at a time, where ngram does not touch prefill (fix: warm both servers)"}
+
+
+def explained_rows(measured: dict) -> list[dict]:
+    failed = {**measured, "test": "tests/t.py::test_gate_fails", "outcome": "failed", "regression": "failed",
+              "regression_figures": FIGURES, "failure": GATE_FAILURE,
+              "detection": {"speedup_output_throughput": {"tolerance": 0.15, "spread": 0.04, "smallest_drop": 0.19,
+                                                          "false_alarm_rate": 0.0, "power": 0.9}},
+              "regression_comparison": "same machine: every gated figure compared, the reference's own tok/s and ms "
+                                       "included\nengine changed since the baseline: engine_version 0.31.0 -> 0.32.0"}
+    not_compared = {**measured, "test": "tests/t.py::test_other_box", "outcome": "passed", "regression": "not compared",
+                    "regression_not_compared": {"speedup_output_throughput": "another machine"}}
+    flagged = {**measured, "test": "tests/t.py::test_flagged", "outcome": "passed", "fairness_flags": [FLAG]}
+    return [failed, not_compared, flagged]
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     """The rendered report.html, with what it should show."""
     document = load_report(ROOT / "tests" / "data" / "v1")  # a real CPU run's results
     rows = document["results"] + [per_request_row()]
     rows.append(row_for(EVIL_ID, SPEC, {"name": "sharegpt"}, {"name": "throughput_low"}, outcome="failed"))
+    rows += explained_rows(rows[0])
     plots = render_plots(rows)
     names = [p.name for p in plots]
     assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names
     trends = [trend_figure(rows)]
     text = render_html(rows, title=report_title(document["fingerprint"]), generated_at=document["generated_at"],
-                       trends=trends, notes=["rendered by tests/integration/test_html_browser.py"], plots=plots)
+                       trends=trends, notes=["rendered by tests/integration/test_html_browser.py"], plots=plots,
+                       fingerprint=document["fingerprint"])
     path = write_html(tmp_path_factory.mktemp("html") / "report.html", text)
     shutil.copyfile(path, artifacts_dir() / "report-html.html")
     return {"path": path, "rows": len(rows), "images": len(plots) + len(trends)}
@@ -164,7 +198,8 @@ OFFLINE = ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
 
 @pytest.mark.parametrize("network", [[], OFFLINE], ids=["default", "offline"])
 def test_every_image_decodes_and_every_row_is_in_the_table(page, tmp_path, network):
-    done = run_chromium([*network, "--dump-dom", page["path"].as_uri()], tmp_path / "profile")
+    done = run_chromium([*network, f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", page["path"].as_uri()],
+                        tmp_path / "profile")
     seen = PageCheck(done.stdout)
     assert seen.check is not None and "data-images" in seen.check, (
         f"the page's script did not run: {done.stdout[-2000:]}")
@@ -173,6 +208,15 @@ def test_every_image_decodes_and_every_row_is_in_the_table(page, tmp_path, netwo
     assert int(seen.check["data-rows"]) == page["rows"]
     assert seen.scripts == 1  # the test id's <script> stayed text
     assert "<title>owned</title>" not in done.stdout
+    # At 1280 px neither the page nor the results table scrolls sideways.
+    assert int(seen.check["data-page-overflow"]) <= 0 and int(seen.check["data-table-overflow"]) <= 0, seen.check
+    # The page says why: the failure's comparison, "not compared" apart from "passed", the flag legend.
+    dom = done.stdout
+    assert dom.index('id="summary"') < dom.index('id="failures"') < dom.index('id="results"')
+    assert "performance regressed against the baseline of tests/t.py::test_gate_fails" in dom
+    assert "engine changed since the baseline: engine_version 0.31.0 -&gt; 0.32.0" in dom
+    assert "passed, baseline not compared" in dom
+    assert html.escape(FLAG_LEGEND) in dom and "where ngram does not touch prefill (fix: warm both servers)" in dom
 
 
 def test_screenshot_shows_the_table_and_painted_figures(page, tmp_path):

@@ -100,6 +100,14 @@ def test_an_engine_change_is_compared_on_the_same_machine(gated, monkeypatch, na
     assert row["regression"] == ("failed" if fails else "passed")
     assert row["regression_comparison"].startswith("same machine: every gated figure compared")
     assert row["regression_not_compared"] == {}
+    # The report page's failure section reads these: the gate's own table and the test's message.
+    failing = [figure["figure"] for figure in row["regression_figures"] if not figure["ok"]]
+    assert bool(failing) == fails and "speedup_output_throughput" in [f["figure"] for f in row["regression_figures"]]
+    if fails:
+        assert row["failure"].startswith("AssertionError: performance regressed against the baseline of")
+        assert all(figure in row["failure"] for figure in failing)
+    else:
+        assert row["failure"] is None
 
 
 def test_the_unchanged_engine_passes_and_a_table_states_one_change_per_figure(gated, monkeypatch):
