@@ -37,6 +37,8 @@ carries text only.  ``--dialect sglang`` answers SGLang's native /generate: runn
 ``output_ids`` with each request's SD figures in ``meta_info`` (``spec_verify_ct``,
 ``spec_accept_histogram``, ``spec_num_proposed_drafts``), version at /server_info.  The modes apply
 as they do to vLLM's formats ("no-counters": no SD statistics).
+``--dialect toy`` speaks the toy engine of tests/toy_engine.py: it requires ``toy_drafts: true`` in the
+body, names token ids ``ids``, has no /metrics, and puts each request's ``toy_sd`` on its last event.
 ``--facts JSON`` adds engine facts: ``version`` (served at /version, or as /props' ``build_info``
 in the llamacpp dialect) and the labels of
 ``vllm:cache_config_info`` (e.g. ``{"enable_prefix_caching": "False"}``).
@@ -58,6 +60,25 @@ MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids",
          "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout",
          "cold-start", "cold-forever", "drift", "ttft-slow-first-run")
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
+# trtllm-serve's CompletionRequest (tensorrt_llm/serve/openai_protocol.py): a pydantic model with
+# extra="forbid", so any other field, vLLM's return_token_ids included, is a 400.
+TRTLLM_COMPLETION_FIELDS = frozenset({
+    "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
+    "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
+    "lora_request", "prompt_ignore_length", "use_beam_search", "top_k", "top_p_min", "min_p", "repetition_penalty",
+    "length_penalty", "early_stopping", "stop_token_ids", "include_stop_str_in_output", "ignore_eos", "min_tokens",
+    "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens", "return_context_logits",
+    "detokenize", "thinking_token_budget", "add_special_tokens", "response_format", "disaggregated_params",
+    "priority", "conversation_params"})
+TRTLLM_STREAM_OPTIONS = frozenset({"include_usage", "continuous_usage_stats"})
+
+
+def trtllm_refusal(request: dict) -> str | None:
+    """What trtllm-serve's request validation says about `request`, None when it passes."""
+    unknown = sorted(set(request) - TRTLLM_COMPLETION_FIELDS)
+    unknown += [f"stream_options.{key}" for key in sorted(set(request.get("stream_options") or {})
+                                                          - TRTLLM_STREAM_OPTIONS)]
+    return f"{unknown[0]}: Extra inputs are not permitted" if unknown else None
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
 # a text-only stream of n of them tokenizes back to exactly n tokens.
 WORDS = ("the of and to in is that for it with as on was be at by this have from or one had not but what all "
@@ -210,6 +231,8 @@ def make_handler(state: State):
                 served = ["someone-else"] if state.mode == "wrong-model" else \
                     [ALIAS, state.model] if state.mode == "alias" else [state.model]
                 self._json(200, {"object": "list", "data": [{"id": name} for name in served]})
+            elif self.path == "/metrics" and state.dialect == "toy":  # the toy engine has no metrics page
+                self._json(404, {"error": "not found"})
             elif self.path == "/metrics":
                 if state.mode == "metrics-timeout":
                     time.sleep(3600)
@@ -235,6 +258,12 @@ def make_handler(state: State):
                 return
             if state.dialect == "sglang":
                 self._sglang_generate(request)
+                return
+            if state.dialect == "toy" and not request.get("toy_drafts"):  # its own request field, required
+                self._json(400, {"error": "toy servers need toy_drafts: true"})
+                return
+            if state.dialect == "trtllm" and (refusal := trtllm_refusal(request)):
+                self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
                 return
             if request.get("model") != state.model:
                 self._json(404, {"error": {"message": f"model {request.get('model')!r} does not exist"}})
@@ -277,8 +306,11 @@ def make_handler(state: State):
                 event = {"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]}
                 if state.mode not in ("no-token-ids", "bare-stream") and state.dialect != "trtllm":
                     if state.dialect == "llamacpp":
-                        event["__verbose"] = {"tokens": chunk_ids}  # what "verbose": true adds to a chunk
-                    else:
+                        if request.get("verbose"):  # what "verbose": true adds to a chunk
+                            event["__verbose"] = {"tokens": chunk_ids}
+                    elif state.dialect == "toy":
+                        choice["ids"] = chunk_ids  # its own name for them
+                    elif request.get("return_token_ids"):  # vLLM streams ids only when asked
                         choice["token_ids"] = chunk_ids
                 self._event(event)
                 time.sleep(chunk_s(state.mode, number, state.chunk_s))
@@ -291,6 +323,11 @@ def make_handler(state: State):
                     self._event({"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
                                  "model": state.model, "object": "text_completion", "timings": timings,
                                  "usage": {"completion_tokens": count, "prompt_tokens": 1, "total_tokens": count + 1}})
+                elif state.dialect == "toy":  # its per-request SD figures ride on the last event, in its names
+                    drafted, accepted = request_drafting(count)
+                    self._event({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": count,
+                                                          "total_tokens": count + 1},
+                                 "toy_sd": {"steps": max(1, count // 2), "proposed": drafted, "accepted": accepted}})
                 elif state.mode not in ("no-usage", "bare-stream"):
                     self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
                                  "usage": {"prompt_tokens": len(request.get("prompt", "").split()) or 1,
@@ -343,7 +380,7 @@ def main() -> int:
     parser.add_argument("--variant", type=int, default=0)
     parser.add_argument("--facts", type=json.loads, default={})
     parser.add_argument("--chunk-s", type=float, default=CHUNK_S)
-    parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm", "sglang"), default="vllm")
+    parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm", "sglang", "toy"), default="vllm")
     args = parser.parse_args()
     state = State(args.mode, args.model, args.variant, args.facts, args.dialect)
     state.chunk_s = args.chunk_s

@@ -61,6 +61,7 @@ _RESERVED_FLAGS = {
     "--served-model-name": "the plugin serves the model under the marker's `model` name",
     "--speculative-config": "use the marker's `speculative_config` field",
     "--speculative_config": "use the marker's `speculative_config` field",
+    "-sc": "use the marker's `speculative_config` field (-sc is vLLM's short name for --speculative-config)",
     "--tensor-parallel-size": "use the marker's `tensor_parallel_size` field",
     "-tp": "use the marker's `tensor_parallel_size` field",
 }

@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `request_sd` speaks
+
 if TYPE_CHECKING:  # the spec module imports the engine registry lazily; no cycle at import time
     from ..config.spec import ServerSpec
     from ..measure.counters import SpecDecodeCounters
@@ -64,6 +66,31 @@ def draft_length(engine: str, config: Mapping[str, Any]) -> int:
     return k
 
 
+# vLLM's prompt lookup when a test leaves its sizes out (vllm/config/speculative.py, 0.32): both 5,
+# and one size given stands for both.  Every engine resolves the declared matcher this one way.
+NGRAM_DEFAULT_SIZE = 5
+
+
+def ngram_sizes(engine: str, config: Mapping[str, Any]) -> tuple[int, int]:
+    """(prompt_lookup_min, prompt_lookup_max) as vLLM resolves them: the matcher the test declares."""
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise EngineConfigError(engine, f"speculative_config.{key}",
+                                    f"needs an n-gram size as an integer >= 1, got {value!r}")
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if low is None and high is None:
+        low = high = NGRAM_DEFAULT_SIZE
+    elif low is None:
+        low = high
+    elif high is None:
+        high = low
+    if low > high:
+        raise EngineConfigError(engine, "speculative_config.prompt_lookup_min",
+                                f"must be <= prompt_lookup_max, got {low} > {high}")
+    return low, high
+
+
 def refuse_unknown(engine: str, config: Mapping[str, Any], understood: set[str], why: str = "") -> None:
     """Fail on the first key of `config` this engine has no translation for (silently dropping it would
     measure another configuration than the test declares)."""
@@ -92,6 +119,9 @@ class Engine:
     # True for an engine whose metrics page has no run totals: the run's SD counters are then the sum of
     # its requests' own figures (`request_sd`), and a request without them makes the counters unavailable.
     counts_per_request = False
+    # Whether reading the metrics page for engine facts leaves it as it was (trtllm-serve's drains the
+    # iteration statistics the run's counters are summed from: reading it for facts would lose them).
+    metrics_facts = True
     # True when each streamed event is one engine step (vLLM sends a step's tokens together), so the
     # tokens per event estimate the accepted drafts where the server gives no per-step arrays.
     events_are_steps = True
@@ -109,6 +139,14 @@ class Engine:
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError
 
+    def acceptance_note(self, spec: "ServerSpec") -> str | None:
+        """Why this engine's acceptance for `spec` is not vLLM's (a reader must not compare the two), or None."""
+        return None
+
+    def served_name(self, launch: LaunchRequest) -> str:
+        """The model name the launched server lists at /v1/models once ready (the marker's by default)."""
+        return launch.spec.model
+
     def launch_files(self, launch: LaunchRequest) -> dict[str, str]:
         """Files the command reads, {path: text}, written before the launch (none by default)."""
         return {}
@@ -124,8 +162,9 @@ class Engine:
         return data
 
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
-        """A request's own SD figures from its final response payload, in vLLM's per-request form
-        (``per_step_accepted``/``per_step_drafted``, or ``num_draft_tokens``/``num_accepted_tokens``);
+        """A request's own SD figures from its final response payload, in vLLM's per-request form: keys
+        of `PER_REQUEST_FIELDS` only (``per_step_accepted``/``per_step_drafted``, or the totals
+        ``num_spec_steps``/``num_draft_tokens``/``num_accepted_draft_tokens``, whichever it has);
         None when the payload carries none."""
         return None
 

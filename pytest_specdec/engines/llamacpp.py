@@ -12,11 +12,14 @@ Translation of the one vocabulary (flags as of llama.cpp's late-2026 server,
 the server):
 
 - ``draft_model``: ``--spec-type draft-simple -md DRAFT --spec-draft-n-max k
-  --spec-draft-n-min 0`` (a draft model alone does not enable drafting);
+  --spec-draft-n-min 0 --spec-draft-p-min 0`` (a draft model alone does not
+  enable drafting; p-min 0 drafts all k tokens, as vLLM does);
 - ``ngram``: ``--spec-type ngram-simple --spec-ngram-simple-size-n N
   --spec-ngram-simple-size-m k --spec-ngram-simple-min-hits 1``.  It matches
   one n-gram length N, where vLLM's prompt lookup tries every length from
-  ``prompt_lookup_max`` down to ``prompt_lookup_min``: a range is refused.
+  ``prompt_lookup_max`` down to ``prompt_lookup_min``: a range is refused,
+  and the sizes resolve as vLLM resolves them (both 5 when neither is
+  given, one given stands for both; `base.ngram_sizes`).
 
 Its own SD figures: each response's ``timings.draft_n`` /
 ``timings.draft_n_accepted`` (final chunk; present only once something was
@@ -31,7 +34,8 @@ import os
 import shutil
 from typing import Any, Mapping
 
-from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
+from .per_request import ACCEPTED, DRAFTED
 
 TITLE = "llama.cpp"
 BINARY_ENV = "SPECDEC_LLAMA_SERVER"
@@ -45,10 +49,13 @@ _COUNTERS = {
 _PER_POSITION = PREFIX + "num_accepted_tokens_per_pos_total"
 # Requests in flight at once: the plugin's patterns go up to a few dozen on a CPU.
 DEFAULT_SLOTS = 16
-DEFAULT_CONTEXT = 8192  # shared by the slots (llama-server splits -c between them)
+# One context of this many tokens shared by every slot (--kv-unified): without it llama-server splits
+# -c between the slots, 512 tokens each at 16 slots, and any longer request failed on llama.cpp only.
+DEFAULT_CONTEXT = 8192
 # Flags the plugin sets from the marker; a copy in server_args would silently win or clash.
 OWN_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-a", "--alias", "--metrics", "--spec-type",
-                       "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-draft-n-min"})
+                       "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-draft-n-min",
+                       "--spec-draft-p-min", "-kvu", "--kv-unified"})
 
 
 def server_program(python: str) -> list[str]:
@@ -61,17 +68,13 @@ def server_program(python: str) -> list[str]:
 
 
 def _ngram_size(config: Mapping[str, Any]) -> int:
-    sizes = {config[key] for key in ("prompt_lookup_min", "prompt_lookup_max") if key in config}
-    if len(sizes) > 1:
+    low, high = ngram_sizes(TITLE, config)
+    if low != high:
         raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
                                 "matches one n-gram length (--spec-ngram-simple-size-n), not a range: give "
-                                f"prompt_lookup_min equal to prompt_lookup_max (got {config.get('prompt_lookup_min')!r}"
-                                f" and {config.get('prompt_lookup_max')!r}), or only one of them")
-    size = sizes.pop() if sizes else 3
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_max",
-                                f"needs the n-gram length as an integer >= 1, got {size!r}")
-    return size
+                                f"prompt_lookup_min equal to prompt_lookup_max (got {low} and {high}), or only one "
+                                "of them")
+    return high
 
 
 class LlamaCpp(Engine):
@@ -109,13 +112,15 @@ class LlamaCpp(Engine):
         spec = launch.spec
         command = server_program(launch.python) + [
             "-m", launch.model_path, "--alias", spec.model, "--host", launch.host, "--port", str(launch.port),
-            "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT)]
+            "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT), "--kv-unified"]
         config = launch.speculative_config
         if config is not None:
             k = draft_length(TITLE, config)
             if config["method"] == "draft_model":
+                # p-min 0: draft all k tokens every step, as vLLM does (older builds stopped a draft at the
+                # first token under 0.75 probability, a different drafter under the same k).
                 command += ["--spec-type", "draft-simple", "-md", str(config["model"]),
-                            "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0"]
+                            "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
             else:
                 command += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(_ngram_size(config)),
                             "--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-min-hits", "1"]
@@ -147,7 +152,7 @@ class LlamaCpp(Engine):
                 raise ValueError(f"timings.{name} must be an int >= 0, got {value!r}")
         if accepted > drafted:
             raise ValueError(f"timings.draft_n_accepted = {accepted} exceeds timings.draft_n = {drafted}")
-        return {"num_draft_tokens": drafted, "num_accepted_tokens": accepted}
+        return {DRAFTED: drafted, ACCEPTED: accepted}  # no step count: llama-server keeps none per request
 
     def counters(self, metrics_text: str, model_names, where: str):
         """The ``llamacpp:spec_decode_*`` counters (one model per server: no model label to match)."""

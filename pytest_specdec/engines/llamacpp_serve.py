@@ -11,7 +11,7 @@ a few a test may add), so the engine builds one command line whichever
 program runs it::
 
     python -m pytest_specdec.engines.llamacpp_serve -m target.gguf --alias NAME --host 127.0.0.1 \\
-        --port 8080 --metrics -np 16 -c 8192 --spec-type ngram-simple --spec-ngram-simple-size-n 3 ...
+        --port 8080 --metrics -np 16 -c 8192 --kv-unified --spec-type ngram-simple --spec-ngram-simple-size-n 3 ...
 
 It serves until SIGTERM or SIGINT.  A flag it does not know is an error that
 names it (llama-server would take it; this stand-in cannot).
@@ -36,12 +36,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", action="store_true")
     p.add_argument("-np", "--parallel", type=int, default=1)
     p.add_argument("-c", "--ctx-size", type=int, default=0)
+    p.add_argument("-kvu", "--kv-unified", action="store_true")
     p.add_argument("-t", "--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--spec-type", choices=SPEC_TYPES, default="none")
     p.add_argument("-md", "--model-draft", "--spec-draft-model", dest="draft", default=None)
     p.add_argument("--spec-draft-n-max", type=int, default=None)
     p.add_argument("--spec-draft-n-min", type=int, default=None)
+    p.add_argument("--spec-draft-p-min", type=float, default=None)
     p.add_argument("--spec-ngram-simple-size-n", type=int, default=None)
     p.add_argument("--spec-ngram-simple-size-m", type=int, default=None)
     p.add_argument("--spec-ngram-simple-min-hits", type=int, default=None)
@@ -59,6 +61,8 @@ def params_for(args: argparse.Namespace, xlc):
     params.endpoint_metrics = args.metrics
     params.n_parallel = args.parallel
     params.n_ctx = args.ctx_size
+    if args.kv_unified:
+        params.kv_unified = True
     if args.threads is not None:
         params.cpuparams.n_threads = args.threads
     if args.seed is not None:
@@ -74,6 +78,8 @@ def params_for(args: argparse.Namespace, xlc):
             speculative.draft.n_max = args.spec_draft_n_max
         if args.spec_draft_n_min is not None:
             speculative.draft.n_min = args.spec_draft_n_min
+        if args.spec_draft_p_min is not None:
+            speculative.draft.p_min = args.spec_draft_p_min
     elif args.spec_type == "ngram-simple":
         speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
         simple = speculative.ngram_simple

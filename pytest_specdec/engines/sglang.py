@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+from .per_request import ACCEPTED, DRAFT_LENGTH, DRAFTED, PER_STEP_ACCEPTED, PER_STEP_DRAFTED, STEPS
 
 TITLE = "SGLang"
 # vLLM method -> SGLang --speculative-algorithm.
@@ -43,6 +44,12 @@ HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 PROPOSED_KEYS = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 ACCEPTED_KEYS = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 VERIFY_KEY = "spec_verify_ct"
+# cpp_ngram/result.cpp pads a draft the trie cannot fill with token 0 and counts the padding as proposed;
+# one n-gram cache serves every request.  Neither is how vLLM counts a proposal.
+NGRAM_ACCEPTANCE_NOTE = ("SGLang's NGRAM counts the zero padding of drafts its trie could not fill as proposed "
+                         "tokens and shares one n-gram cache across requests: its acceptance rate is not vLLM's "
+                         "(lower where drafts are short, and dependent on the requests served before)")
+ADAPTIVE_FLAG = "--speculative-adaptive"
 
 
 def speculative_flags(config: Mapping[str, Any]) -> list[str]:
@@ -95,11 +102,11 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
     steps = _count(*verify) if verify else None
     figures: dict[str, Any] = {}
     if steps is not None:
-        figures["num_drafts"] = steps
+        figures[STEPS] = steps
     if proposed:
-        figures["num_draft_tokens"] = _count(*proposed)
+        figures[DRAFTED] = _count(*proposed)
     if accepted:
-        figures["num_accepted_tokens"] = _count(*accepted)
+        figures[ACCEPTED] = _count(*accepted)
     if histogram is None:
         return figures or None  # rates alone (spec_accept_rate/length) are no counts
     name, counts = histogram
@@ -107,29 +114,30 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
         raise ValueError(f"SGLang meta_info.{name} must be a list of ints, got {counts!r}")
     counts = [_count(f"{name}[{i}]", c) for i, c in enumerate(counts)]
     if steps is None and not any(counts):
-        steps = figures["num_drafts"] = 0  # an empty histogram without a count: no verify step yet
+        steps = figures[STEPS] = 0  # an empty histogram without a count: no verify step yet
     if sum(counts) != steps:
         raise ValueError(f"SGLang meta_info.{name} counts {sum(counts)} verify steps but {VERIFY_KEY} is "
                          f"{steps}: the histogram is not this request's")
     from_histogram = sum(i * c for i, c in enumerate(counts))
-    if accepted and figures["num_accepted_tokens"] != from_histogram:
+    if accepted and figures[ACCEPTED] != from_histogram:
         raise ValueError(f"SGLang meta_info.{accepted[0]} is {accepted[1]} but {name} accepts {from_histogram} "
                          "drafts in all")
-    figures["num_accepted_tokens"] = from_histogram
+    figures[ACCEPTED] = from_histogram
     if steps == 0:
-        figures.update(per_step_accepted=[], per_step_drafted=[])
+        figures.update({PER_STEP_ACCEPTED: [], PER_STEP_DRAFTED: []})
         return figures
     if not proposed:
         return figures  # k unknown: the summary form only
-    k, rest = divmod(figures["num_draft_tokens"], steps)
+    k, rest = divmod(figures[DRAFTED], steps)
     most = max((i for i, c in enumerate(counts) if c), default=0)
     if rest or k < 1 or most > k:
         raise ValueError(f"SGLang meta_info.{proposed[0]} = {proposed[1]} over {VERIFY_KEY} = {steps} steps "
                          f"gives no draft length that fits {name} = {counts}")
     # The histogram keeps how many steps accepted i drafts, not when: the steps come out sorted by
     # acceptance, so a request's order is lost (position-in-output analyses see a reordered request).
-    figures["per_step_accepted"] = [i for i, c in enumerate(counts) for _ in range(c)]
-    figures["per_step_drafted"] = [k] * steps
+    figures[PER_STEP_ACCEPTED] = [i for i, c in enumerate(counts) for _ in range(c)]
+    figures[PER_STEP_DRAFTED] = [k] * steps
+    figures[DRAFT_LENGTH] = k
     return figures
 
 
@@ -145,6 +153,10 @@ class SGLang(Engine):
 
     def check(self, spec) -> None:
         super().check(spec)
+        if any(arg.split("=", 1)[0] == ADAPTIVE_FLAG for arg in spec.server_args):
+            raise EngineConfigError(TITLE, "server_args", f"flag {ADAPTIVE_FLAG} changes k while the run goes on, "
+                                    "which the per-request acceptance histogram does not record: the figures would "
+                                    "describe a k the server did not keep; leave it out")
         config = spec.speculative_config
         if config is None:
             return
@@ -162,6 +174,9 @@ class SGLang(Engine):
         understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
         why = "mtp drafts with the target's own layers" if method == "mtp" else ""
         refuse_unknown(TITLE, config, understood, why)
+
+    def acceptance_note(self, spec) -> str | None:
+        return NGRAM_ACCEPTANCE_NOTE if spec.method == "ngram" else None
 
     def command(self, launch: LaunchRequest) -> list[str]:
         if launch.device != "gpu":

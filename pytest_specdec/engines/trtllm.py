@@ -15,13 +15,16 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
 
 TITLE = "TensorRT-LLM"
-DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
+DRAFT_METHODS = frozenset({"eagle3", "draft_model"})
+# EagleDecodingConfig on the PyTorch backend runs the EAGLE-3 modes only: an EAGLE-1/2 head given as
+# method "eagle" would be loaded as an EAGLE-3 drafter and measure something else.
+EAGLE_REFUSAL = ("runs EAGLE-3 only on its PyTorch backend (EagleDecodingConfig's EAGLE-3 modes): an EAGLE-1/2 "
+                 "head would be loaded as an EAGLE-3 drafter; use method 'eagle3' with an EAGLE-3 draft")
 # vLLM method -> decoding_type (tensorrt_llm/llmapi/llm_args.py, a pydantic union keyed by it).
 DECODING_TYPES = {
-    "eagle": "Eagle",
     "eagle3": "Eagle3",
     # The docs (docs/source/features/speculative-decoding.md) and the `from_dict` table of releases up to
     # 1.0 spell it "DraftTarget"; the main-branch llm_args.py declares
@@ -31,11 +34,13 @@ DECODING_TYPES = {
     "ngram": "NGram",
     "mtp": "MTP",
 }
-# vLLM's prompt_lookup_max when the test leaves it out; NGram's own default drifted (4, then 0, then 2).
-DEFAULT_MATCHING_NGRAM_SIZE = 4
 # Flags `command` sets itself (click keeps the last copy, so one in server_args would silently win).
 OWN_FLAGS = ("--backend", "--extra_llm_api_options", "--config", "--tp_size", "--tensor_parallel_size")
 STATS_KEY = "specDecodingStats"
+# How many iterations trtllm-serve queues for /metrics (iter_stats_max_iterations, 1000 when unset): the
+# plugin reads the queue before and after each repeat, so a repeat of more iterations lost its oldest.
+# A read that returns the whole cap may have lost some: its counters are unavailable, never short.
+ITER_STATS_CAP = 100_000
 # specDecodingStats field -> SpecDecodeCounters field (C++ `struct SpecDecodingStats`, camelCase in JSON).
 STATS_FIELDS = {"numRequestsWithDraftTokens": "num_drafts", "numDraftTokens": "num_draft_tokens",
                 "numAcceptedTokens": "num_accepted_tokens"}
@@ -55,13 +60,11 @@ def speculative_section(config: Mapping[str, Any]) -> dict[str, Any]:
         # max_draft_len but still reads it.
         return {**section, "num_nextn_predict_layers": k}
     section["max_draft_len"] = k
-    if method == "eagle":
-        # speculative_model_dir: the spelling releases up to 1.0 require; main keeps it as an alias.
-        section["speculative_model_dir"] = str(config["model"])
-    elif method in DRAFT_METHODS:
+    if method in DRAFT_METHODS:
         section["speculative_model"] = str(config["model"])
     else:  # ngram: every field set, since the defaults changed between releases
-        section.update(max_matching_ngram_size=config.get("prompt_lookup_max", DEFAULT_MATCHING_NGRAM_SIZE),
+        # Always set: NGram's own default drifted between releases (4, then 0, then 2).
+        section.update(max_matching_ngram_size=ngram_sizes(TITLE, config)[1],
                        is_keep_all=True, is_use_oldest=True,
                        # Per request, as vLLM's prompt lookup: a pool shared across requests makes one
                        # request's acceptance depend on the ones before it.
@@ -90,6 +93,10 @@ def iteration_counters(entries: list, where: str):
         return SpecDecodeCounters.unavailable(
             f"{where} listed no iteration stats: an empty list (each read drains the queue, and the server "
             "keeps none without enable_iter_perf_stats)")
+    if len(entries) >= ITER_STATS_CAP:
+        return SpecDecodeCounters.unavailable(
+            f"{where} returned {len(entries)} iteration stats, the whole queue (iter_stats_max_iterations="
+            f"{ITER_STATS_CAP}): older iterations may have been dropped, so the sums could be short")
     sections = [entry[STATS_KEY] for entry in entries if isinstance(entry, Mapping) and STATS_KEY in entry]
     if not sections:
         return SpecDecodeCounters.unavailable(
@@ -113,6 +120,7 @@ class TensorRTLLM(Engine):
     own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"
     version_paths = ("/version",)  # {"version": "1.x.y"}
+    metrics_facts = False  # /metrics drains the iteration stats the counters are summed from
 
     def check(self, spec) -> None:
         """Refuse what trtllm-serve cannot run as declared.
@@ -121,8 +129,10 @@ class TensorRTLLM(Engine):
         option, and serves the model under the basename of the path it loads
         (``OpenAIServer.__init__``); the plugin asks /v1/models for it.
         """
-        super().check(spec)
         config = spec.speculative_config
+        if config is not None and config.get("method") == "eagle":
+            raise EngineConfigError(TITLE, "speculative_config.method", EAGLE_REFUSAL)
+        super().check(spec)
         if config is None:
             return
         method = config["method"]
@@ -130,21 +140,29 @@ class TensorRTLLM(Engine):
         if method in DRAFT_METHODS and not config.get("model"):
             raise EngineConfigError(TITLE, "speculative_config.model", f"method {method!r} needs a draft model")
         if method == "ngram":
-            if "prompt_lookup_min" in config:
+            low, high = ngram_sizes(TITLE, config)
+            if low != 1:
+                # The NGram drafter tries every match size from max_matching_ngram_size down to 1; vLLM's
+                # lookup tries prompt_lookup_max down to prompt_lookup_min (min = max when only max is given).
                 raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
-                                        "NGram has no minimum match size (only max_matching_ngram_size, which "
-                                        "prompt_lookup_max sets); leave prompt_lookup_min out")
-            size = config.get("prompt_lookup_max", DEFAULT_MATCHING_NGRAM_SIZE)
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_max",
-                                        f"needs max_matching_ngram_size as an integer >= 1, got {size!r}")
-            understood = {"num_speculative_tokens", "prompt_lookup_max"}
+                                        f"NGram matches every size from max_matching_ngram_size down to 1, so it "
+                                        f"cannot run sizes {low}-{high} as declared (vLLM makes the minimum equal "
+                                        "the maximum when only prompt_lookup_max is given, and both 5 when neither "
+                                        f"is): declare prompt_lookup_min=1 with prompt_lookup_max={high}")
+            understood = {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
         else:
             understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
         refuse_unknown(TITLE, config, understood)
 
+    def served_name(self, launch: LaunchRequest) -> str:
+        """trtllm-serve serves a local model directory under its basename (`OpenAIServer`), a hub id as given;
+        it has no option to rename it, so readiness and every request use that name."""
+        path = Path(launch.model_path)
+        return path.name if path.is_dir() else launch.model_path
+
     def launch_files(self, launch: LaunchRequest) -> dict[str, str]:
-        options: dict[str, Any] = {"enable_iter_perf_stats": True}  # the PyTorch backend keeps no stats without it
+        # The PyTorch backend keeps no stats without enable_iter_perf_stats, and only the newest 1000 by default.
+        options: dict[str, Any] = {"enable_iter_perf_stats": True, "iter_stats_max_iterations": ITER_STATS_CAP}
         if launch.speculative_config is not None:
             options["speculative_config"] = speculative_section(launch.speculative_config)
         return {options_path(launch): json.dumps(options, indent=2, sort_keys=True) + "\n"}

@@ -100,6 +100,11 @@ class Vllm(Engine):
     def command(self, launch: LaunchRequest) -> list[str]:
         return build_command(launch)
 
+    def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
+        # vLLM's own field (no other engine accepts it; trtllm-serve refuses the request): each chunk then
+        # carries its token ids, which the output-equivalence check compares.
+        return {**openai, "return_token_ids": True}
+
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         metrics = payload.get("metrics")
         found = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None

@@ -257,18 +257,25 @@ class RequestOptions:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
 
 
+def completion_body(model: str, prompt: str, max_tokens: int, options: RequestOptions) -> dict[str, Any]:
+    """The streamed completion body every engine starts from: OpenAI's fields and ``ignore_eos`` (which
+    vLLM, trtllm-serve and llama-server all accept); an engine adds its own in `completion_payload`
+    (engines/), so no engine is sent another's field (trtllm-serve refuses any it does not know)."""
+    payload: dict[str, Any] = {
+        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": options.temperature,
+        "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": options.ignore_eos,
+    }
+    if options.logprobs is not None:
+        payload["logprobs"] = options.logprobs
+    return payload
+
+
 async def send_request(transport: Transport, engine: Any, model: str, index: int, prompt: PromptLike,
                        options: RequestOptions, slots: Any, due: float, text: str | None = None) -> RequestRecord:
     """One streamed request for `prompt` (its `text` unless given: a conversation's turn), timed from the moment
     a concurrency slot is free; never raises for a failing request (the record says why)."""
     woke = time.perf_counter()  # the event loop ran this task: late by woke - due
-    payload: dict[str, Any] = {
-        "model": model, "prompt": prompt.text if text is None else text, "max_tokens": prompt.output_len,
-        "temperature": options.temperature, "stream": True, "stream_options": {"include_usage": True},
-        "ignore_eos": options.ignore_eos, "return_token_ids": True,
-    }
-    if options.logprobs is not None:
-        payload["logprobs"] = options.logprobs
+    payload = completion_body(model, prompt.text if text is None else text, prompt.output_len, options)
     body = json.dumps(engine.completion_payload(payload)).encode()
     async with slots:
         slot_at = time.perf_counter()

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..engines.per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, STEPS
+
 _SAMPLE_RE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
 )
@@ -216,7 +218,8 @@ def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str]
                               created=tuple(sorted(created.items())), **totals)
 
 
-_PER_REQUEST = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+# The counters a run's responses add up to, from the one per-request vocabulary (engines.base).
+_PER_REQUEST = {STEPS: "num_drafts", DRAFTED: "num_draft_tokens", ACCEPTED: "num_accepted_tokens"}
 
 
 def counters_from_requests(records, where: str) -> SpecDecodeCounters:
@@ -238,11 +241,12 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
             f"{len(lacking)} of {len(done)} responses from {where} carried no per-request SD figures "
             f"({', '.join(_PER_REQUEST)}), request {lacking[0]} first: the engine ran without SD, or an older "
             "build names them otherwise")
-    totals = {name: float(sum(record.spec_decoding[name] for record in done)) for name in _PER_REQUEST}
+    totals = {counter: float(sum(record.spec_decoding[name] for record in done))
+              for name, counter in _PER_REQUEST.items()}
     per_position: dict[int, float] = {}
-    if all(isinstance(record.spec_decoding.get("per_step_accepted"), list) for record in done):
+    if all(isinstance(record.spec_decoding.get(PER_STEP_ACCEPTED), list) for record in done):
         for record in done:
-            for accepted in record.spec_decoding["per_step_accepted"]:
+            for accepted in record.spec_decoding[PER_STEP_ACCEPTED]:
                 for position in range(int(accepted)):
                     per_position[position] = per_position.get(position, 0.0) + 1.0
     counters = SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)

@@ -25,6 +25,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..engines.per_request import ACCEPTED, DRAFTED, STEPS
+
 GROUPINGS = {"category": lambda record: getattr(record, "category", None),
              "turn": lambda record: getattr(record, "turn", None)}
 
@@ -96,16 +98,16 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
         per_request = []
         if not sd_ok:
             problem = "no SD request of this group completed"
-        elif any(not f or "num_draft_tokens" not in f for f in figures):
+        elif any(not f or DRAFTED not in f for f in figures):
             problem = ("a request has no per-request SD figures (vLLM's --per-request-spec-decode-metrics; "
                        "other engines' own per-request fields)")
         else:
-            drafted = sum(f["num_draft_tokens"] for f in figures)
-            accepted = sum(f.get("num_accepted_draft_tokens", 0) for f in figures)
-            steps = sum(f.get("num_spec_steps", 0) for f in figures)
+            drafted = sum(f[DRAFTED] for f in figures)
+            accepted = sum(f.get(ACCEPTED, 0) for f in figures)
             rate = accepted / drafted if drafted else math.nan
-            per_request = [f.get("num_accepted_draft_tokens", 0) / f["num_draft_tokens"] for f in figures
-                           if f["num_draft_tokens"]]
+            per_request = [f.get(ACCEPTED, 0) / f[DRAFTED] for f in figures if f[DRAFTED]]
+            # Tokens per drafted step need the steps, which not every engine counts per request (llama.cpp).
+            steps = sum(f[STEPS] for f in figures) if all(STEPS in f for f in figures) else 0
             length = 1.0 + accepted / steps if steps else math.nan
             if not drafted:
                 problem = "nothing was drafted for this group's requests"

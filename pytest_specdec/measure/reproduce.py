@@ -27,13 +27,18 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
     The servers' commands are exactly what was run.  The load is `vllm bench
     serve` on the same prompts (written as its custom dataset, unshuffled) with
     the pattern's flags; on the CPU build, whose ``vllm`` script fails, the
-    same flags go to ``python -m pytest_specdec bench``.
+    same flags go to ``python -m pytest_specdec bench``.  On another engine, or
+    with a trace or conversations, it is ``python -m pytest_specdec replay``:
+    the plugin's own client, sending what it sent.
     """
     cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
     bench = [reference.server_command[0], "-m", "pytest_specdec", "bench"] if cpu_build and \
         reference.server_command else ["vllm", "bench", "serve"]
     bench += bench_serve_flags(server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs)
-    if replay:  # a trace's own arrival times, or conversations: vllm bench serve sends neither, our client does
+    # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
+    # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
+    # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
+    if replay or engine != "vllm":
         python = reference.server_command[0] if reference.server_command and cpu_build else "python"
         bench = [python, "-m", "pytest_specdec", "replay", "--base-url", server.url, "--model", server.model,
                  "--prompts", str(prompts_file), "--pattern", json.dumps(pattern.describe(), sort_keys=True),

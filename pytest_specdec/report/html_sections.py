@@ -143,7 +143,7 @@ def _number(value: Any) -> str:
 
 def flag_section(rows: list[dict]) -> list[str]:
     """The legend of "!" and every flag and engine confound, by row."""
-    flagged = [r for r in rows if r.get("fairness_flags") or r.get("confounds")]
+    flagged = [r for r in rows if r.get("fairness_flags") or r.get("confounds") or r.get("acceptance_note")]
     if not flagged:
         return []
     out = ['<section id="flags">', "<h2>Flags: not SD alone</h2>", f'<p class="legend">{_e(FLAG_LEGEND)}</p>',
@@ -155,6 +155,8 @@ def flag_section(rows: list[dict]) -> list[str]:
         for confound in row.get("confounds") or []:
             text = confound.get("describe") if isinstance(confound, dict) else confound
             out.append(f"<dd>engine confound, reported and not refused: {_e(text)}</dd>")
+        if row.get("acceptance_note"):
+            out.append(f"<dd>acceptance not comparable with vLLM's: {_e(row['acceptance_note'])}</dd>")
         if row.get("accepted_flags"):
             out.append(f"<dd>the test accepts: {_e(', '.join(map(str, row['accepted_flags'])))}</dd>")
     out += ["</dl>", "</section>"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..engines import engine_named
 from ..config.spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
 from ..measure.acceptance import ORACLE_LABEL
@@ -104,6 +105,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "regression_not_compared": dict(regression_not_compared or {}),
         "regression_figures": list(regression_figures or []),
         "failure": failure,
+        "acceptance_note": _acceptance_note(spec),
         "model": spec.model,
         "engine": getattr(spec, "engine", "vllm"),
         "engine_version": None,
@@ -214,6 +216,11 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
                 row[f"{side}_usd_per_1m_tokens"] = cost_per_million_tokens(tok_s, gpu_usd_per_hour)
         row.update(cost_operating_point=point, cost_operating_point_detail=words if point else None)
     return row
+
+
+def _acceptance_note(spec) -> str | None:
+    """Why this row's acceptance is not comparable with vLLM's, as its engine says (None: it is)."""
+    return engine_named(getattr(spec, "engine", "vllm")).acceptance_note(spec) if spec.speculative_config else None
 
 
 # A failure message is kept whole up to here: the gate's table and comparison fit; a traceback's tail does not.

@@ -335,7 +335,9 @@ def _oracle_gap(row) -> str:
 def fairness_lines(rows: list[dict]) -> list[str]:
     """One line per fairness flag of each row (measure.fairness, measure.drift), for the terminal and summary.md."""
     return [f"{r['test']} ({_speedup_text(r)}): {flag.get('describe') or flag.get('message')}"
-            for r in rows for flag in r.get("fairness_flags") or []]
+            for r in rows for flag in r.get("fairness_flags") or []] + [
+        f"{r['test']}: acceptance not comparable with vLLM's: {r['acceptance_note']}" for r in rows
+        if r.get("acceptance_note")]
 
 
 def diagnosis_section(rows: list[dict], escape) -> list[str]:

@@ -127,14 +127,15 @@ def read_engine_facts(server, timeout: float = 5.0) -> dict[str, str]:
             log = facts_from_log(server.log_path.read_bytes().decode("utf-8", "replace"))
         except OSError:
             pass
-    metrics: dict[str, str] = {}
-    try:
-        metrics = facts_from_metrics(server.metrics())
-    except Exception:  # a server without /metrics (another engine) still has its other facts
-        pass
     from ..engines import engine_named
 
     engine = engine_named(getattr(getattr(server, "spec", None), "engine", "vllm"))
+    metrics: dict[str, str] = {}
+    if engine.metrics_facts:  # never a read that drains what the run's counters are summed from
+        try:
+            metrics = facts_from_metrics(server.metrics())
+        except Exception:  # a server without /metrics (another engine) still has its other facts
+            pass
     version: dict[str, str] = {}
     for path in engine.version_paths:  # each engine says where its version is
         try:

@@ -204,6 +204,8 @@ class ServerPool:
             env=launch.env,
             startup_timeout=self.startup_timeout,
             stop_timeout=self.stop_timeout,
+            served_name=engine.served_name(launch),
+            ready_path=engine.ready_path,
         )
         self.starts[spec.key] += 1
         self.on_event(f"starting {engine.title} ({self.device}) for {spec.label()} on {server.url}; log: {log_path}")

@@ -122,8 +122,14 @@ class VllmServer:
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 900.0,
         stop_timeout: float = 30.0,
+        served_name: str | None = None,
+        ready_path: str = "/health",
     ):
         self.spec = spec
+        # What /v1/models lists once it is ready: the marker's name, unless the engine serves another
+        # (trtllm-serve serves a local directory under its basename and has no option to rename it).
+        self.served_name = served_name or spec.model
+        self.ready_path = ready_path
         self.command = list(command)
         self.host = host
         self.port = port.port
@@ -144,8 +150,8 @@ class VllmServer:
 
     @property
     def model(self) -> str:
-        """The name the server serves its model under (the marker's `model`)."""
-        return self.spec.model
+        """The name the server serves its model under (the marker's `model`, unless its engine renames it)."""
+        return self.served_name
 
     @property
     def pid(self) -> int | None:
@@ -208,15 +214,15 @@ class VllmServer:
                     on_wait(now - began)
                 try:
                     if not healthy:
-                        healthy = client.get(f"{self.url}/health").status_code == 200
+                        healthy = client.get(f"{self.url}{self.ready_path}").status_code == 200
                     if healthy:
                         response = client.get(f"{self.url}/v1/models")
                         if response.status_code == 200:
                             served = [m.get("id") for m in response.json().get("data", [])]
-                            if self.spec.model in served:
+                            if self.model in served:
                                 return
                             raise ServerStartError(
-                                f"the server on port {self.port} serves {served}, not {self.spec.model!r}",
+                                f"the server on port {self.port} serves {served}, not {self.model!r}",
                                 self.log_path,
                                 self.log_tail(),
                             )
@@ -247,7 +253,7 @@ class VllmServer:
     @property
     def served_names(self) -> tuple[str, ...]:
         """The names the model is served under (vLLM labels its counters with the first)."""
-        return (self.spec.model,)
+        return (self.model,)
 
     def metrics_text(self) -> str:
         response = httpx.get(f"{self.url}/metrics", timeout=METRICS_TIMEOUT_S)

@@ -39,12 +39,20 @@ def test_the_n_gram_command_is_llama_servers_own_flags_run_by_the_shim_without_a
     command = ENGINE.command(launch(NGRAM))
     assert command == ["/venv/python", "-m", "pytest_specdec.engines.llamacpp_serve",
                        "-m", "/pkg/target.gguf", "--alias", "specdec:smollm2-135m", "--host", "127.0.0.1",
-                       "--port", "8123", "--metrics", "-np", "16", "-c", "8192",
+                       "--port", "8123", "--metrics", "-np", "16", "-c", "8192", "--kv-unified",
                        "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
                        "--spec-ngram-simple-size-m", "4", "--spec-ngram-simple-min-hits", "1"]
     # The shim takes exactly what the engine emits.
     args = parser().parse_args(command[3:])
     assert (args.spec_type, args.spec_ngram_simple_size_n, args.spec_ngram_simple_size_m) == ("ngram-simple", 3, 4)
+    assert args.kv_unified  # one 8192-token context for all 16 slots, not 512 tokens each
+
+
+@pytest.mark.parametrize("sizes, n", [({}, 5), ({"prompt_lookup_max": 4}, 4), ({"prompt_lookup_min": 2}, 2)])
+def test_n_gram_sizes_resolve_as_vllm_resolves_them(sizes, n):
+    # vLLM 0.32: both 5 when neither is given, one given stands for both (3 was this engine's own default).
+    command = ENGINE.command(launch({"method": "ngram", "num_speculative_tokens": 4, **sizes}))
+    assert command[command.index("--spec-ngram-simple-size-n") + 1] == str(n)
 
 
 def test_a_draft_model_needs_its_spec_type_and_a_real_binary_is_preferred(monkeypatch):
@@ -53,7 +61,8 @@ def test_a_draft_model_needs_its_spec_type_and_a_real_binary_is_preferred(monkey
     assert command[0] == "/usr/bin/llama-server"
     tail = command[command.index("--spec-type"):]
     assert tail == ["--spec-type", "draft-simple", "-md", "/cache/draft.gguf", "--spec-draft-n-max", "3",
-                    "--spec-draft-n-min", "0", "-t", "2"]
+                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-t", "2"]
+    assert parser().parse_args(command[1:command.index("-t")]).spec_draft_p_min == 0.0  # drafts all k, as vLLM
     monkeypatch.setenv(llamacpp.BINARY_ENV, "/opt/llama/bin/llama-server")
     assert ENGINE.command(launch(DRAFT))[0] == "/opt/llama/bin/llama-server"
     assert "--spec-type" not in ENGINE.command(launch(None))  # the reference drafts nothing
@@ -68,6 +77,7 @@ def test_a_draft_model_needs_its_spec_type_and_a_real_binary_is_preferred(monkey
      "n-gram lookup takes no draft model"),
     (NGRAM, ("-md", "x.gguf"), "server_args", "flag -md is set by the plugin"),
     (DRAFT, ("--spec-draft-n-max=8",), "server_args", "flag --spec-draft-n-max"),
+    (DRAFT, ("--spec-draft-p-min", "0.75"), "server_args", "flag --spec-draft-p-min"),
 ])
 def test_what_llama_cpp_cannot_run_is_refused_at_collection(config, server_args, field, words):
     with pytest.raises(MarkerError) as refused:
@@ -81,9 +91,9 @@ def test_the_final_chunk_carries_the_requests_drafted_and_accepted_tokens():
     final = {"choices": [{"text": "", "finish_reason": "length"}],
              "usage": {"completion_tokens": 32, "prompt_tokens": 192},
              "timings": {"predicted_n": 32, "predicted_ms": 900.0, "draft_n": 40, "draft_n_accepted": 23}}
-    assert ENGINE.request_sd(final) == {"num_draft_tokens": 40, "num_accepted_tokens": 23}
+    assert ENGINE.request_sd(final) == {"num_draft_tokens": 40, "num_accepted_draft_tokens": 23}
     final["timings"] = {"predicted_n": 32, "predicted_ms": 900.0}  # nothing drafted: zero, not unknown
-    assert ENGINE.request_sd(final) == {"num_draft_tokens": 0, "num_accepted_tokens": 0}
+    assert ENGINE.request_sd(final) == {"num_draft_tokens": 0, "num_accepted_draft_tokens": 0}
     assert ENGINE.request_sd({"choices": [{"text": "a"}]}) is None  # a partial chunk
     with pytest.raises(ValueError, match="draft_n_accepted = 5 exceeds timings.draft_n = 4"):
         ENGINE.request_sd({"timings": {"predicted_n": 3, "draft_n": 4, "draft_n_accepted": 5}})

@@ -48,8 +48,8 @@ def test_running_totals_become_deltas_and_the_last_event_carries_usage_and_figur
                                 "meta_info": meta(4, 2, finished=True)}, state)
     assert last["choices"] == [{"text": " d", "token_ids": [8]}]
     assert last["usage"] == {"prompt_tokens": 7, "completion_tokens": 4}
-    assert SGLANG.request_sd(last) == {"num_drafts": 2, "num_draft_tokens": 8, "num_accepted_tokens": 2,
-                                       "per_step_accepted": [1, 1], "per_step_drafted": [4, 4]}
+    assert SGLANG.request_sd(last) == {"num_spec_steps": 2, "num_draft_tokens": 8, "num_accepted_draft_tokens": 2,
+                                       "per_step_accepted": [1, 1], "per_step_drafted": [4, 4], "num_spec_tokens": 4}
 
 
 def test_incremental_events_pass_through_as_deltas():
@@ -74,9 +74,9 @@ def record(index, figures, success=True):
 
 
 def test_a_runs_counters_are_its_responses_figures_summed_per_position_too():
-    first = {"num_drafts": 2, "num_draft_tokens": 8, "num_accepted_tokens": 3, "per_step_accepted": [1, 2],
+    first = {"num_spec_steps": 2, "num_draft_tokens": 8, "num_accepted_draft_tokens": 3, "per_step_accepted": [1, 2],
              "per_step_drafted": [4, 4]}
-    second = {"num_drafts": 1, "num_draft_tokens": 4, "num_accepted_tokens": 0, "per_step_accepted": [0],
+    second = {"num_spec_steps": 1, "num_draft_tokens": 4, "num_accepted_draft_tokens": 0, "per_step_accepted": [0],
               "per_step_drafted": [4]}
     failed = record(2, None, success=False)  # a failed request is the run's failure, not a missing count
     counters = counters_from_requests([record(0, first), record(1, second), failed], "http://h:30000")
@@ -85,17 +85,17 @@ def test_a_runs_counters_are_its_responses_figures_summed_per_position_too():
     assert counters.accepted_per_position == {0: 2.0, 1: 1.0}
     assert counters.acceptance_rate == pytest.approx(0.25) and counters.acceptance_length == pytest.approx(2.0)
     # Summary figures only (no histogram): the totals, no per-position counts.
-    summary = counters_from_requests([record(0, {k: first[k] for k in ("num_drafts", "num_draft_tokens",
-                                                                         "num_accepted_tokens")})], "u")
+    summary = counters_from_requests([record(0, {k: first[k] for k in ("num_spec_steps", "num_draft_tokens",
+                                                                         "num_accepted_draft_tokens")})], "u")
     assert summary.present and summary.accepted_per_position == {}
 
 
 def test_one_response_without_figures_makes_the_counters_unavailable_never_a_lower_sum():
-    figures = {"num_drafts": 2, "num_draft_tokens": 8, "num_accepted_tokens": 3}
+    figures = {"num_spec_steps": 2, "num_draft_tokens": 8, "num_accepted_draft_tokens": 3}
     missing = counters_from_requests([record(0, figures), record(1, None), record(2, {})], "http://h:30000")
     assert not missing.present
     assert missing.problem.startswith("2 of 3 responses from http://h:30000 carried no per-request SD figures")
     assert "request 1 first" in missing.problem
     assert not counters_from_requests([record(0, None, success=False)], "u").present
     with pytest.raises(CounterError, match="accept 9 of 8 drafted"):
-        counters_from_requests([record(0, {**figures, "num_accepted_tokens": 9})], "u")
+        counters_from_requests([record(0, {**figures, "num_accepted_draft_tokens": 9})], "u")

@@ -78,7 +78,8 @@ def test_a_gpu_only_engine_is_refused_on_the_cpu_build_before_anything_starts(tm
 
 def test_launch_files_are_written_beside_the_logs_before_the_launch(tmp_path):
     spec = parse_specdec_marker((), {"model": "m", "engine": "trtllm",
-                                     "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}})
+                                     "speculative_config": {"method": "ngram", "num_speculative_tokens": 4,
+                                                            "prompt_lookup_min": 1, "prompt_lookup_max": 4}})
     launch = LaunchRequest(spec, "gpu", "127.0.0.1", 8000, "/models/m", spec.speculative_config, None,
                            work_dir=str(tmp_path))
     files = engine_named("trtllm").launch_files(launch)
@@ -178,7 +179,7 @@ def test_per_step_data_is_never_estimated_from_llama_cpps_one_token_events():
         for run in result.speculative_runs:
             for record in run.records:
                 record.chunk_tokens = [1] * 8  # llama-server: one event per token, drafted or not
-                record.spec_decoding = {"num_draft_tokens": 8, "num_accepted_tokens": 4}  # totals only
+                record.spec_decoding = {"num_draft_tokens": 8, "num_accepted_draft_tokens": 4}  # totals only
         return result
 
     # On vLLM an event is a step: one token per event reads as nothing accepted, labelled an estimate.

@@ -124,8 +124,8 @@ def test_sglang_refuses_server_args_that_repeat_its_own_flags():
 # Worked example, k=3, histogram h=[2, 1, 0, 3] (index = drafts accepted in one verify step):
 # steps = 2+1+0+3 = 6 = spec_verify_ct; accepted = 0*2 + 1*1 + 2*0 + 3*3 = 10; proposed = 6 steps * 3 = 18.
 HISTOGRAM = [2, 1, 0, 3]
-PER_STEP = {"num_drafts": 6, "num_draft_tokens": 18, "num_accepted_tokens": 10,
-            "per_step_accepted": [0, 0, 1, 3, 3, 3], "per_step_drafted": [3, 3, 3, 3, 3, 3]}
+PER_STEP = {"num_spec_steps": 6, "num_draft_tokens": 18, "num_accepted_draft_tokens": 10,
+            "per_step_accepted": [0, 0, 1, 3, 3, 3], "per_step_drafted": [3, 3, 3, 3, 3, 3], "num_spec_tokens": 3}
 NAME_VARIANTS = [  # (histogram, proposed, accepted) as successive releases named them
     ("spec_correct_drafts_histogram", "spec_num_proposed_drafts", "spec_num_correct_drafts"),
     ("spec_accept_histogram", "spec_proposed_drafts", "spec_accepted_drafts"),
@@ -156,7 +156,7 @@ def test_sglang_histogram_becomes_vllms_per_step_form(shape, histogram_key, prop
 @pytest.mark.parametrize("histogram_key", ["spec_correct_drafts_histogram", "spec_accept_histogram"])
 def test_sglang_histogram_without_a_proposed_count_gives_the_summary_form(histogram_key):
     figures = SGLANG.request_sd(generate_shape({"spec_verify_ct": 6, histogram_key: HISTOGRAM}))
-    assert figures == {"num_drafts": 6, "num_accepted_tokens": 10}  # k unknown: no per-step arrays
+    assert figures == {"num_spec_steps": 6, "num_accepted_draft_tokens": 10}  # k unknown: no per-step arrays
     assert steps_from_server(figures, output_tokens=17) is None
 
 
@@ -164,8 +164,8 @@ def test_sglang_histogram_without_a_proposed_count_gives_the_summary_form(histog
 def test_sglang_without_a_histogram_gives_the_summary_form(proposed_key, accepted_key):
     # The research's example: 16 verify steps, 48 proposed, 32 accepted.
     meta = {"spec_verify_ct": 16, proposed_key: 48, accepted_key: 32, "spec_accept_rate": 0.6667}
-    assert SGLANG.request_sd(chat_shape(meta)) == {"num_drafts": 16, "num_draft_tokens": 48,
-                                                   "num_accepted_tokens": 32}
+    assert SGLANG.request_sd(chat_shape(meta)) == {"num_spec_steps": 16, "num_draft_tokens": 48,
+                                                   "num_accepted_draft_tokens": 32}
 
 
 def test_sglang_histogram_that_disagrees_with_the_verify_count_is_an_error():
@@ -197,6 +197,10 @@ def test_sglang_counters_are_unavailable_with_the_reason():
 
 # ---------------------------------------------------------------- TensorRT-LLM: command and options file
 
+# Iteration stats on, and a queue deep enough for a whole repeat (trtllm-serve keeps 1000 when unset).
+STATS = {"enable_iter_perf_stats": True, "iter_stats_max_iterations": 100_000}
+
+
 def trtllm_base(tmp_path) -> list[str]:
     return ["trtllm-serve", "/models/target", "--host", "127.0.0.1", "--port", "8000", "--backend", "pytorch",
             "--extra_llm_api_options", str(tmp_path / "trtllm-options-8000.yaml")]
@@ -212,20 +216,35 @@ def test_trtllm_eagle3_options_and_command(tmp_path):
     launch = launch_of("trtllm", EAGLE3, tmp_path)
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path)
-    assert options_of(launch) == {"enable_iter_perf_stats": True, "speculative_config": {
+    assert options_of(launch) == {**STATS, "speculative_config": {
         "decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": DRAFT_PATH}}
 
 
-def test_trtllm_ngram_sets_every_field_with_prompt_lookup_max_or_4(tmp_path):
-    launch = launch_of("trtllm", NGRAM, tmp_path)
+def test_trtllm_ngram_sets_every_field_from_the_declared_matcher(tmp_path):
+    # NGram tries every size from max_matching_ngram_size down to 1: vLLM's lookup from 4 down to 1.
+    launch = launch_of("trtllm", {**NGRAM, "prompt_lookup_min": 1, "prompt_lookup_max": 4}, tmp_path)
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path)
     ngram = {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 4, "is_keep_all": True,
              "is_use_oldest": True, "is_public_pool": False}
-    assert options_of(launch) == {"enable_iter_perf_stats": True, "speculative_config": ngram}
-    window = launch_of("trtllm", {**NGRAM, "prompt_lookup_max": 2}, tmp_path)
+    assert options_of(launch) == {**STATS, "speculative_config": ngram}
+    window = launch_of("trtllm", {**NGRAM, "prompt_lookup_min": 1, "prompt_lookup_max": 2}, tmp_path)
     TRTLLM.check(window.spec)
     assert options_of(window)["speculative_config"] == {**ngram, "max_matching_ngram_size": 2}
+
+
+@pytest.mark.parametrize("sizes, declared", [({}, "5-5"), ({"prompt_lookup_max": 4}, "4-4"),
+                                             ({"prompt_lookup_min": 2, "prompt_lookup_max": 4}, "2-4")])
+def test_trtllm_refuses_a_matcher_its_ngram_drafter_cannot_run(sizes, declared):
+    # vLLM resolves no sizes to 5-5 and a lone maximum to min = max; NGram always goes down to 1.
+    error = refusal(TRTLLM, {**NGRAM, **sizes})
+    assert error.field == "speculative_config.prompt_lookup_min" and f"sizes {declared}" in str(error)
+    assert "prompt_lookup_min=1" in str(error)
+
+
+def test_trtllm_refuses_an_eagle_1_or_2_head():
+    error = refusal(TRTLLM, {"method": "eagle", "num_speculative_tokens": 3, "model": DRAFT_NAME})
+    assert error.field == "speculative_config.method" and "EAGLE-3 only" in str(error)
 
 
 def test_trtllm_draft_model_with_tp_and_server_args_last(tmp_path):
@@ -237,11 +256,9 @@ def test_trtllm_draft_model_with_tp_and_server_args_last(tmp_path):
 
 
 @pytest.mark.parametrize("config, section", [
-    ({"method": "eagle", "num_speculative_tokens": 3, "model": DRAFT_NAME},
-     {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": DRAFT_PATH}),
     ({"method": "mtp", "num_speculative_tokens": 1}, {"decoding_type": "MTP", "num_nextn_predict_layers": 1}),
 ])
-def test_trtllm_eagle_and_mtp_sections(tmp_path, config, section):
+def test_trtllm_mtp_section(tmp_path, config, section):
     launch = launch_of("trtllm", config, tmp_path)
     TRTLLM.check(launch.spec)
     assert options_of(launch)["speculative_config"] == section
@@ -250,7 +267,7 @@ def test_trtllm_eagle_and_mtp_sections(tmp_path, config, section):
 def test_trtllm_reference_keeps_iteration_stats_without_speculation(tmp_path):
     launch = launch_of("trtllm", None, tmp_path)
     TRTLLM.check(launch.spec)
-    assert options_of(launch) == {"enable_iter_perf_stats": True}
+    assert options_of(launch) == STATS
     assert TRTLLM.command(launch) == trtllm_base(tmp_path)
     with pytest.raises(ValueError, match="gpu"):
         TRTLLM.command(launch_of("trtllm", None, tmp_path, device="cpu"))
@@ -260,10 +277,11 @@ def test_trtllm_reference_keeps_iteration_stats_without_speculation(tmp_path):
     ({"method": "suffix", "num_speculative_tokens": 3}, "speculative_config.method", "suffix"),
     ({"method": "draft_model", "num_speculative_tokens": 3}, "speculative_config.model", "needs a draft model"),
     ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2},
-     "speculative_config.prompt_lookup_min", "no minimum"),
+     "speculative_config.prompt_lookup_min", "down to 1"),
     ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 0},
      "speculative_config.prompt_lookup_max", ">= 1"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "model": "d"}, "speculative_config.model", "has no setting"),
+    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "model": "d"},
+     "speculative_config.model", "has no setting"),
     ({"method": "eagle3", "num_speculative_tokens": 3, "model": "d", "draft_tensor_parallel_size": 1},
      "speculative_config.draft_tensor_parallel_size", "has no setting"),
     ({"method": "mtp", "num_speculative_tokens": "2"}, "speculative_config.num_speculative_tokens", "integer"),

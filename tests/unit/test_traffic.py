@@ -225,3 +225,8 @@ def test_a_trace_or_conversation_reproduces_with_the_plugins_own_client(tmp_path
     plain = reproduce_commands(run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl", "tok", 3,
                                True)
     assert shlex.split(plain["bench"])[2:4] == ["pytest_specdec", "bench"]
+    # Another engine's load is rerun by the client that spoke its body (vllm bench serve would send vLLM's:
+    # on llama.cpp it dropped cache_prompt: false).
+    llamacpp = shlex.split(reproduce_commands(run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl",
+                                              "tok", 3, True, engine="llamacpp")["bench"])
+    assert llamacpp[2:4] == ["pytest_specdec", "replay"] and llamacpp[llamacpp.index("--engine") + 1] == "llamacpp"
