@@ -13,7 +13,8 @@ import html
 from collections import Counter
 from typing import Any
 
-from .tables import (_cell, _detect_text, _ratio_cell, _speedup_text, below_theory, capacity_lines)
+from .tables import (_cell, _cost_ratio_text, _detect_text, _ratio_cell, _speedup_text, below_theory,
+                     capacity_lines, did_not_pay)
 
 # Outcomes as the page names them: a pass whose baseline check compared nothing is not a plain pass.
 NOT_COMPARED = "passed, baseline not compared"
@@ -181,8 +182,7 @@ def capacity_section(rows: list[dict]) -> list[str]:
 def theory_section(rows: list[dict]) -> list[str]:
     """Expected against measured (TPOT) speedups with the theory's inputs, and why SD did not pay."""
     with_theory = [r for r in rows if r.get("theory") and r.get("acceptance_length") is not None]
-    lost = [r for r in rows if (r.get("speedup_output_throughput") is not None
-                                and r["speedup_output_throughput"] < 1.0) or r.get("client_bound")]
+    lost = did_not_pay(rows)
     if not with_theory and not lost:
         return []
     out = ['<section id="theory">', "<h2>Theory</h2>",
@@ -196,7 +196,7 @@ def theory_section(rows: list[dict]) -> list[str]:
             info, short = row["theory"], below_theory(row)
             verdict = "–" if short is None else ("yes" if short else "no")
             cells = [breakable(row.get("test")),
-                     _e(f"{_cell(row, 'cost_ratio', '.3g')} {row.get('cost_ratio_source') or ''}".strip()),
+                     _e(_cost_ratio_text(row)),
                      _number(info.get("break_even_length")), _number(row.get("acceptance_length")),
                      _e(_cell(row, "expected_speedup", ".2f", "x")),
                      _e(_speedup_text(row, "speedup_median_tpot")), verdict]

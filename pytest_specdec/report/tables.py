@@ -340,10 +340,15 @@ def fairness_lines(rows: list[dict]) -> list[str]:
         if r.get("acceptance_note")]
 
 
+def did_not_pay(rows: list[dict]) -> list[dict]:
+    """The rows where SD did not pay: a speedup under 1, or a client-bound run."""
+    return [r for r in rows if (r.get("speedup_output_throughput") is not None
+                                and r["speedup_output_throughput"] < 1.0) or r.get("client_bound")]
+
+
 def diagnosis_section(rows: list[dict], escape) -> list[str]:
     """Why SD did not pay, for the rows where it did not (speedup under 1 or client-bound)."""
-    lost = [r for r in rows if (r.get("speedup_output_throughput") is not None
-                                and r["speedup_output_throughput"] < 1.0) or r.get("client_bound")]
+    lost = did_not_pay(rows)
     if not lost:
         return []
     out = ["**Why SD did not pay** (causes the measured figures point at, each with its number):", ""]
