@@ -8,13 +8,15 @@ which the servers load: an engine change the plugin cannot see, on the same
 machine), which fails naming the reference's own slowdown, then swap in an
 8-layer draft (~2% accepted): the gate fails on acceptance.
 
-The suite gates tok/s and TPOT at 20%, as docs/writing-tests.md tells users
+The suite gates tok/s and TPOT at 30%, as docs/writing-tests.md tells users
 of shared CPU boxes to, not at the 10% default: between two sessions of this
-test with nothing changed, the reference decoded 50.4 then 59.0 ms per token
-(+17%) and SD's tok/s fell 12.7% in another pair (2026-11-26, one 2-core
-box), while the machine probe moved 1-2%: drift within the probe's 20% band,
-which the gate cannot tell from the engine.  The 40 ms slowdown moves the
-reference's TPOT by 40% or more, so the slower engine still fails on it.
+test with nothing changed, the reference's median TPOT moved by up to 21% in
+a repeat pair (49.0 -> 62.2 ms, a session median of -17%; SD's tok/s fell
+12.7% in another pair; 2026-11-26, 2-core boxes), while the machine probe
+moved 1-2%: drift within the probe's 20% band, which the gate cannot tell
+from the engine.  At 20% the unchanged re-run failed in CI twice.  The planted
+slowdown is 60 ms per forward step, which moves the reference's TPOT by more
+than half, well past the 30% band and the drift together.
 """
 
 from pathlib import Path
@@ -34,7 +36,7 @@ LAYERS = int(os.environ["DRAFT_LAYERS"])
                                           "num_speculative_tokens": 3}})
 @pytest.mark.workload("code_edit", input_len=128, output_len=32)
 @pytest.mark.access_pattern("throughput_low", num_prompts=3)
-@pytest.mark.specdec_tolerance(output_throughput=0.2, median_tpot_ms=0.2)
+@pytest.mark.specdec_tolerance(output_throughput=0.3, median_tpot_ms=0.3)
 def test_draft_gate(specdec):
     result = specdec.run()
     print(f"acceptance_rate={{result.acceptance_rate:.3f}} speedup={{result.speedup():.3f}} "
@@ -50,6 +52,12 @@ def run(pytester, *args):
     )
 
 
+def gate_lines(result) -> str:
+    """The gate's own verdict lines of a pytester run, so a failing assertion says which figure moved."""
+    return "\n".join(line for line in result.outlines
+                     if any(word in line for word in ("REGRESSION", "FAIL", "->", "regressed", "same machine")))
+
+
 def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytester, specdec_pool, monkeypatch):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_draft_gate=GATED_SUITE)
@@ -60,14 +68,16 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytes
     (baseline,) = (pytester.path / "baselines").glob("*.json")
 
     rerun = run(pytester)
+    assert rerun.ret == 0, f"the unchanged re-run failed the gate:\n{gate_lines(rerun)}"
     rerun.assert_outcomes(passed=1)
 
-    # The same vLLM, every forward step 40 ms slower: SD's speedup rises (it takes fewer steps), and its own
+    # The same vLLM, every forward step 60 ms slower: SD's speedup rises (it takes fewer steps), and its own
     # tok/s and TPOT fall with the reference's; the gate compares them all on the same machine.
     with monkeypatch.context() as slow:
         slow.setenv("PYTHONPATH", str(SLOW_ENGINE))
-        slow.setenv("SPECDEC_TEST_FORWARD_DELAY_MS", "40")
+        slow.setenv("SPECDEC_TEST_FORWARD_DELAY_MS", "60")
         slower = run(pytester)
+    assert slower.ret != 0, f"the slower engine passed the gate:\n{gate_lines(slower)}"
     slower.assert_outcomes(failed=1)
     slower.stdout.fnmatch_lines(["*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
                                  "*output_throughput (reference)*FAIL*"])
@@ -76,6 +86,7 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytes
 
     monkeypatch.setenv("DRAFT_LAYERS", "8")
     worse = run(pytester)
+    assert worse.ret != 0, f"the worse draft passed the gate:\n{gate_lines(worse)}"
     worse.assert_outcomes(failed=1)
     worse.stdout.fnmatch_lines(["*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
                                 "*acceptance_rate*FAIL*"])
