@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import _compat
 
-from .measure.counters import SpecDecodeCounters
+from .engines.counters import SpecDecodeCounters
 from .measure.metrics import RunMetrics
 from .serving.models import ModelNameError, ModelUnavailableError
 from .load.patterns import AccessPattern, PatternError, concurrency_sweep

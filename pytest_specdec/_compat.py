@@ -23,7 +23,7 @@ MOVED = {
     "theory": "measure.theory", "vllm_bench": "measure.reproduce", "assertions": "verdict.assertions",
     "stats": "verdict.stats", "gate": "verdict.gate", "baselines": "verdict.baselines",
     "fingerprint": "verdict.fingerprint", "report_plots": "report.plots",
-    "progress": "report.progress", "benchmark_export": "report.exports", "merge": "report.merge",
+    "progress": "measure.progress", "benchmark_export": "report.exports", "merge": "report.merge",
     "xdist_scheduling": "xdist_scheduler",
 }
 PACKAGE = __name__.rpartition(".")[0]
@@ -40,7 +40,7 @@ class _Redirect(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec):
-        from .config.settings import SpecdecDeprecationWarning
+        from .deprecation import SpecdecDeprecationWarning
 
         new = f"{PACKAGE}.{MOVED[spec.name.rpartition('.')[2]]}"
         warnings.warn(f"{spec.name} moved to {new}; the old path will be removed in a later release",

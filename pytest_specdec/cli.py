@@ -93,7 +93,7 @@ def history_main(argv: Sequence[str]) -> int:
 
 
 def replay_main(argv: Sequence[str]) -> int:
-    from .load.replay import replay_main as run
+    from .measure.replay import replay_main as run
 
     return run(argv)
 

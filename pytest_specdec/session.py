@@ -31,7 +31,7 @@ from .measure.measurements import Measurements
 from .measure.specdec_test import SpecDecTest
 from .measure.drift import drift_sections, flag_drifted_rows
 from .report.files import write_session_report
-from .report.progress import Terminal, progress_for
+from .measure.progress import Terminal, progress_for
 from .report.rows import rows_for_test
 from .report.tables import summary_sections
 from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,

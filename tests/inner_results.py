@@ -8,7 +8,7 @@ The gate, the report and the history are under test with these; measurements are
 RESULTS_CONFTEST = '''
 import os
 import pytest
-from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 

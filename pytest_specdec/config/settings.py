@@ -15,11 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..deprecation import SpecdecDeprecationWarning  # noqa: F401 - re-exported (plugin.py, users)
 from ..serving.endpoint import ROLES, parse_endpoint
 from ..serving.gpus import parse_devices
+from ..serving.pool import DEFAULT_KV_CACHE_BYTES
 from .sharding import parse_shard
 from ..load.workloads import data_path_env_var
 from ..history.options import HISTORY_INI_KEYS, HISTORY_OPTIONS, HistorySettings, resolve_history_settings
+from ..engines.server_spec import DEFAULT_ENGINE
 
 _SIZE_UNITS = {
     "": 1,
@@ -37,7 +40,6 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 DEFAULT_STARTUP_TIMEOUT = 900.0  # big GPU models take minutes to load
-DEFAULT_KV_CACHE_BYTES = 1024**3  # plenty for SmolLM2 on the CPU build
 DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run measured the client
 DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
 
@@ -114,10 +116,6 @@ def parse_ini(name: str, raw: str, parser):
         raise ValueError(f"ini setting {name}: {exc}") from None
 
 
-class SpecdecDeprecationWarning(DeprecationWarning):
-    """An old spelling of an option or name that still works, for now."""
-
-
 @dataclass(frozen=True)
 class Settings:
     """The plugin's configuration for one session, resolved once from the command line and ini."""
@@ -129,7 +127,7 @@ class Settings:
     cpu_kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
-    engine: str = "vllm"  # ini specdec_engine: the engine of markers that name none
+    engine: str = DEFAULT_ENGINE  # ini specdec_engine: the engine of markers that name none
     repeats: int = 1  # measured runs per configuration, all kept
     client_workers: int = 1  # processes the load client spreads each run over
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
@@ -337,7 +335,7 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         log_dir=Path(log_dir).resolve() if log_dir else None,
         extra_methods=tuple(getini("specdec_extra_methods")),
         engine=parse_ini("specdec_engine", getini("specdec_engine"), parse_engine) if getini("specdec_engine")
-        else "vllm",
+        else DEFAULT_ENGINE,
         repeats=_option_or_ini(getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1,
                                deprecations),
         client_workers=_option_or_ini(getoption, getini, "--specdec-client-workers", "specdec_client_workers",

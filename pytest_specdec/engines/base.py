@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
+from .counters import SpecDecodeCounters
+from .registry import engine_named
 from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `request_sd` speaks
-
-if TYPE_CHECKING:  # the spec module imports the engine registry lazily; no cycle at import time
-    from ..config.spec import ServerSpec
-    from ..measure.counters import SpecDecodeCounters
+from .server_spec import ServerSpec
 
 
 class EngineConfigError(ValueError):
@@ -52,8 +51,6 @@ class LaunchRequest:
     work_dir: str = ""
 
     def default_command(self) -> list[str]:
-        from . import engine_named
-
         return engine_named(self.spec.engine).command(self)
 
 
@@ -109,8 +106,15 @@ class Engine:
     methods: frozenset[str] = frozenset()  # the speculative methods (vLLM's names) it can run
     # Flags the command sets from the marker's fields: a copy in server_args would silently override them.
     own_flags: frozenset[str] = frozenset()
-    # The route that answers once the server can take requests.
+    # Why a flag is the plugin's, where there is more to say than that the marker sets it.
+    flag_reasons: Mapping[str, str] = {}
+    # The route that answers once the server can take requests, and the one that lists what it serves.
     ready_path = "/health"
+    models_path = "/v1/models"
+    # What a model name must resolve to for it: "hf" (a Hugging Face directory) or "gguf" (one GGUF file).
+    model_format = "hf"
+    # The flag that makes it report each request's per-step acceptance, if it has one.
+    per_request_flag = ""
     # Where its version is: a JSON route, read by `version_from`.
     version_paths: tuple[str, ...] = ("/version",)
     # The streamed completion route; the body and events are OpenAI's unless `completion_payload` and
@@ -128,13 +132,19 @@ class Engine:
 
     def check(self, spec: "ServerSpec") -> None:
         """Raise EngineConfigError for what this engine cannot run (called at collection)."""
-        for arg in spec.server_args:
-            if arg.split("=", 1)[0] in self.own_flags:
-                raise EngineConfigError(self.title, "server_args", f"flag {arg.split('=', 1)[0]} is set by the "
-                                        "plugin from the marker's fields; a second copy would silently override it")
+        self.check_flags(spec)
         if spec.speculative_config is not None and spec.method not in self.methods:
             raise EngineConfigError(self.title, "speculative_config.method",
                                     f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}")
+
+    def check_flags(self, spec: "ServerSpec") -> None:
+        """Refuse a server_args flag the command sets itself from the marker's fields."""
+        for arg in spec.server_args:
+            flag = arg.split("=", 1)[0]
+            if flag in self.own_flags:
+                why = self.flag_reasons.get(flag, "the plugin sets it from the marker's fields; a second copy "
+                                                  "would silently override it")
+                raise EngineConfigError(self.title, "server_args", f"flag {flag} is not allowed here: {why}")
 
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError
@@ -142,6 +152,30 @@ class Engine:
     def acceptance_note(self, spec: "ServerSpec") -> str | None:
         """Why this engine's acceptance for `spec` is not vLLM's (a reader must not compare the two), or None."""
         return None
+
+    # Whether `vllm bench serve` can rerun its load by hand (it sends vLLM's request body); else the
+    # plugin's own `replay` command, which speaks the engine's, is what a reproduce line shows.
+    bench_serve = False
+    # Facts (serving.engine_facts) a fallback switches off against the engine's default, with what the
+    # side that logged no fallback ran; and the fix to print for each fact that differs between the sides.
+    fallback_defaults: Mapping[str, str] = {}
+    confound_fixes: Mapping[str, str] = {}
+
+    def facts_from_log(self, text: str) -> dict[str, str]:
+        """What its server's start-up log names (version, dtype, scheduling, ...): none by default."""
+        return {}
+
+    def facts_from_metrics(self, samples) -> dict[str, str]:
+        """What its metrics page's info gauges name (KV cache size, ...): none by default."""
+        return {}
+
+    def launch_env(self) -> dict[str, str]:
+        """Environment its server process gets unless the caller set the variable (none by default)."""
+        return {}
+
+    def per_request_metrics_available(self, python: str = sys.executable) -> bool:
+        """Whether the build `python` runs can be told to report per-request acceptance (`per_request_flag`)."""
+        return False
 
     def served_name(self, launch: LaunchRequest) -> str:
         """The model name the launched server lists at /v1/models once ready (the marker's by default)."""
@@ -170,14 +204,16 @@ class Engine:
 
     def counters(self, metrics_text: str, model_names, where: str) -> "SpecDecodeCounters":
         """The run's SD counters from the engine's metrics page."""
-        from ..measure.counters import SpecDecodeCounters
-
         return SpecDecodeCounters.unavailable(f"{self.title} exposes no SD counters at {where}")
 
     def version_from(self, path: str, payload: Any) -> str | None:
         """The engine's version from the JSON of one of `version_paths`."""
         found = payload.get("version") if isinstance(payload, dict) else None
         return found if isinstance(found, str) else None
+
+    def installed_build(self, device: str) -> tuple[str, str | None]:
+        """(distribution, version) of the build this Python would run, for a session's fingerprint."""
+        return self.name, None
 
     def local_version(self, command: list[str]) -> str | None:
         """The version of what `command` ran, from installed packages, where the server cannot say (None)."""

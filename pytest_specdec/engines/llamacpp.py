@@ -84,6 +84,7 @@ class LlamaCpp(Engine):
     methods = frozenset({"draft_model", "ngram"})
     own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"  # 503 while the model loads
+    model_format = "gguf"  # one GGUF file (serving/gguf_models.py makes the bundled model and drafts one)
     version_paths = ("/props",)  # {"build_info": "b11549-64fbe0fe", ...}
     # llama-server streams one event per token, accepted draft or not: events are not steps (its
     # per-request timings and counters are totals, so per-step analyses are unavailable on it).
@@ -135,6 +136,15 @@ class LlamaCpp(Engine):
         # outputs equal to the reference's (the reused KV was computed in other batches).
         return {**openai, "verbose": True, "cache_prompt": False}
 
+    def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        # With "verbose", each chunk carries its token ids under `__verbose.tokens`: moved to where OpenAI's
+        # shape (and vLLM's return_token_ids) has them, which the output-equivalence check compares.
+        tokens = (data.get("__verbose") or {}).get("tokens")
+        choices = data.get("choices")
+        if tokens and choices and not choices[0].get("token_ids"):
+            data = {**data, "choices": [{**choices[0], "token_ids": tokens}, *choices[1:]]}
+        return data
+
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         """The request's drafted and accepted tokens from the final chunk's ``timings``.
 
@@ -156,7 +166,7 @@ class LlamaCpp(Engine):
 
     def counters(self, metrics_text: str, model_names, where: str):
         """The ``llamacpp:spec_decode_*`` counters (one model per server: no model label to match)."""
-        from ..measure.counters import SpecDecodeCounters, parse_prometheus
+        from .counters import SpecDecodeCounters, parse_prometheus
 
         totals: dict[str, float] = {}
         per_position: dict[int, float] = {}

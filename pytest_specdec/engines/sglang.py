@@ -248,7 +248,7 @@ class SGLang(Engine):
         return request_figures(meta) if meta is not None else None
 
     def counters(self, metrics_text: str, model_names, where: str):
-        from ..measure.counters import SpecDecodeCounters
+        from .counters import SpecDecodeCounters
 
         return SpecDecodeCounters.unavailable(
             f"{TITLE} has no SD counters at {where}: sglang:spec_accept_length and sglang:spec_accept_rate are "

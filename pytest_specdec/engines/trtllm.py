@@ -84,7 +84,7 @@ def iteration_counters(entries: list, where: str):
     `where`, when the list is empty, is not a list, or no entry has it (never
     zeros: iteration stats off reads the same as nothing counted).
     """
-    from ..measure.counters import SpecDecodeCounters
+    from .counters import SpecDecodeCounters
 
     if not isinstance(entries, list):
         return SpecDecodeCounters.unavailable(
@@ -197,7 +197,7 @@ class TensorRTLLM(Engine):
         before a run can be subtracted; a run whose iterations never carried
         specDecodingStats still ends unavailable, from the read after it.
         """
-        from ..measure.counters import SpecDecodeCounters
+        from .counters import SpecDecodeCounters
 
         try:
             entries = json.loads(metrics_text)

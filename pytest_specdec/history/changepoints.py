@@ -22,7 +22,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Collection, Iterable, Sequence
 
-from ..measure.derived import relative_change
+from ..verdict.metric_names import relative_change
 from .records import run_metric
 from .store import HistoryStore, Point
 

@@ -20,8 +20,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..measure.derived import SIDES, SPEEDUP_METRICS, higher_is_better, speedup_name
+from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, higher_is_better, speedup_name
 from ..verdict.fingerprint import comparable_fields
+from ..engines.server_spec import DEFAULT_ENGINE
 
 RATIO_FIGURES = (
     *(speedup_name(metric) for metric in SPEEDUP_METRICS), "expected_speedup", "acceptance_rate",
@@ -92,7 +93,7 @@ def fingerprint_key(fingerprint: Mapping[str, Any], row: Mapping[str, Any] | Non
     Hook-added fields (a runner type, an image) are part of it: two runner types are two series.  A
     fingerprint without any keeps the key it always had."""
     fields = comparable_fields(dict(fingerprint))
-    if row is not None and row.get("engine") not in (None, "vllm"):
+    if row is not None and row.get("engine") not in (None, DEFAULT_ENGINE):
         fields.update(engine=row.get("engine"), engine_version=row.get("engine_version"))
     text = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -112,7 +113,7 @@ def figures_of(rows: Iterable[Mapping[str, Any]], fingerprint: Mapping[str, Any]
     """Every figure of every row, in row order; nulls (unavailable figures) are left out, never stored as 0."""
     for row in rows:
         common = dict(
-            test=str(row.get("test")), config=str(row.get("config") or ""), engine=str(row.get("engine") or "vllm"),
+            test=str(row.get("test")), config=str(row.get("config") or ""), engine=str(row.get("engine") or DEFAULT_ENGINE),
             engine_version=row.get("engine_version"), fingerprint_key=fingerprint_key(fingerprint, row),
             workload=row.get("workload"), access_pattern=row.get("access_pattern"),
             outcome=str(row.get("outcome")), regression=str(row.get("regression") or "not checked"),

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .capacity import Capacity
+
+class Capacity(Protocol):
+    """What a ratio reads of `load.capacity.Capacity` (which imports this module, so it is not imported here)."""
+
+    over: str
+    limits: tuple
+    noise_interval: tuple | None
 
 __all__ = ["CapacityRatio", "capacity_ratio", "ratio_of"]
 

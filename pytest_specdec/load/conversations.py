@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .client import (LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots,
+from .streaming import (LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots,
                      send_request)
 from .patterns import AccessPattern
-from .traffic import conversation_prompt
+from .workloads import conversation_prompt
 from .transport import Transport
 
 

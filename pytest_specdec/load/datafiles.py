@@ -13,7 +13,8 @@ import os
 from typing import Any, Callable, Iterator
 
 from .synthetic import Tok, random_prompt, rng_for
-from .workloads import DEFAULT_FILE_OUTPUT_LEN, Prompt, Workload, WorkloadError, data_path_env_var
+from .workloads import (DEFAULT_FILE_OUTPUT_LEN, TEXT_FILE_BUILDER, Prompt, Workload, WorkloadError, data_path_env_var,
+                        register_builder, conversation_prompt)
 
 
 def _error(w: Workload, where: str, problem: str) -> WorkloadError:
@@ -193,8 +194,6 @@ def build_text_file(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prom
     for index in _pick(w, len(entries), n, base):
         text, output, category = entries[index]
         if isinstance(text, list):  # a conversation: the first turn is this prompt, the rest follow it
-            from .traffic import conversation_prompt
-
             turns = [(_cap(tok, turn, w.input_len)[0], _reply_len(w, tok, reply)) for turn, reply in text]
             first = conversation_prompt("", turns[0][0])
             out.append(Prompt(first, tok.count(first), turns[0][1], category, turns=tuple(turns[1:])))
@@ -217,3 +216,7 @@ def build_burstgpt(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Promp
 
 _ENTRY_READERS: dict[str, Callable[[Workload], list]] = {  # each entry: (text or turns, output, category)
     "sharegpt": _entries_sharegpt, "spec_bench": _entries_spec_bench, "jsonl": _entries_jsonl}
+
+
+register_builder((TEXT_FILE_BUILDER,), build_text_file, Tok)
+register_builder(("burstgpt",), build_burstgpt, Tok)

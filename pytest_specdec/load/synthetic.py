@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .workloads import Prompt, Workload, WorkloadError
+from .workloads import Prompt, Workload, WorkloadError, register_builder
 
 # Several rounds are normally enough; the cap only turns a pathological
 # tokenizer into an error instead of a hang.
@@ -188,3 +188,6 @@ def _code_prompt(tok: Tok, rng: np.random.Generator, input_len: int, who: str) -
         blocks.pop()
     first = [int(i) for i in rng.choice(tok.word_ids(), 2)]
     return _fit(tok, rng, input_len, lambda s: render(blocks, s), first, tok.word_ids(), who)
+
+
+register_builder(("random", "code_edit"), build_synthetic, Tok)

@@ -23,18 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .datafiles import _error, _jsonl_lines, _type_problem
 from .synthetic import Tok, _fit, random_prompt, rng_for
-from .workloads import Prompt, Workload, WorkloadError
+from .workloads import Prompt, Workload, WorkloadError, conversation_prompt, register_builder  # noqa: F401
 
 TRACE_BLOCK_TOKENS = 512  # Mooncake's hash_ids each stand for a block of this many tokens
 _TRACE_FIELDS = ("timestamp", "input_length", "output_length")
-
-
-def conversation_prompt(history: str, user: str, reply: str | None = None) -> str:
-    """The conversation so far (`history`, ending after the assistant's last reply), then `user`'s turn and
-    the cue for the next reply.  Plain text: completions take no chat template, and every engine reads it."""
-    before = f"{history}{reply}\n" if reply is not None else history
-    return f"{before}User: {user}\nAssistant:"
 
 
 def build_shared_prefix(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
@@ -53,8 +47,6 @@ def build_shared_prefix(w: Workload, tok: Tok, n: int, base: list[int]) -> list[
 
 
 def _trace_entries(w: Workload, n: int) -> list[dict[str, Any]]:
-    from .datafiles import _error, _jsonl_lines, _type_problem
-
     entries, previous = [], None
     for where, obj in _jsonl_lines(w):
         for key in _TRACE_FIELDS:
@@ -116,3 +108,7 @@ def trace_line(prompt: Prompt) -> str:
     return json.dumps({"prompt": prompt.text, "output_tokens": prompt.output_len, "prompt_len": prompt.prompt_len,
                        "arrival_s": prompt.arrival_s, "category": prompt.category,
                        "turns": [list(turn) for turn in prompt.turns]})
+
+
+register_builder(("shared_prefix",), build_shared_prefix, Tok)
+register_builder(("mooncake_trace",), build_trace, Tok)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
-from .client import LoadRun, PromptLike, RequestOptions, RequestRecord, run_schedule
+from .streaming import LoadRun, PromptLike, RequestOptions, RequestRecord, run_schedule
 from .patterns import AccessPattern
 
 __all__ = ["assign", "run_in_workers", "split_concurrency"]

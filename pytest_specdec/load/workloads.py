@@ -36,6 +36,18 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+# Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
+# methods that remember earlier requests (suffix decoding's global tree,
+# prefix caching) would otherwise see each repeat's exact prompts and outputs
+# again and speed up run after run.  The reference's repeat r uses the same
+# seed, and so does a baseline's, which lets the gate compare repeats in pairs.
+REPEAT_SEED_STRIDE = 7919
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    return seed + repeat * REPEAT_SEED_STRIDE
+
+
 
 SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
 FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
@@ -44,6 +56,25 @@ OVERRIDE_KEYS = ("input_len", "output_len", "path", "ignore_eos", "turns", "pref
                  "category_field")
 CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
 DEFAULT_FILE_OUTPUT_LEN = 256
+
+
+# How each kind of workload is built: the builder modules (synthetic, datafiles, traffic) register theirs
+# when the package loads them, so this module, which they all import, imports none of them.
+_BUILDERS: dict[str, tuple[Callable, Callable]] = {}
+TEXT_FILE_BUILDER = "text_file"  # sharegpt, spec_bench and jsonl: entries of a text file
+
+
+def register_builder(kinds: tuple[str, ...], build: Callable, wrap_tokenizer: Callable) -> None:
+    """`build(workload, wrap_tokenizer(tokenizer), num_prompts, base_seed)` makes the prompts of `kinds`."""
+    for kind in kinds:
+        _BUILDERS[kind] = (build, wrap_tokenizer)
+
+
+def conversation_prompt(history: str, user: str, reply: str | None = None) -> str:
+    """The conversation so far (`history`, ending after the assistant's last reply), then `user`'s turn and
+    the cue for the next reply.  Plain text: completions take no chat template, and every engine reads it."""
+    before = f"{history}{reply}\n" if reply is not None else history
+    return f"{before}User: {user}\nAssistant:"
 
 
 class MissingDataPath(Exception):
@@ -163,15 +194,9 @@ class Workload:
         # Mixing the name in keeps two workloads built with the same seed from
         # sharing prompt prefixes (a prefix-cache win nobody asked for).
         base = [seed, zlib.crc32(f"{self.name}/{self.kind}".encode())]
-        from .datafiles import build_burstgpt, build_text_file
-        from .synthetic import Tok, build_synthetic
-
-        from .traffic import build_shared_prefix, build_trace
-
-        builders = {"random": build_synthetic, "code_edit": build_synthetic, "burstgpt": build_burstgpt,
-                    "shared_prefix": build_shared_prefix, "mooncake_trace": build_trace}
+        build, wrap = _BUILDERS.get(self.kind) or _BUILDERS[TEXT_FILE_BUILDER]
         try:
-            return builders.get(self.kind, build_text_file)(self, Tok(tokenizer), num_prompts, base)
+            return build(self, wrap(tokenizer), num_prompts, base)
         except UnicodeDecodeError as e:
             raise WorkloadError(f"workload {self.name!r}: {self.path}: not UTF-8 text (byte {e.start})") from None
 

@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .derived import _finite
+from ..verdict.metric_names import _finite
 
 SOURCES = ("server", "estimate")
 # Output lengths spread wider than max/min > LENGTH_SPREAD are binned per length class,

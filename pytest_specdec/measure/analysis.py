@@ -29,6 +29,7 @@ from ..engines import engine_named
 from .diagnosis import Cause, diagnose
 from .theory import (MEASURED, CostRatio, Theory, as_cost_ratio, cost_ratio_for, measured_cost_ratio,
                      shortfall_margin, theory_for)
+from ..engines.server_spec import DEFAULT_ENGINE
 
 # The per-request figures a result carries, and the names baselines and reports use for them.
 REQUEST_LENGTH_FIGURES = ("request_acceptance_length_p10", "request_acceptance_length_p50")
@@ -151,7 +152,7 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
     speculative_runs = [sd for _, sd in pairs]
     steps: list[RequestSteps] = []
     checks = []
-    engine = engine_named(getattr(result.spec, "engine", "vllm"))
+    engine = engine_named(getattr(result.spec, "engine", DEFAULT_ENGINE))
     for run in speculative_runs:
         for record in run.records:
             if not record.success:

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from ..config.spec import SCHEDULE_KEY, check_k_schedule
+from ..engines.server_spec import SCHEDULE_KEY, check_k_schedule
 
 Schedule = list[tuple[int, int, int]]
 

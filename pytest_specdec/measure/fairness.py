@@ -28,6 +28,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from ..engines.server_spec import DEFAULT_ENGINE
 from ..serving.engine_facts import Confound, confounds
 
 # Methods whose drafting happens after prefill, on the host: at concurrency 1 the SD side's TTFT
@@ -64,7 +65,7 @@ def engine_confounds(result) -> list[Confound]:
     speculative = getattr(result.speculative_runs[0], "engine_facts", None) if result.speculative_runs else None
     if not reference or not speculative:
         return []
-    return confounds(reference, speculative)
+    return confounds(reference, speculative, getattr(result.spec, "engine", DEFAULT_ENGINE))
 
 
 def _method(result) -> str:

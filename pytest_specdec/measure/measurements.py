@@ -22,12 +22,12 @@ from typing import Callable
 
 from ..atomic import write_atomic
 from ..load.client import count_output_tokens, generate_load
-from .counters import CounterError, counters_from_requests
+from ..engines.counters import CounterError, counters_from_requests
 from .fairness import cold_flags
 from .metrics import summarize
 from ..load.patterns import AccessPattern
 from ..serving.pool import ServerPool
-from ..report.progress import QuietProgress
+from .progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
@@ -35,7 +35,7 @@ from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, w
 from ..engines import engine_named
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
-from ..config.spec import ServerSpec
+from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
 WARMUP_REQUESTS = REQUESTS_PER_ROUND

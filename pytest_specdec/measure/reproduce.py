@@ -13,15 +13,18 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engines import engine_named
+from ..engines.server_spec import DEFAULT_ENGINE
+
 if TYPE_CHECKING:
     from ..load.patterns import AccessPattern
-    from ..serving.server import VllmServer
+    from ..serving.server import ManagedServer
     from .result import Run
 
 
-def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pattern: AccessPattern,
+def reproduce_commands(reference: Run, speculative: Run, server: ManagedServer, pattern: AccessPattern,
                        prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool,
-                       logprobs: int | None = None, replay: bool = False, engine: str = "vllm") -> dict[str, str]:
+                       logprobs: int | None = None, replay: bool = False, engine: str = DEFAULT_ENGINE) -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
     The servers' commands are exactly what was run.  The load is `vllm bench
@@ -38,7 +41,7 @@ def reproduce_commands(reference: Run, speculative: Run, server: VllmServer, pat
     # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
     # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
     # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
-    if replay or engine != "vllm":
+    if replay or not engine_named(engine).bench_serve:
         python = reference.server_command[0] if reference.server_command and cpu_build else "python"
         bench = [python, "-m", "pytest_specdec", "replay", "--base-url", server.url, "--model", server.model,
                  "--prompts", str(prompts_file), "--pattern", json.dumps(pattern.describe(), sort_keys=True),

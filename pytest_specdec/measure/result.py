@@ -11,10 +11,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..config.spec import ServerSpec
-from .counters import SpecDecodeCounters
-from .derived import (SPEEDUP_METRICS, SPEEDUP_PREFIX, derived_metrics, speedup as speedup_of, speedup_metric,
+from ..engines.server_spec import ServerSpec
+from ..engines.counters import SpecDecodeCounters
+from ..verdict.metric_names import (SPEEDUP_METRICS, SPEEDUP_PREFIX, derived_metrics, speedup as speedup_of, speedup_metric,
                       speedup_name)
+from ..load.workloads import REPEAT_SEED_STRIDE, repeat_seed  # noqa: F401 - re-exported
 from .metrics import RunMetrics
 # Output comparison lives in `outputs`; these names stay importable from here.
 from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
@@ -36,18 +37,6 @@ class Run:
     started_at: float  # wall clock
     warm_up: Any = None  # warm_up.SteadyState: what warming this run's server took, and whether it settled
     engine_facts: dict | None = None  # what the server revealed it runs (serving.engine_facts)
-
-
-# Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
-# methods that remember earlier requests (suffix decoding's global tree,
-# prefix caching) would otherwise see each repeat's exact prompts and outputs
-# again and speed up run after run.  The reference's repeat r uses the same
-# seed, and so does a baseline's, which lets the gate compare repeats in pairs.
-REPEAT_SEED_STRIDE = 7919
-
-
-def repeat_seed(seed: int, repeat: int) -> int:
-    return seed + repeat * REPEAT_SEED_STRIDE
 
 
 def why_no_value(metric: str) -> str:
@@ -112,6 +101,16 @@ class SpecDecResult(GroupedFigures, FairComparison):
         from .analysis import diagnosis
 
         return diagnosis(self, self.sweep_speedups or None)
+
+    def why_sd_did_not_pay(self) -> str:
+        """The causes the measured figures point at, each with its number, as a failure message says them."""
+        from .diagnosis import describe
+
+        return "why SD did not pay:\n" + describe(self.diagnosis())
+
+    def repeat_seeds(self) -> list[int]:
+        """The prompt/arrival seed of each SD repeat: a baseline with the same ones is compared in pairs."""
+        return [repeat_seed(self.seed, run.repeat) for run in self.speculative_runs]
 
     def client_bound(self) -> str | None:
         """Why a run is client-bound (the load generator held requests back: coordinated omission must not

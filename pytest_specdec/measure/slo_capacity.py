@@ -31,7 +31,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..config.spec import ServerSpec
+from ..engines.server_spec import ServerSpec
 from ..load.capacity import Capacity, CapacityRatio, CapacitySearch, Probe, ratio_of, search_capacity
 from ..load.patterns import CATALOG
 from ..load.saturation import over_saturation

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ..config.spec import ServerSpec
+from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
 from ..serving.pool import ServerPool

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..load.capacity import Crossover, crossover
-from .derived import geometric_mean, speedup_name
+from ..verdict.metric_names import geometric_mean, speedup_name
 from .result import SpecDecResult
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .derived import _finite
+from ..verdict.metric_names import _finite
 
 MODEL_FREE = frozenset({"ngram", "suffix"})
 EAGLE_FAMILY = frozenset({"eagle", "eagle3", "mtp", "medusa", "mlp_speculator"})

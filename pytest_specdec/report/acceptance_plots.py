@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from .plots import Row, Target, _config, _figure, _number, _save
+from .figure_kit import Row, Target, _config, _figure, _number, _save
 
 MAX_HEATMAP_PANELS = 6
 

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from .. import schemas
 from ..atomic import write_atomic
-from ..measure.derived import speedup
+from ..verdict.metric_names import speedup
 from .tables import csv_text, markdown_summary
 
 SCHEMA_VERSION = 2

@@ -18,20 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..atomic import write_atomic
-from ..measure.derived import geometric_mean
+from .figure_kit import DPI, Row, Target, _config, _figure, _number, _save  # noqa: F401 - Row, Target re-exported
+from ..verdict.metric_names import geometric_mean
 from ..load.patterns import CATALOG as PATTERN_CATALOG
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
-
-Row = dict[str, Any]
-# Where a figure goes: a file (written atomically, its Path returned) or a binary stream such as
-# io.BytesIO (the stream returned), for report.html's inline images.
-Target = str | os.PathLike | BinaryIO
 
 # Axes follow the catalogs' order (the published tables' order); other names come after.
 WORKLOAD_ORDER = tuple(WORKLOAD_CATALOG)
 PATTERN_ORDER = tuple(PATTERN_CATALOG)
-DPI = 110
 
 
 def sweeps(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
@@ -194,23 +188,9 @@ def write_plots(rows: Iterable[Row], directory: str | os.PathLike,
 # ----------------------------------------------------------------------------- helpers
 
 
-def _number(value: Any) -> float | None:
-    # bool is an int subclass; a stray True must not plot as 1.0.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _median(values: Iterable[Any]) -> float | None:
     found = [v for v in map(_number, values) if v is not None]
     return statistics.median(found) if found else None
-
-
-def _config(row: Row) -> str:
-    if row.get("config"):
-        return str(row["config"])
-    method = row.get("method") or "sd"
-    return f"{method} k={row['k']}" if row.get("k") is not None else str(method)
 
 
 def _ordered(names: Iterable[str], catalog: tuple[str, ...]) -> list[str]:
@@ -252,32 +232,3 @@ def _cmap(name: str):
 
     # Masked (missing) cells draw as blank paper rather than a misleading colour.
     return matplotlib.colormaps[name].with_extremes(bad="white")
-
-
-def _figure(panels: int, ncols: int, panel: tuple[float, float]):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    nrows = math.ceil(panels / ncols)
-    # Constrained layout is the tight layout that also makes room for colorbars and suptitles.
-    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel().tolist()
-    for ax in axes[panels:]:
-        ax.remove()
-    return fig, axes[:panels]
-
-
-def _save(fig, path: Target) -> Path | BinaryIO:
-    """The figure as PNG: written atomically to a path (returned), or into a binary stream (returned)."""
-    buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    finally:
-        fig.clear()
-    if hasattr(path, "write"):
-        path.write(buffer.getvalue())
-        return path
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, buffer.getvalue())

@@ -17,13 +17,14 @@ import math
 from typing import Any
 
 from ..engines import engine_named
-from ..config.spec import SCHEDULE_KEY
+from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
 from ..measure.acceptance import ORACLE_LABEL
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
-from ..measure.derived import SIDES, SPEEDUP_METRICS, speedup_name
+from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value
 from ..measure.theory import as_cost_ratio, cost_per_million_tokens
+from ..engines.server_spec import DEFAULT_ENGINE
 
 HEADLINE_METRICS = SPEEDUP_METRICS
 # Per side: the headline metrics, and how late the client sent its requests (a client-bound run shows here).
@@ -59,9 +60,9 @@ def sd_label(spec) -> str:
     vLLM (``... on llamacpp``): one config on two engines is two rows, two heatmap panels."""
     label = spec.label()
     inner = label[label.index("[") + 1: label.rindex("]")] if "[" in label else label
-    engine = getattr(spec, "engine", "vllm")
+    engine = getattr(spec, "engine", DEFAULT_ENGINE)
     return (inner + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
-            + (f" on {engine}" if engine != "vllm" else ""))
+            + (f" on {engine}" if engine != DEFAULT_ENGINE else ""))
 
 
 def operating_point(pattern: dict) -> tuple[str | None, str]:
@@ -107,7 +108,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
         "failure": failure,
         "acceptance_note": _acceptance_note(spec),
         "model": spec.model,
-        "engine": getattr(spec, "engine", "vllm"),
+        "engine": getattr(spec, "engine", DEFAULT_ENGINE),
         "engine_version": None,
         "target": spec.target,
         "config": sd_label(spec),
@@ -220,7 +221,7 @@ def row_for(test_id: str, spec, workload: dict, pattern: dict, *, outcome: str, 
 
 def _acceptance_note(spec) -> str | None:
     """Why this row's acceptance is not comparable with vLLM's, as its engine says (None: it is)."""
-    return engine_named(getattr(spec, "engine", "vllm")).acceptance_note(spec) if spec.speculative_config else None
+    return engine_named(getattr(spec, "engine", DEFAULT_ENGINE)).acceptance_note(spec) if spec.speculative_config else None
 
 
 # A failure message is kept whole up to here: the gate's table and comparison fit; a traceback's tail does not.

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from .plots import Row, Target, _config, _figure, _number, _save
+from .figure_kit import Row, Target, _config, _figure, _number, _save
 
 SIDES = (("reference", "tab:gray", "o"), ("speculative", "tab:blue", "s"))
 

@@ -131,7 +131,7 @@ def summary_sections(rows: list[dict], report_message: str | None, written_basel
 
 def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = "pytest-specdec results") -> str:
     """The summary.md document (also what goes to a CI step summary)."""
-    from ..measure.derived import geometric_mean
+    from ..verdict.metric_names import geometric_mean
     from .group_figures import group_sections
     from .plots import sweeps
 

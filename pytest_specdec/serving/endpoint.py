@@ -14,7 +14,7 @@ from typing import Mapping
 
 import httpx
 
-from ..measure.counters import Sample, SpecDecodeCounters, parse_prometheus
+from ..engines.counters import Sample, SpecDecodeCounters, parse_prometheus
 from .server import METRICS_TIMEOUT_S, scrape_counters
 
 ROLES = ("reference", "speculative")

@@ -17,60 +17,15 @@ the other side runs unless its own log says otherwise.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping
+from typing import Mapping
+
+from ..engines import Engine, engine_named
+from ..engines.counters import parse_prometheus
+from ..engines.server_spec import DEFAULT_ENGINE
 
 # Facts that SD itself brings with it and that are not a change of engine path.
 SD_OWN = frozenset({"speculative_config"})
-
-_LOG_FACTS: tuple[tuple[str, re.Pattern, str | None], ...] = (
-    # (fact, pattern, value: None means the first group)
-    ("version", re.compile(r"Initializing a V\d LLM engine \(v([^)\s]+)\)"), None),
-    ("version", re.compile(r"\bversion (\d+\.\d+\.\d+\S*)"), None),
-    ("dtype", re.compile(r"\bdtype=(?:torch\.)?(\w+)"), None),
-    ("enforce_eager", re.compile(r"\benforce_eager=(True|False)"), None),
-    ("cudagraph_mode", re.compile(r"'cudagraph_mode': <CUDAGraphMode\.(\w+)"), None),
-    ("enable_prefix_caching", re.compile(r"\benable_prefix_caching=(True|False)"), None),
-    ("enable_chunked_prefill", re.compile(r"\benable_chunked_prefill=(True|False)"), None),
-    ("kv_cache_dtype", re.compile(r"\bkv_cache_dtype=(\w+)"), None),
-    ("kv_cache_tokens", re.compile(r"KV cache size: ([\d,]+) tokens"), None),
-    ("attention_backend", re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"), None),
-    ("model_runner", re.compile(r"Model Runner V2 (?:does not yet support|requires|is not supported)"), "v1 (fallback)"),
-    ("model_runner", re.compile(r"[Uu]sing (?:the )?V1 model runner"), "v1 (fallback)"),
-    ("model_runner", re.compile(r"[Uu]sing Model Runner V2|model runner V2 is enabled"), "v2"),
-    ("async_scheduling", re.compile(r"[Aa]sync scheduling .*(?:will be|is) disabled"), "disabled (fallback)"),
-    ("async_scheduling", re.compile(r"[Aa]sync scheduling is enabled|Asynchronous scheduling is enabled"), "enabled"),
-    ("async_scheduling", re.compile(r"\basync_scheduling=(True|False)"), None),
-)
-
-# Facts a vLLM fallback switches off against the engine's default: the side that did not log
-# the fallback ran the default, unless it logged otherwise.
-_FALLBACK_DEFAULTS = {"async_scheduling": "default (not disabled)", "model_runner": "default (no fallback logged)"}
-
-_FIXES = {
-    "async_scheduling": "start the reference with the same scheduling: server_args=['--no-async-scheduling'] "
-                        "for both sides (vLLM turns async scheduling off for n-gram and some other methods)",
-    "model_runner": "run both sides on the same model runner (vLLM falls back to the V1 runner for methods the "
-                    "V2 runner lacks; pin it for the reference too, e.g. VLLM_USE_V2_MODEL_RUNNER=0, where the "
-                    "installed vLLM reads that variable)",
-    "enforce_eager": "give both sides the same --enforce-eager (server_args apply to both sides)",
-    "cudagraph_mode": "give both sides the same compilation config (CUDA graphs)",
-    "dtype": "give both sides the same --dtype",
-    "kv_cache_dtype": "give both sides the same --kv-cache-dtype",
-    "enable_prefix_caching": "give both sides the same prefix caching flag",
-    "enable_chunked_prefill": "give both sides the same chunked prefill flag",
-    "version": "run both sides on the same vLLM",
-    "kv_cache_tokens": "the draft's weights and KV cache take memory from the target's KV cache: expected for "
-                       "draft models; at high concurrency it can limit the batch (raise --gpu-memory-utilization "
-                       "or --kv-cache-memory-bytes for both sides)",
-}
-
-# Labels of vllm:cache_config_info worth comparing.
-_CACHE_INFO = {"block_size": "block_size", "cache_dtype": "kv_cache_dtype", "enable_prefix_caching":
-               "enable_prefix_caching", "kv_cache_size_tokens": "kv_cache_tokens",
-               "gpu_memory_utilization": "gpu_memory_utilization"}
-
 
 @dataclass(frozen=True)
 class Confound:
@@ -89,51 +44,22 @@ class Confound:
         return {**asdict(self), "describe": self.describe()}
 
 
-def facts_from_log(text: str) -> dict[str, str]:
-    """Facts named in a vLLM server's log; the first line that names a fact wins."""
-    facts: dict[str, str] = {}
-    for line in text.splitlines():
-        for fact, pattern, value in _LOG_FACTS:
-            if fact in facts:
-                continue
-            match = pattern.search(line)
-            if match:
-                facts[fact] = value if value is not None else match.group(1).replace(",", "")
-    if facts.get("enforce_eager") == "True":
-        facts.setdefault("cudagraph_mode", "NONE")
-    return facts
-
-
-def facts_from_metrics(samples: Iterable) -> dict[str, str]:
-    """Facts from vLLM's info gauges (``vllm:cache_config_info``) in a /metrics scrape."""
-    facts: dict[str, str] = {}
-    for sample in samples:
-        if sample.name == "vllm:cache_config_info":
-            labels = dict(sample.labels)
-            for label, fact in _CACHE_INFO.items():
-                if labels.get(label) not in (None, "", "None"):
-                    facts[fact] = labels[label]
-    return facts
-
-
 def read_engine_facts(server, timeout: float = 5.0) -> dict[str, str]:
     """Everything `server` reveals (a launched server's log, then /metrics, then /version; an endpoint
     has no log).  What cannot be read is left out: an unreadable source is not a fact."""
     import httpx
 
+    engine = engine_of(server)
     log: dict[str, str] = {}
     if getattr(server, "log_path", None):
         try:
-            log = facts_from_log(server.log_path.read_bytes().decode("utf-8", "replace"))
+            log = engine.facts_from_log(server.log_path.read_bytes().decode("utf-8", "replace"))
         except OSError:
             pass
-    from ..engines import engine_named
-
-    engine = engine_named(getattr(getattr(server, "spec", None), "engine", "vllm"))
     metrics: dict[str, str] = {}
     if engine.metrics_facts:  # never a read that drains what the run's counters are summed from
         try:
-            metrics = facts_from_metrics(server.metrics())
+            metrics = engine.facts_from_metrics(parse_prometheus(server.metrics_text()))
         except Exception:  # a server without /metrics (another engine) still has its other facts
             pass
     version: dict[str, str] = {}
@@ -160,18 +86,26 @@ def merge(*sources: Mapping[str, str]) -> dict[str, str]:
     return facts
 
 
-def confounds(reference: Mapping[str, str], speculative: Mapping[str, str]) -> list[Confound]:
-    """Every fact both sides reveal that differs, plus fallbacks one side logged against the other's default."""
+def engine_of(server) -> Engine:
+    return engine_named(getattr(getattr(server, "spec", None), "engine", DEFAULT_ENGINE))
+
+
+def confounds(reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE
+              ) -> list[Confound]:
+    """Every fact both sides reveal that differs, plus fallbacks one side logged against the other's default
+    (the fallbacks and the fixes are the engine's own)."""
+    known = engine_named(engine)
+    fallback_defaults, fixes = known.fallback_defaults, known.confound_fixes
     found = []
     for fact in sorted(set(reference) | set(speculative)):
         if fact in SD_OWN:
             continue
         ref, sd = reference.get(fact), speculative.get(fact)
-        if fact in _FALLBACK_DEFAULTS and (ref is None) != (sd is None) and "fallback" in (ref or sd):
-            ref, sd = ref or _FALLBACK_DEFAULTS[fact], sd or _FALLBACK_DEFAULTS[fact]
+        if fact in fallback_defaults and (ref is None) != (sd is None) and "fallback" in (ref or sd):
+            ref, sd = ref or fallback_defaults[fact], sd or fallback_defaults[fact]
         if ref is None or sd is None or _same(ref, sd):
             continue
-        found.append(Confound(fact, ref, sd, _FIXES.get(fact, "")))
+        found.append(Confound(fact, ref, sd, fixes.get(fact, "")))
     return found
 
 

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-PREFIX = "specdec:"
+from ..engines.server_spec import BUNDLED_PREFIX as PREFIX
+
 SMOLLM2 = "smollm2-135m"
 SMOLLM2_LAYERS = 30  # decoder layers of SmolLM2-135M
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from ..engines import engine_named
+from ..engines.server_spec import BUNDLED_PREFIX, ServerSpec
 from .models import resolve_model
 from .ports import claim_port
-from ..config.settings import DEFAULT_KV_CACHE_BYTES
-from ..engines import engine_named
-from .server import LaunchRequest, ServerStartError, VllmServer, supports_per_request_metrics
-from ..config.spec import ServerSpec
+from .server import LaunchRequest, ManagedServer, ServerStartError
+
+DEFAULT_KV_CACHE_BYTES = 1024**3  # plenty for SmolLM2 on the CPU build
 
 Launcher = Callable[[LaunchRequest], list]
 EventSink = Callable[[str], None]
@@ -84,15 +85,15 @@ class ServerPool:
         # Called after the previous server stopped, before the next starts
         # (the plugin waits there for GPU memory to be released).
         self.before_start = before_start
-        self.current: VllmServer | None = None
+        self.current: ManagedServer | None = None
         self.starts: collections.Counter[str] = collections.Counter()
         self.history: list[StartRecord] = []
         self._failed: dict[str, Exception] = {}
         self._external_servers: dict[str, object] = {}
-        self._per_request_support: bool | None = None
+        self._per_request_support: dict[str, bool] = {}  # by engine name
         _live_pools.add(self)
 
-    def get(self, spec: ServerSpec) -> VllmServer:
+    def get(self, spec: ServerSpec) -> ManagedServer:
         """A ready server for `spec`, reusing the running one when it matches."""
         if spec.endpoint:
             return self._external(spec)
@@ -128,8 +129,9 @@ class ServerPool:
         return self._external_servers[spec.key]
 
     def _resolver(self, spec: ServerSpec) -> Callable[[str], str]:
-        """How model names become what the engine loads: llama.cpp takes GGUF files (gguf_models.py)."""
-        if spec.engine == "llamacpp" and self.model_resolver is resolve_model:
+        """How model names become what the engine loads: GGUF files for an engine that takes them
+        (gguf_models.py), else Hugging Face directories."""
+        if engine_named(spec.engine).model_format == "gguf" and self.model_resolver is resolve_model:
             from .gguf_models import resolve_gguf
 
             return resolve_gguf
@@ -140,11 +142,13 @@ class ServerPool:
         draft_config = spec.speculative_config
         if draft_config is not None and isinstance(draft_config.get("model"), str):
             draft_config = {**draft_config, "model": resolve(draft_config["model"])}
+        engine = engine_named(spec.engine)
         env = dict(self.env)
-        if spec.model.startswith("specdec:"):
+        if spec.model.startswith(BUNDLED_PREFIX):
             env.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model is local: never ask a hub
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        per_request_metrics = draft_config is not None and spec.engine == "vllm" and self._per_request_metrics()
+        for name, value in engine.launch_env().items():
+            env.setdefault(name, value)
+        per_request_metrics = draft_config is not None and self._per_request_metrics(engine)
         return LaunchRequest(
             spec=spec,
             device=self.device,
@@ -158,16 +162,16 @@ class ServerPool:
             work_dir=str(self.log_dir),
         )
 
-    def _per_request_metrics(self) -> bool:
-        """Probe the engine once; say so when it cannot report per-request acceptance."""
-        if self._per_request_support is None:
-            self._per_request_support = supports_per_request_metrics()
-            if not self._per_request_support:
-                self.on_event("this vLLM has no --per-request-spec-decode-metrics: per-step acceptance is "
+    def _per_request_metrics(self, engine) -> bool:
+        """Ask each engine once whether it can be told to report per-request acceptance; say so when not."""
+        if engine.name not in self._per_request_support:
+            supported = self._per_request_support[engine.name] = engine.per_request_metrics_available()
+            if not supported and engine.per_request_flag:
+                self.on_event(f"this {engine.title} has no {engine.per_request_flag}: per-step acceptance is "
                               "estimated from the tokens in each streamed chunk (labelled estimated)")
-        return self._per_request_support
+        return self._per_request_support[engine.name]
 
-    def _start(self, spec: ServerSpec) -> VllmServer:
+    def _start(self, spec: ServerSpec) -> ManagedServer:
         if self.device not in ("gpu", "cpu"):
             raise ServerStartError(f"{spec.label()} needs a server started, and no device flag was given: "
                                    "run with --specdec-gpu or --specdec-cpu, or give it running endpoints")
@@ -195,7 +199,7 @@ class ServerPool:
             raise ServerStartError(f"the launch command for {spec.label()} must be a list of strings, got {command!r}")
         index = sum(self.starts.values()) + 1
         log_path = self.log_dir / f"server-{index:02d}-{_slug(spec.label())}.log"
-        server = VllmServer(
+        server = ManagedServer(
             spec,
             command,
             claim,
@@ -206,6 +210,7 @@ class ServerPool:
             stop_timeout=self.stop_timeout,
             served_name=engine.served_name(launch),
             ready_path=engine.ready_path,
+            models_path=engine.models_path,
         )
         self.starts[spec.key] += 1
         self.on_event(f"starting {engine.title} ({self.device}) for {spec.label()} on {server.url}; log: {log_path}")

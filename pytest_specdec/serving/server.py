@@ -1,7 +1,8 @@
-"""One vLLM server process: its command, port, readiness, log and shutdown.
+"""One engine's server process: its command, port, readiness, log and shutdown.
 
 The process runs in its own process group with its output in a log file.
-Start-up polls ``/health`` then ``/v1/models`` and fails fast, with the last
+Start-up polls the engine's readiness route (``/health`` by default), then
+the route that lists what it serves (``/v1/models``), and fails fast, with the last
 lines of the log, when the process exits; a server that does not become
 ready in time, or whose start is interrupted, is stopped before the error
 propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
@@ -23,12 +24,11 @@ from typing import Callable, Mapping, Sequence
 
 import httpx
 
-from ..measure.counters import Sample, SpecDecodeCounters, parse_prometheus, spec_decode_counters
+from ..engines import engine_named
+from ..engines.counters import Sample, SpecDecodeCounters, parse_prometheus
+from ..engines.server_spec import DEFAULT_ENGINE, ServerSpec
 from .ports import PortClaim
-from ..config.spec import ServerSpec
-# Re-exported: these lived here before the engines had modules of their own.
-from ..engines.base import LaunchRequest  # noqa: F401
-from ..engines.vllm import PER_REQUEST_METRICS_FLAG, build_command, supports_per_request_metrics  # noqa: F401
+from ..engines.base import LaunchRequest  # noqa: F401 - re-exported: launch hooks have imported it from here
 
 DEVICES = ("gpu", "cpu")
 # Every process a server spawns inherits this variable; its value finds
@@ -62,14 +62,9 @@ CLOCK_SLACK_S = 1.0
 def scrape_counters(server, names) -> SpecDecodeCounters:
     """`server`'s SD counters for `names`; a /metrics that fails or times out makes them unavailable, named."""
     where = f"{server.url}/metrics"
-    engine = getattr(getattr(server, "spec", None), "engine", "vllm")
-    try:
-        if engine == "vllm":
-            counters = spec_decode_counters(server.metrics(), names, where=where)
-        else:  # each engine reads its own metrics page (engines/)
-            from ..engines import engine_named
-
-            counters = engine_named(engine).counters(server.metrics_text(), names, where)
+    engine = engine_named(getattr(getattr(server, "spec", None), "engine", DEFAULT_ENGINE))
+    try:  # each engine reads its own metrics page (engines/)
+        counters = engine.counters(server.metrics_text(), names, where)
     except httpx.TimeoutException:
         return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s")
     except (httpx.HTTPError, ValueError) as exc:
@@ -109,7 +104,7 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-class VllmServer:
+class ManagedServer:
     """A started (or starting) server; use `start()` once, then `stop()`."""
 
     def __init__(
@@ -124,12 +119,14 @@ class VllmServer:
         stop_timeout: float = 30.0,
         served_name: str | None = None,
         ready_path: str = "/health",
+        models_path: str = "/v1/models",
     ):
         self.spec = spec
         # What /v1/models lists once it is ready: the marker's name, unless the engine serves another
         # (trtllm-serve serves a local directory under its basename and has no option to rename it).
         self.served_name = served_name or spec.model
         self.ready_path = ready_path
+        self.models_path = models_path  # where it lists what it serves (the engine's `models_path`)
         self.command = list(command)
         self.host = host
         self.port = port.port
@@ -161,7 +158,7 @@ class VllmServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, on_wait: Callable[[float], None] | None = None) -> "VllmServer":
+    def start(self, on_wait: Callable[[float], None] | None = None) -> "ManagedServer":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
         self._log_file.write(f"$ {' '.join(self.command)}\n".encode())
@@ -216,7 +213,7 @@ class VllmServer:
                     if not healthy:
                         healthy = client.get(f"{self.url}{self.ready_path}").status_code == 200
                     if healthy:
-                        response = client.get(f"{self.url}/v1/models")
+                        response = client.get(f"{self.url}{self.models_path}")
                         if response.status_code == 200:
                             served = [m.get("id") for m in response.json().get("data", [])]
                             if self.model in served:
@@ -302,4 +299,8 @@ class VllmServer:
 
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
-        return f"<VllmServer {self.spec.label()} {self.url} {state}>"
+        return f"<ManagedServer {self.spec.label()} {self.url} {state}>"
+
+
+# The name every server had while vLLM was the only engine; kept so imports of it keep working.
+VllmServer = ManagedServer

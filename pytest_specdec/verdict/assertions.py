@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..measure.derived import relative_change
+from .metric_names import relative_change
 
 TIE_THRESHOLD = 0.05  # nats between the reference's top-2 logprobs below which a divergence is a numerical tie
 
@@ -110,7 +110,7 @@ def speedup_ci(result, metric: str) -> tuple[float, float] | None:
 
 
 def check_speedup(result, minimum: float, metric: str) -> None:
-    from ..measure.derived import speedup_name
+    from .metric_names import speedup_name
 
     why = result.unavailable(speedup_name(metric))
     if why:
@@ -133,10 +133,8 @@ def check_speedup(result, minimum: float, metric: str) -> None:
 
 
 def why_sd_did_not_pay(result) -> str:
-    """The causes the measured figures point at, each with its number (see measure.diagnosis)."""
-    from ..measure.diagnosis import describe
-
-    return "why SD did not pay:\n" + describe(result.diagnosis())
+    """The causes the measured figures point at, each with its number (the result's diagnosis)."""
+    return result.why_sd_did_not_pay()
 
 
 def check_request_lengths(result, min_p10: float | None, min_p50: float | None) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import schemas
-from ..measure.derived import canonical_metric
+from .metric_names import canonical_metric
 from ..atomic import TEMP_SUFFIX, write_atomic
 
 try:

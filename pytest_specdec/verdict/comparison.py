@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..measure.derived import SD_RATIO_METRICS, SPEEDUP_PREFIX, is_machine_bound
+from .metric_names import SD_RATIO_METRICS, SPEEDUP_PREFIX, is_machine_bound
 from .fingerprint import reference_step_ms
 from .machine import MachineMatch
 

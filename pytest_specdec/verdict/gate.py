@@ -23,11 +23,11 @@ from typing import Any
 from .assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
 from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
-from ..measure.derived import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
-from ..measure.result import repeat_seed
+from .metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
 from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
 from .tolerances import canonical_keys, resolve_tolerance
+from ..engines.server_spec import DEFAULT_ENGINE
 
 # What assert_no_regression() compares when not told: the ratios SD exists
 # for, and the SD run's own throughput and latency.
@@ -43,9 +43,7 @@ DEFAULT_METRICS = (
 
 def repeat_seeds(result) -> list[int]:
     """The prompt/arrival seed of each SD repeat (see result.repeat_seed)."""
-    if hasattr(result, "repeat_seeds"):
-        return result.repeat_seeds()
-    return [repeat_seed(result.seed, run.repeat) for run in result.speculative_runs]
+    return result.repeat_seeds()
 
 
 def _side(metric: str) -> str:
@@ -101,8 +99,8 @@ class RegressionGate:
     def _fingerprint_for(self, result) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
         fingerprint names the installed vLLM build), at the version its servers reported."""
-        engine = getattr(getattr(result, "spec", None), "engine", "vllm")
-        if engine == "vllm":
+        engine = getattr(getattr(result, "spec", None), "engine", DEFAULT_ENGINE)
+        if engine == DEFAULT_ENGINE:
             return self.session.fingerprint
         return {**self.session.fingerprint, "engine": engine, "engine_version": result.engine_version}
 
@@ -168,8 +166,8 @@ class RegressionGate:
             self.outcome = "missing" if missing else "unreadable"
             raise AssertionError(str(exc) if missing else f"{exc}\nre-record it with --specdec-update-baselines") from None
 
-        running_on = getattr(getattr(result, "spec", None), "engine", "vllm")
-        recorded_on = (baseline.config.get("spec") or {}).get("engine", "vllm")  # older baselines: vLLM's
+        running_on = getattr(getattr(result, "spec", None), "engine", DEFAULT_ENGINE)
+        recorded_on = (baseline.config.get("spec") or {}).get("engine", DEFAULT_ENGINE)  # older baselines: vLLM's
         if recorded_on != running_on:
             # Another engine's figures are another system's: never a silent gate, in either direction.
             if self.session.update:

@@ -70,7 +70,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..measure.derived import higher_is_better as _higher_is_better
+from .metric_names import higher_is_better as _higher_is_better
 from .tolerances import _validate, default_tolerance
 
 def _clean(samples: Sequence[float | None]) -> np.ndarray:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any
 
-from ..measure.derived import canonical_metric
+from .metric_names import canonical_metric
 
 # Default tolerances, as fractions of the baseline.  Run-to-run noise here is
 # about 3% for throughput and TPOT, so 10% is ~3 sd: clear of noise, tight

@@ -9,7 +9,7 @@ import pytest
 from pytest_specdec.history import changepoints
 from pytest_specdec.history.changepoints import DetectorError, detect_series, otava_python, stable_segment
 from pytest_specdec.history.records import run_metric
-from pytest_specdec.measure.derived import relative_change
+from pytest_specdec.verdict.metric_names import relative_change
 from pytest_specdec.history.store import Point
 
 

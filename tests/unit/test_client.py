@@ -515,7 +515,7 @@ def test_conversations_are_refused_over_several_client_processes():
 
 
 def test_replay_sends_a_runs_prompts_file_again_with_its_pattern(server, tmp_path, capsys):
-    from pytest_specdec.load.replay import replay_main
+    from pytest_specdec.measure.replay import replay_main
     from pytest_specdec.load.traffic import trace_line
     from pytest_specdec.load.workloads import Prompt
 

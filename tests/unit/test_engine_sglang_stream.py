@@ -12,8 +12,8 @@ import pytest
 
 from pytest_specdec.engines.sglang import ENGINE as SGLANG
 from pytest_specdec.engines.vllm import ENGINE as VLLM
-from pytest_specdec.load.client import _completions_url
-from pytest_specdec.measure.counters import CounterError, counters_from_requests
+from pytest_specdec.load.streaming import _completions_url
+from pytest_specdec.engines.counters import CounterError, counters_from_requests
 
 
 def meta(done: int, steps: int | None = None, finished: bool = False) -> dict:

@@ -13,7 +13,7 @@ from pytest_specdec.config.settings import parse_engine
 from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_marker
 from pytest_specdec.engines import ENGINE_MODULES, engine_named
 from pytest_specdec.engines.base import LaunchRequest
-from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.serving.pool import ServerPool

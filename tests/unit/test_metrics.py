@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.counters import MetricsParseError, parse_prometheus, spec_decode_counters
+from pytest_specdec.engines.counters import MetricsParseError, parse_prometheus
+from pytest_specdec.engines.vllm import spec_decode_counters
 
 # Two models on one server, two engines for one of them, per-position counters.
 SCRAPE_BEFORE = """\

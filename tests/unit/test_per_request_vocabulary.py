@@ -8,7 +8,7 @@ import pytest
 
 from pytest_specdec.engines import engine_named
 from pytest_specdec.engines.per_request import PER_REQUEST_FIELDS
-from pytest_specdec.measure.counters import counters_from_requests
+from pytest_specdec.engines.counters import counters_from_requests
 from pytest_specdec.measure.groups import breakdown
 
 

@@ -1,6 +1,6 @@
 """The live progress line: rewritten on a terminal, silent in CI logs."""
 
-from pytest_specdec.report.progress import LiveProgress, QuietProgress, progress_text, running_on_ci
+from pytest_specdec.measure.progress import LiveProgress, QuietProgress, progress_text, running_on_ci
 
 
 class Clock:

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.measure.counters import SpecDecodeCounters
-from pytest_specdec.measure.derived import higher_is_better
+from pytest_specdec.engines.counters import SpecDecodeCounters
+from pytest_specdec.verdict.metric_names import higher_is_better
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.config.spec import ServerSpec
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.measure.analysis import cost_ratio_of, step_counts, theory_figures
-from pytest_specdec.measure.counters import SpecDecodeCounters
+from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.measure.theory import (GIVEN, MEASURED, METHOD_DEFAULT, PARAMETER_RATIO, UNAVAILABLE, CostRatio,

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.measure.counters import CounterError, SpecDecodeCounters, parse_prometheus, spec_decode_counters
+from pytest_specdec.engines.counters import CounterError, SpecDecodeCounters, parse_prometheus
+from pytest_specdec.engines.vllm import spec_decode_counters
 from pytest_specdec.measure.measurements import RunError, check_run
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
@@ -320,7 +321,7 @@ def test_counters_older_than_the_managed_server_are_another_process():
         'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1700000000.0',
         'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 40',
         'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20'])
-    server = SimpleNamespace(url="http://127.0.0.1:8123", port=8123, metrics=lambda: parse_prometheus(text),
+    server = SimpleNamespace(url="http://127.0.0.1:8123", port=8123, metrics_text=lambda: text,
                              started_at=1700000100.0)
     counters = scrape_counters(server, ["m"])
     assert not counters.present and "created at 1700000000, before this server was started at 1700000100" in \

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.config.settings import SpecdecDeprecationWarning
-from pytest_specdec.measure.derived import (canonical_metric, derived_metrics, higher_is_better, relative_change,
+from pytest_specdec.verdict.metric_names import (canonical_metric, derived_metrics, higher_is_better, relative_change,
                                             speedup, speedup_metric, speedup_name)
 from pytest_specdec.report.files import load_report, validate_report
 from pytest_specdec.verdict.baselines import SCHEMA_VERSION, load_baseline

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .patterns import AccessPattern, PatternError
-from .workloads import Prompt
+from ..load.patterns import AccessPattern, PatternError
+from ..load.workloads import Prompt
+from ..engines.server_spec import DEFAULT_ENGINE
 
 PATTERN_KEYS = ("name", "request_rate", "burstiness", "max_concurrency", "num_prompts", "replay_speed",
                 "think_time_s")
@@ -55,7 +56,7 @@ def replay_main(argv: Sequence[str]) -> int:
     parser.add_argument("--prompts", type=Path, required=True, help="the prompts file a run wrote")
     parser.add_argument("--pattern", required=True, help="the access pattern as JSON (the report's description)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--engine", default="vllm")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE)
     parser.add_argument("--ignore-eos", action="store_true")
     options = parser.parse_args(list(argv))
     try:
@@ -64,8 +65,8 @@ def replay_main(argv: Sequence[str]) -> int:
     except (OSError, ValueError, PatternError, TypeError) as exc:
         print(f"pytest-specdec replay: error: {exc}", file=sys.stderr)
         return 2
-    from ..measure.metrics import summarize
-    from .client import generate_load
+    from .metrics import summarize
+    from ..load.client import generate_load
 
     load = generate_load(options.base_url, options.model, prompts, pattern, seed=options.seed,
                          ignore_eos=options.ignore_eos, engine=options.engine)

@@ -76,7 +76,7 @@ def canonical_metric(name: str, *, warn: bool = True) -> str:
     if name.startswith(SPEEDUP_PREFIX) and name.endswith("_ms"):
         new = name[:-3]
         if warn:
-            from ..config.settings import SpecdecDeprecationWarning
+            from ..deprecation import SpecdecDeprecationWarning
 
             warnings.warn(f"metric name {name!r} is deprecated: use {new!r} (a speedup has no unit)",
                           SpecdecDeprecationWarning, stacklevel=3)

@@ -1,4 +1,4 @@
-"""Prometheus text from vLLM's ``/metrics`` and the speculative-decoding counters.
+"""Prometheus text from an engine's ``/metrics`` and the speculative-decoding counters.
 
 SD metrics are counters: what a run did is the difference between a scrape
 before and one after, for one model only (a server can serve several, and
@@ -10,17 +10,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
 
-from ..engines.per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, STEPS
+from .per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, STEPS
 
 _SAMPLE_RE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
 )
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-SD_PREFIX = "vllm:spec_decode_"
 
 
 class MetricsParseError(ValueError):
@@ -170,52 +167,6 @@ class SpecDecodeCounters:
         if not self.num_drafts:
             return [math.nan for _ in self.accepted_per_position]
         return [self.accepted_per_position[p] / self.num_drafts for p in sorted(self.accepted_per_position)]
-
-
-_COUNTERS = {
-    SD_PREFIX + "num_drafts_total": "num_drafts",
-    SD_PREFIX + "num_draft_tokens_total": "num_draft_tokens",
-    SD_PREFIX + "num_accepted_tokens_total": "num_accepted_tokens",
-}
-_PER_POSITION = SD_PREFIX + "num_accepted_tokens_per_pos_total"
-_CREATED = SD_PREFIX + "num_drafts_created"
-
-
-def _times(created: tuple[tuple[str, float], ...]) -> str:
-    return ", ".join(f"{engine}: {when:.0f}" for engine, when in created) or "unknown"
-
-
-def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str],
-                         where: str = "/metrics") -> SpecDecodeCounters:
-    """Sum the SD counters of the model over engines.
-
-    vLLM labels its counters with the first name the model is served under,
-    so any of `model_names` (every name ``/v1/models`` lists) matches.
-    Unavailable, with the reason naming `where`, when none exist.
-    """
-    names = {model_names} if isinstance(model_names, str) else set(model_names)
-    totals = {attr: 0.0 for attr in _COUNTERS.values()}
-    per_position: dict[int, float] = {}
-    engines: set[str] = set()
-    created: dict[str, float] = {}
-    for sample in samples:
-        if sample.label("model_name") not in names:
-            continue
-        engine = sample.label("engine") or ""
-        if sample.name in _COUNTERS:
-            totals[_COUNTERS[sample.name]] += sample.value
-            engines.add(engine)
-        elif sample.name == _PER_POSITION:
-            position = int(sample.label("position") or 0)
-            per_position[position] = per_position.get(position, 0.0) + sample.value
-            engines.add(engine)
-        elif sample.name == _CREATED:
-            created[engine] = sample.value
-    if not engines:
-        return SpecDecodeCounters.unavailable(
-            f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}")
-    return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), engines=tuple(sorted(engines)),
-                              created=tuple(sorted(created.items())), **totals)
 
 
 # The counters a run's responses add up to, from the one per-request vocabulary (engines.base).
