@@ -19,7 +19,6 @@ event), and the oracle bound beside measured and Leviathan-expected.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path

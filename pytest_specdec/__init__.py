@@ -3,7 +3,6 @@
 Importing this package never imports vllm or torch.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 
 from . import _compat
 
@@ -20,12 +19,9 @@ from .config.spec import MarkerError, ServerSpec
 from .measure.theory import cost_per_million_tokens, expected_speedup
 from .load.workloads import Prompt, Workload, WorkloadError
 
-_compat.install()  # old flat module paths keep importing, with a warning
+from .version import __version__
 
-try:
-    __version__ = version("pytest-specdec")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+_compat.install()  # old flat module paths keep importing, with a warning
 
 __all__ = [
     "AccessPattern",

@@ -8,6 +8,7 @@ logic: nothing here touches vllm, torch or the network.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable, Mapping
 

@@ -141,10 +141,12 @@ class Engine:
         """Refuse a server_args flag the command sets itself from the marker's fields."""
         for arg in spec.server_args:
             flag = arg.split("=", 1)[0]
+            if flag in self.flag_reasons:
+                raise EngineConfigError(self.title, "server_args",
+                                        f"flag {flag} is not allowed here: {self.flag_reasons[flag]}")
             if flag in self.own_flags:
-                why = self.flag_reasons.get(flag, "the plugin sets it from the marker's fields; a second copy "
-                                                  "would silently override it")
-                raise EngineConfigError(self.title, "server_args", f"flag {flag} is not allowed here: {why}")
+                raise EngineConfigError(self.title, "server_args", f"flag {flag} is set by the plugin from the "
+                                        "marker's fields; a second copy would silently override it")
 
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError

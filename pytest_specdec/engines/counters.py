@@ -20,6 +20,10 @@ _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
+def _times(created: tuple[tuple[str, float], ...]) -> str:
+    return ", ".join(f"{engine}: {when:.0f}" for engine, when in created) or "unknown"
+
+
 class MetricsParseError(ValueError):
     """A line of Prometheus text that is not a sample."""
 

@@ -101,10 +101,6 @@ _PER_POSITION = SD_PREFIX + "num_accepted_tokens_per_pos_total"
 _CREATED = SD_PREFIX + "num_drafts_created"
 
 
-def _times(created: tuple[tuple[str, float], ...]) -> str:
-    return ", ".join(f"{engine}: {when:.0f}" for engine, when in created) or "unknown"
-
-
 def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str],
                          where: str = "/metrics") -> SpecDecodeCounters:
     """Sum the SD counters of the model over engines.

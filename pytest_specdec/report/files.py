@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import schemas
+from ..version import __version__
 from ..atomic import write_atomic
 from ..verdict.metric_names import speedup
 from .tables import csv_text, markdown_summary
@@ -34,8 +35,6 @@ def report_schema() -> dict:
 
 
 def report_document(rows: list[dict], fingerprint: dict | None = None) -> dict:
-    from .. import __version__
-
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

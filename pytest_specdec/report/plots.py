@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..atomic import write_atomic
 from .figure_kit import DPI, Row, Target, _config, _figure, _number, _save  # noqa: F401 - Row, Target re-exported
 from ..verdict.metric_names import geometric_mean
 from ..load.patterns import CATALOG as PATTERN_CATALOG

@@ -11,7 +11,6 @@ propagates.  Stopping sends SIGTERM to the group, then SIGKILL.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
 import signal

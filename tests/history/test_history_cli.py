@@ -8,7 +8,6 @@ import subprocess
 import sys
 from urllib.parse import urlsplit
 
-import pytest
 
 from inner_results import MARKS, RESULTS_CONFTEST
 from pytest_specdec.history.records import SessionRecord, figures_of

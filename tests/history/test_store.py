@@ -1,7 +1,6 @@
 """The history store on both databases: what is written reads back, whole or not at all, by many writers."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from pytest_specdec.history.records import Figure, SessionRecord, figures_of, fingerprint_key
+from pytest_specdec.history.records import SessionRecord, figures_of, fingerprint_key
 from pytest_specdec.history.store import MIGRATIONS, SCHEMA_VERSION, HistoryStore, open_history
 from pytest_specdec.history.url import HistoryError, parse_history_url
 

@@ -25,7 +25,6 @@ A missing chromium is an error naming the package, not a skip.
 from __future__ import annotations
 
 import html
-import io
 import os
 import shutil
 import signal

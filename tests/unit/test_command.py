@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from pytest_specdec.serving.server import LaunchRequest, build_command
+from pytest_specdec.engines.base import LaunchRequest
+from pytest_specdec.engines.vllm import build_command
 from pytest_specdec.config.spec import parse_specdec_marker
 
 
@@ -100,7 +101,7 @@ def test_sd_servers_get_detailed_per_request_metrics_when_the_engine_has_them():
 def test_the_per_request_metrics_probe_reads_the_engine_without_importing_it(tmp_path):
     import sys
 
-    from pytest_specdec.serving.server import supports_per_request_metrics
+    from pytest_specdec.engines.vllm import supports_per_request_metrics
 
     def engine(name, text):
         root = tmp_path / name / "site"

@@ -215,7 +215,8 @@ def test_the_schedule_reaches_vllm_as_json_rows_and_other_engines_refuse_it():
     import json
 
     from pytest_specdec.config.spec import parse_specdec_marker
-    from pytest_specdec.serving.server import LaunchRequest, build_command
+    from pytest_specdec.engines.base import LaunchRequest
+    from pytest_specdec.engines.vllm import build_command
 
     spec = parse_specdec_marker((), {"model": "specdec:smollm2-135m", "server_args": ["--enforce-eager"],
                                      "speculative_config": config(((1, 1, 4), (2, 4, 2)))})

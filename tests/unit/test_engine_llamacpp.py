@@ -5,8 +5,6 @@ payload is one llama-server sends (shapes from its server-task.cpp and
 server-common.cpp), built by hand.
 """
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -175,9 +175,9 @@ def test_a_root_cause_above_the_tail_is_quoted(tmp_path):
 
 
 def test_an_engine_without_per_request_metrics_is_said_once_and_not_asked_for(tmp_path, monkeypatch):
-    import pytest_specdec.serving.pool as pool_module
+    from pytest_specdec.engines.vllm import Vllm
 
-    monkeypatch.setattr(pool_module, "supports_per_request_metrics", lambda: False)
+    monkeypatch.setattr(Vllm, "per_request_metrics_available", lambda self, python=None: False)
     events, launches = [], []
     pool = ServerPool("cpu", tmp_path, launcher=lambda launch: launches.append(launch) or "not a list",
                       model_resolver=str, on_event=events.append)

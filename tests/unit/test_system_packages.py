@@ -4,7 +4,6 @@ The stand-ins keep their state in files: which packages are installed, whether a
 lists, which PostgreSQL clusters are online, and a log of the calls.
 """
 
-import os
 import shutil
 import subprocess
 import textwrap
