@@ -25,6 +25,9 @@ MOVED = {
     "fingerprint": "verdict.fingerprint", "report_plots": "report.plots",
     "progress": "measure.progress", "benchmark_export": "report.exports", "merge": "report.merge",
     "xdist_scheduling": "xdist_scheduler",
+    # Moved when the layers were drawn (0.1 development): a module below the layers that use it.
+    "measure.counters": "engines.counters", "measure.derived": "verdict.metric_names",
+    "report.progress": "measure.progress", "load.replay": "measure.replay",
 }
 PACKAGE = __name__.rpartition(".")[0]
 
@@ -34,15 +37,14 @@ class _Redirect(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._specs = {}
 
     def find_spec(self, fullname, path=None, target=None):
-        package, _, name = fullname.rpartition(".")
-        if package != PACKAGE or name not in MOVED:
+        if not fullname.startswith(PACKAGE + ".") or fullname[len(PACKAGE) + 1:] not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec):
         from .deprecation import SpecdecDeprecationWarning
 
-        new = f"{PACKAGE}.{MOVED[spec.name.rpartition('.')[2]]}"
+        new = f"{PACKAGE}.{MOVED[spec.name[len(PACKAGE) + 1:]]}"
         warnings.warn(f"{spec.name} moved to {new}; the old path will be removed in a later release",
                       SpecdecDeprecationWarning, stacklevel=2)
         module = importlib.import_module(new)

@@ -74,6 +74,18 @@ def test_old_module_paths_import_the_new_modules_with_a_warning(monkeypatch):
     assert old is theory and old.__spec__.name == "pytest_specdec.measure.theory"
 
 
+@pytest.mark.parametrize("old, new", [("measure.counters", "engines.counters"),
+                                      ("measure.derived", "verdict.metric_names"),
+                                      ("report.progress", "measure.progress"), ("load.replay", "measure.replay")])
+def test_a_module_moved_between_layers_still_imports_by_its_old_path_with_a_warning(monkeypatch, old, new):
+    import importlib
+
+    monkeypatch.delitem(sys.modules, f"pytest_specdec.{old}", raising=False)
+    with pytest.warns(SpecdecDeprecationWarning, match=f"pytest_specdec.{old} moved to pytest_specdec.{new}"):
+        module = importlib.import_module(f"pytest_specdec.{old}")
+    assert module is importlib.import_module(f"pytest_specdec.{new}")
+
+
 def test_a_version_1_baseline_is_read_as_version_2(tmp_path):
     shutil.copy(V1 / "baseline.json", tmp_path / "stored.json")
     stored = json.loads((tmp_path / "stored.json").read_text())
