@@ -57,9 +57,19 @@ from agreement_peers import DEFINITIONS, PEERS, PeerError  # noqa: E402
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-METRICS = ("output_throughput", "mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms",
-           "median_itl_ms", "mean_e2el_ms", "median_e2el_ms", "spec_decode_acceptance_rate",
-           "spec_decode_acceptance_length")
+METRICS = (
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+)
 
 
 def plugin_round(server, prompts, pattern) -> dict:
@@ -74,29 +84,50 @@ def counter_figures(counters) -> dict:
     """The SD counter rows, left out (never zero) for a server without SD counters."""
     if not counters.present:
         return {}
-    return {"spec_decode_acceptance_rate": counters.acceptance_rate * 100,  # vLLM reports a percentage
-            "spec_decode_acceptance_length": counters.acceptance_length}
+    return {
+        "spec_decode_acceptance_rate": counters.acceptance_rate * 100,  # vLLM reports a percentage
+        "spec_decode_acceptance_length": counters.acceptance_length,
+    }
 
 
 def vllm_round(flags: list[str], work: Path, name: str) -> dict:
-    run_vllm_bench([*flags, "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result",
-                    "--result-dir", str(work), "--result-filename", name])
+    run_vllm_bench(
+        [
+            *flags,
+            "--disable-tqdm",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--save-result",
+            "--result-dir",
+            str(work),
+            "--result-filename",
+            name,
+        ]
+    )
     return json.loads((work / name).read_text())
 
 
-def peer_round(peer: str, executable: str, server, tokenizer: str, prompts, level: int, work: Path,
-               name: str) -> dict:
+def peer_round(peer: str, executable: str, server, tokenizer: str, prompts, level: int, work: Path, name: str) -> dict:
     before = server.spec_decode_counters()
     figures = PEERS[peer](executable, server.url, server.model, tokenizer, prompts, level, work, name)
     counters = server.spec_decode_counters().delta(before, where=server.url)
     return {**figures, **counter_figures(counters)}
 
 
-def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, output_len: int,
-            peers: dict[str, str] | None = None, workload_name: str = "code_edit", url: str | None = None) -> dict:
+def compare(
+    concurrency_levels,
+    rounds: int,
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    peers: dict[str, str] | None = None,
+    workload_name: str = "code_edit",
+    url: str | None = None,
+) -> dict:
     work = Path(tempfile.mkdtemp(prefix="specdec-agreement-"))
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)  # starts nothing when a running server's URL is given
+    pool = ServerPool(
+        "cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600
+    )  # starts nothing when a running server's URL is given
     measurements = Measurements(pool, work)
     workload = resolve_workload(workload_name, {"input_len": input_len, "output_len": output_len})
     results = {}
@@ -118,19 +149,28 @@ def compare(concurrency_levels, rounds: int, num_prompts: int, input_len: int, o
             for round_ in range(rounds):  # interleaved: the machine's drift falls on every client alike
                 # and in alternating order (ABBA): whichever client runs second in a round finds the
                 # server just after a burst of traffic; alternating gives each client that seat as often.
-                pair = [("plugin", lambda: plugin_round(server, prompts, pattern)),
-                        ("vllm bench serve", lambda: vllm_round(flags, work, f"c{level}-r{round_}.json"))]
-                for client, measure in (pair if round_ % 2 == 0 else pair[::-1]):
+                pair = [
+                    ("plugin", lambda: plugin_round(server, prompts, pattern)),
+                    ("vllm bench serve", lambda: vllm_round(flags, work, f"c{level}-r{round_}.json")),
+                ]
+                for client, measure in pair if round_ % 2 == 0 else pair[::-1]:
                     runs[client].append(measure())
                 for peer, executable in (peers or {}).items():
                     try:
-                        runs[peer].append(peer_round(peer, executable, server, tokenizer, prompts, level, work,
-                                                     f"c{level}-r{round_}"))
+                        runs[peer].append(
+                            peer_round(peer, executable, server, tokenizer, prompts, level, work, f"c{level}-r{round_}")
+                        )
                     except (PeerError, OSError, KeyError, ValueError) as exc:
                         print(f"  {peer} failed at concurrency {level}: {exc}", flush=True)
-                print(f"  concurrency {level} round {round_ + 1}: " + ", ".join(
-                    f"{client} {values[-1]['output_throughput']:.1f} tok/s" for client, values in runs.items()
-                    if values), flush=True)
+                print(
+                    f"  concurrency {level} round {round_ + 1}: "
+                    + ", ".join(
+                        f"{client} {values[-1]['output_throughput']:.1f} tok/s"
+                        for client, values in runs.items()
+                        if values
+                    ),
+                    flush=True,
+                )
             results[level] = runs
     finally:
         pool.close()
@@ -145,7 +185,8 @@ def table(results: dict) -> list[str]:
     """
     peers = [client for client in next(iter(results.values())) if client != "plugin"]
     head = f"{'concurrency':>11}  {'metric':<30} {'plugin':>9}" + "".join(
-        f" {peer[:16]:>16} {'ratio':>6}" for peer in peers)
+        f" {peer[:16]:>16} {'ratio':>6}" for peer in peers
+    )
     lines = [head, "-" * len(head)]
     for level, runs in results.items():
         for metric in METRICS:
@@ -157,8 +198,13 @@ def table(results: dict) -> list[str]:
             for peer in peers:
                 theirs = [run[metric] for run in runs[peer] if metric in run]
                 b = statistics.median(theirs) if theirs else None
-                ratio = (statistics.median(x / y for x, y in zip(mine, theirs)) if len(theirs) == len(mine)
-                         and all(theirs) else a / b if b else None)
+                ratio = (
+                    statistics.median(x / y for x, y in zip(mine, theirs))
+                    if len(theirs) == len(mine) and all(theirs)
+                    else a / b
+                    if b
+                    else None
+                )
                 cells.append(f" {b:>16.2f} {ratio:>6.3f}" if b else f" {'–':>16} {'–':>6}")
             lines.append(f"{level:>11}  {metric:<30} {a:>9.2f}" + "".join(cells))
     return lines
@@ -167,14 +213,16 @@ def table(results: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--rounds", type=int, default=4,
-                        help="rounds per client (even: each client goes first equally often)")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="rounds per client (even: each client goes first equally often)"
+    )
     parser.add_argument("--num-prompts", type=int, default=16)
     parser.add_argument("--input-len", type=int, default=192)
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--workload", choices=("code_edit", "random_s"), default="code_edit")
-    parser.add_argument("--url", help="measure this running server (serving the bundled model) instead of "
-                                      "starting one with n-gram SD")
+    parser.add_argument(
+        "--url", help="measure this running server (serving the bundled model) instead of starting one with n-gram SD"
+    )
     parser.add_argument("--json", type=Path, help="write every round's figures here")
     parser.add_argument("--guidellm", help="the guidellm executable of its own virtual environment")
     parser.add_argument("--aiperf", help="the aiperf executable of its own virtual environment")
@@ -184,20 +232,27 @@ def main(argv: list[str] | None = None) -> int:
         if path and Path(path).is_file() and os.access(path, os.X_OK):
             peers[peer] = path
         else:
-            print(f"{peer}: skipped ({'not found at ' + path if path else 'no executable given'}; "
-                  f"install it in a virtual environment of its own and pass --{peer.lower()} PATH)")
-    results = compare(args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len, peers,
-                      args.workload, args.url)
+            print(
+                f"{peer}: skipped ({'not found at ' + path if path else 'no executable given'}; "
+                f"install it in a virtual environment of its own and pass --{peer.lower()} PATH)"
+            )
+    results = compare(
+        args.concurrency, args.rounds, args.num_prompts, args.input_len, args.output_len, peers, args.workload, args.url
+    )
     if args.json:
         write_atomic(args.json, json.dumps({str(level): runs for level, runs in results.items()}, indent=1))
     server = args.url or "n-gram k=4"
-    print(f"\n{server}, {args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
-          f"{args.rounds} interleaved rounds per client; medians over rounds, ratio = median per-round ratio")
+    print(
+        f"\n{server}, {args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts, "
+        f"{args.rounds} interleaved rounds per client; medians over rounds, ratio = median per-round ratio"
+    )
     print("\n".join(table(results)))
-    print("\nratio: plugin / peer.  vllm bench serve defines each figure as the plugin does (vllm/benchmarks/serve.py, "
-          "calculate_metrics) but for the throughputs' window: its duration starts after its one-request test run, "
-          "the plugin's at the schedule's offset 0; both end with the last reply.  The SD counter rows of every "
-          "client are scraped from /metrics before and after its run.  The peers differ where noted:")
+    print(
+        "\nratio: plugin / peer.  vllm bench serve defines each figure as the plugin does (vllm/benchmarks/serve.py, "
+        "calculate_metrics) but for the throughputs' window: its duration starts after its one-request test run, "
+        "the plugin's at the schedule's offset 0; both end with the last reply.  The SD counter rows of every "
+        "client are scraped from /metrics before and after its run.  The peers differ where noted:"
+    )
     for peer in peers:
         print(f"  {peer}:")
         print("\n".join(f"    - {line}" for line in DEFINITIONS[peer]))

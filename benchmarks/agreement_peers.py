@@ -61,24 +61,63 @@ def _run(command: list[str], env: dict, timeout: float) -> None:
         raise PeerError(f"{Path(command[0]).name} exited {done.returncode}: {(done.stderr or done.stdout)[-1500:]}")
 
 
-def guidellm(executable: str, url: str, model: str, tokenizer: str, prompts, concurrency: int,
-             work: Path, name: str, timeout: float = 1800) -> dict:
+def guidellm(
+    executable: str,
+    url: str,
+    model: str,
+    tokenizer: str,
+    prompts,
+    concurrency: int,
+    work: Path,
+    name: str,
+    timeout: float = 1800,
+) -> dict:
     data = work / f"{name}-guidellm.jsonl"
-    data.write_text("".join(json.dumps({"prompt": p.text, "output_tokens_count": p.output_len}) + "\n"
-                            for p in prompts))
+    data.write_text(
+        "".join(json.dumps({"prompt": p.text, "output_tokens_count": p.output_len}) + "\n" for p in prompts)
+    )
     out = work / f"{name}-guidellm.json"
-    backend = {"kind": "openai_http", "target": url, "model": model, "request_format": "/v1/completions",
-               "stream": True, "extras": {"body": {"temperature": 0, "return_token_ids": True,
-                                                   "stream_options": {"include_usage": True,
-                                                                      "continuous_usage_stats": False}}}}
-    _run([executable, "run", "--backend", json.dumps(backend),
-          "--data", json.dumps({"kind": "json_file", "path": str(data), "load_kwargs": {"split": "train"}}),
-          "--data-loader", "kind=pytorch,shuffle=false",
-          "--tokenizer", json.dumps({"kind": "huggingface_auto", "model": tokenizer}),
-          # --override takes the field and its value as two arguments.
-          "--profile", "kind=concurrent", "--override", "profile.streams", str(concurrency),
-          "--constraint", f"kind=max_requests,count={len(prompts)}",
-          "--output", f"kind=json,path={out}", "--disable-console-interactive"], OFFLINE, timeout)
+    backend = {
+        "kind": "openai_http",
+        "target": url,
+        "model": model,
+        "request_format": "/v1/completions",
+        "stream": True,
+        "extras": {
+            "body": {
+                "temperature": 0,
+                "return_token_ids": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": False},
+            }
+        },
+    }
+    _run(
+        [
+            executable,
+            "run",
+            "--backend",
+            json.dumps(backend),
+            "--data",
+            json.dumps({"kind": "json_file", "path": str(data), "load_kwargs": {"split": "train"}}),
+            "--data-loader",
+            "kind=pytorch,shuffle=false",
+            "--tokenizer",
+            json.dumps({"kind": "huggingface_auto", "model": tokenizer}),
+            # --override takes the field and its value as two arguments.
+            "--profile",
+            "kind=concurrent",
+            "--override",
+            "profile.streams",
+            str(concurrency),
+            "--constraint",
+            f"kind=max_requests,count={len(prompts)}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console-interactive",
+        ],
+        OFFLINE,
+        timeout,
+    )
     benchmark = json.loads(out.read_text())["benchmarks"][0]
     metrics = benchmark["metrics"]
 
@@ -86,28 +125,70 @@ def guidellm(executable: str, url: str, model: str, tokenizer: str, prompts, con
         return metrics[name]["successful"][key] * scale
 
     tokens = metrics["output_token_count"]["successful"]["total_sum"]
-    return {"output_throughput": tokens / benchmark["duration"],
-            "mean_ttft_ms": stat("time_to_first_token_ms", "mean"), "median_ttft_ms": stat("time_to_first_token_ms"),
-            "mean_tpot_ms": stat("inter_token_latency_ms", "mean"), "median_tpot_ms": stat("inter_token_latency_ms"),
-            "mean_e2el_ms": stat("request_latency", "mean", scale=1000.0),
-            "median_e2el_ms": stat("request_latency", scale=1000.0)}
+    return {
+        "output_throughput": tokens / benchmark["duration"],
+        "mean_ttft_ms": stat("time_to_first_token_ms", "mean"),
+        "median_ttft_ms": stat("time_to_first_token_ms"),
+        "mean_tpot_ms": stat("inter_token_latency_ms", "mean"),
+        "median_tpot_ms": stat("inter_token_latency_ms"),
+        "mean_e2el_ms": stat("request_latency", "mean", scale=1000.0),
+        "median_e2el_ms": stat("request_latency", scale=1000.0),
+    }
 
 
-def aiperf(executable: str, url: str, model: str, tokenizer: str, prompts, concurrency: int,
-           work: Path, name: str, timeout: float = 1800) -> dict:
+def aiperf(
+    executable: str,
+    url: str,
+    model: str,
+    tokenizer: str,
+    prompts,
+    concurrency: int,
+    work: Path,
+    name: str,
+    timeout: float = 1800,
+) -> dict:
     data = work / f"{name}-aiperf.jsonl"
     data.write_text("".join(json.dumps({"text": p.text, "output_length": p.output_len}) + "\n" for p in prompts))
     artifacts = work / f"{name}-aiperf"
     # The plugin's request exactly: min_tokens would mask EOS and change greedy outputs (and acceptance with them).
     extra = {"ignore_eos": True, "temperature": 0, "return_token_ids": True}
-    _run([executable, "profile", "-m", model, "--url", url, "--endpoint-type", "completions", "--streaming",
-          "--input-file", str(data), "--custom-dataset-type", "single_turn",
-          "--dataset-sampling-strategy", "sequential", "--concurrency", str(concurrency),
-          "--request-count", str(len(prompts)), "--extra-inputs", json.dumps(extra), "--tokenizer", tokenizer,
-          "--use-server-token-count", "--artifact-dir", str(artifacts), "--ui", "none", "--no-gpu-telemetry"],
-         # Not offline: in offline mode AIPerf looks a tokenizer up as a Hub cache entry and rejects a local
-         # directory (src/aiperf/common/tokenizer.py, _from_pretrained_local); online, an absolute path loads as is.
-         {}, timeout)
+    _run(
+        [
+            executable,
+            "profile",
+            "-m",
+            model,
+            "--url",
+            url,
+            "--endpoint-type",
+            "completions",
+            "--streaming",
+            "--input-file",
+            str(data),
+            "--custom-dataset-type",
+            "single_turn",
+            "--dataset-sampling-strategy",
+            "sequential",
+            "--concurrency",
+            str(concurrency),
+            "--request-count",
+            str(len(prompts)),
+            "--extra-inputs",
+            json.dumps(extra),
+            "--tokenizer",
+            tokenizer,
+            "--use-server-token-count",
+            "--artifact-dir",
+            str(artifacts),
+            "--ui",
+            "none",
+            "--no-gpu-telemetry",
+        ],
+        # Not offline: in offline mode AIPerf looks a tokenizer up as a Hub cache entry and rejects a local
+        # directory (src/aiperf/common/tokenizer.py, _from_pretrained_local); online, an absolute path loads as is.
+        {},
+        timeout,
+    )
     found = sorted(artifacts.rglob("profile_export_aiperf.json"))
     if not found:
         raise PeerError(f"AIPerf wrote no profile_export_aiperf.json under {artifacts}")
@@ -116,11 +197,17 @@ def aiperf(executable: str, url: str, model: str, tokenizer: str, prompts, concu
     def stat(name, key="p50"):
         return result[name][key]
 
-    return {"output_throughput": stat("output_token_throughput", "avg"),
-            "mean_ttft_ms": stat("time_to_first_token", "avg"), "median_ttft_ms": stat("time_to_first_token"),
-            "mean_tpot_ms": stat("inter_token_latency", "avg"), "median_tpot_ms": stat("inter_token_latency"),
-            "mean_itl_ms": stat("inter_chunk_latency", "avg"), "median_itl_ms": stat("inter_chunk_latency"),
-            "mean_e2el_ms": stat("request_latency", "avg"), "median_e2el_ms": stat("request_latency")}
+    return {
+        "output_throughput": stat("output_token_throughput", "avg"),
+        "mean_ttft_ms": stat("time_to_first_token", "avg"),
+        "median_ttft_ms": stat("time_to_first_token"),
+        "mean_tpot_ms": stat("inter_token_latency", "avg"),
+        "median_tpot_ms": stat("inter_token_latency"),
+        "mean_itl_ms": stat("inter_chunk_latency", "avg"),
+        "median_itl_ms": stat("inter_chunk_latency"),
+        "mean_e2el_ms": stat("request_latency", "avg"),
+        "median_e2el_ms": stat("request_latency"),
+    }
 
 
 PEERS = {"GuideLLM": guidellm, "AIPerf": aiperf}

@@ -33,8 +33,7 @@ from pytest_specdec.measure.theory import theory_for
 MODEL = "specdec:smollm2-135m"
 EAGER = ("--enforce-eager",)
 METHODS = {
-    "ngram": lambda k: {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
-                        "prompt_lookup_min": 2},
+    "ngram": lambda k: {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
     "suffix": lambda k: {"method": "suffix", "num_speculative_tokens": k},
 }
 NEAR_BEST = 0.05
@@ -43,7 +42,7 @@ NEAR_BEST = 0.05
 def kendall_concordant(predicted: dict[int, float], measured: dict[int, float]) -> tuple[int, int]:
     """(pairs of k the prediction orders as the measurement does, pairs compared)."""
     ks = sorted(measured)
-    pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1 :]]
     same = sum((predicted[a] - predicted[b]) * (measured[a] - measured[b]) > 0 for a, b in pairs)
     return same, len(pairs)
 
@@ -65,9 +64,11 @@ def estimate_table(result) -> list[str]:
         p, _ = request_length_distribution(steps)
         lines.append(f"  {name:<32} {p.p5:>6.2f} {p.p25:>6.2f} {p.p50:>6.2f} {p.p75:>6.2f} {p.p95:>6.2f}")
     check = result.analysis().estimate_check or {}
-    lines.append(f"  median |difference| per request {check.get('acceptance_length_difference_p50', float('nan')):.3f}; "
-                 f"steps whose accepted count agrees (median over requests) "
-                 f"{check.get('step_agreement_p50', float('nan')):.0%}")
+    lines.append(
+        f"  median |difference| per request {check.get('acceptance_length_difference_p50', float('nan')):.3f}; "
+        f"steps whose accepted count agrees (median over requests) "
+        f"{check.get('step_agreement_p50', float('nan')):.0%}"
+    )
     return lines
 
 
@@ -82,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="specdec-best-k-"))
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
     measurements = Measurements(pool, work, repeats=args.repeats, on_event=lambda m: print(f"  {m}", flush=True))
     workload = resolve_workload("code_edit", {"input_len": args.input_len, "output_len": args.output_len})
     pattern = resolve_pattern("throughput_low", {"num_prompts": args.num_prompts})
@@ -106,31 +106,42 @@ def main(argv: list[str] | None = None) -> int:
             report.append(f"\n{method}, predicted from the k={args.max_k} run ({analysis.source} per-step data):")
             report.append(f"  {'k':>3} {'predicted':>10} {'measured':>10}")
             report += [f"  {k:>3} {predicted[k]:>9.3f}x {measured[k]:>9.3f}x" for k in sorted(results)]
-            verdict = ("ranks every k as measured" if same == pairs else
-                       f"orders {same} of {pairs} pairs of k as measured")
+            verdict = (
+                "ranks every k as measured" if same == pairs else f"orders {same} of {pairs} pairs of k as measured"
+            )
             gap = measured[chosen] / measured[best_measured] - 1 if chosen else float("nan")
-            report.append(f"  prediction {verdict}; recommends k={chosen} (measured {measured.get(chosen, 0):.3f}x), "
-                          f"measured best k={best_measured} ({measured[best_measured]:.3f}x): "
-                          f"{'within' if gap >= -NEAR_BEST else 'NOT within'} {NEAR_BEST:.0%} ({gap:+.1%})")
+            report.append(
+                f"  prediction {verdict}; recommends k={chosen} (measured {measured.get(chosen, 0):.3f}x), "
+                f"measured best k={best_measured} ({measured[best_measured]:.3f}x): "
+                f"{'within' if gap >= -NEAR_BEST else 'NOT within'} {NEAR_BEST:.0%} ({gap:+.1%})"
+            )
             expected = theory.expected_speedup if theory else float("nan")
-            report.append(f"  at k={args.max_k}: measured {source.speedup():.3f}x, Leviathan-expected "
-                          f"{expected:.3f}x, oracle {analysis.oracle_speedup:.3f}x "
-                          f"(gap oracle / measured {analysis.oracle_speedup / source.speedup():.2f})")
+            report.append(
+                f"  at k={args.max_k}: measured {source.speedup():.3f}x, Leviathan-expected "
+                f"{expected:.3f}x, oracle {analysis.oracle_speedup:.3f}x "
+                f"(gap oracle / measured {analysis.oracle_speedup / source.speedup():.2f})"
+            )
             report += estimate_table(source)
             p = analysis.request_lengths
-            report.append(f"  per-request acceptance length p5/p25/p50/p75/p95: {p.p5:.2f} / {p.p25:.2f} / "
-                          f"{p.p50:.2f} / {p.p75:.2f} / {p.p95:.2f}, spread (std) {p.std:.2f}, "
-                          f"{p.count} requests; by output tenth: "
-                          + ", ".join(f"{label}: " + " ".join(f"{v:.2f}" for v in values)
-                                      for label, values in analysis.by_position.items()))
+            report.append(
+                f"  per-request acceptance length p5/p25/p50/p75/p95: {p.p5:.2f} / {p.p25:.2f} / "
+                f"{p.p50:.2f} / {p.p75:.2f} / {p.p95:.2f}, spread (std) {p.std:.2f}, "
+                f"{p.count} requests; by output tenth: "
+                + ", ".join(
+                    f"{label}: " + " ".join(f"{v:.2f}" for v in values)
+                    for label, values in analysis.by_position.items()
+                )
+            )
             rates = ", ".join(f"{v:.2f}" for v in analysis.per_position)
             counters = ", ".join(f"{v:.2f}" for v in source.per_position_acceptance)
             report.append(f"  per-position rates, per-step data: {rates}; Prometheus counters: {counters}")
-            print("\n".join(report[-(12 + args.max_k):]), flush=True)
+            print("\n".join(report[-(12 + args.max_k) :]), flush=True)
     finally:
         pool.close()
-    print(f"\ncode_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at concurrency 1, "
-          f"{args.repeats} repeats per k (speedups: median over repeats), --enforce-eager")
+    print(
+        f"\ncode_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at concurrency 1, "
+        f"{args.repeats} repeats per k (speedups: median over repeats), --enforce-eager"
+    )
     print("\n".join(report))
     return 0
 

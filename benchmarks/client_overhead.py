@@ -59,14 +59,33 @@ async def _serve(chunks: int) -> None:
     # Events are encoded once: the server should cost as little as possible
     # so that, on a small machine, what is measured is the client.
     events = [
-        _chunk(b"data: " + json.dumps({"id": "cmpl-b", "object": "text_completion", "choices": [
-            {"index": 0, "text": f" t{i}", "token_ids": [1000 + i], "logprobs": None, "finish_reason": None}
-        ]}).encode() + b"\n\n")
+        _chunk(
+            b"data: "
+            + json.dumps(
+                {
+                    "id": "cmpl-b",
+                    "object": "text_completion",
+                    "choices": [
+                        {"index": 0, "text": f" t{i}", "token_ids": [1000 + i], "logprobs": None, "finish_reason": None}
+                    ],
+                }
+            ).encode()
+            + b"\n\n"
+        )
         for i in range(chunks)
     ]
     tail = (
-        _chunk(b"data: " + json.dumps({"id": "cmpl-b", "choices": [], "usage": {
-            "prompt_tokens": 8, "completion_tokens": chunks, "total_tokens": 8 + chunks}}).encode() + b"\n\n")
+        _chunk(
+            b"data: "
+            + json.dumps(
+                {
+                    "id": "cmpl-b",
+                    "choices": [],
+                    "usage": {"prompt_tokens": 8, "completion_tokens": chunks, "total_tokens": 8 + chunks},
+                }
+            ).encode()
+            + b"\n\n"
+        )
         + _chunk(b"data: [DONE]\n\n")
         + b"0\r\n\r\n"
     )
@@ -115,8 +134,7 @@ def _cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def _plugin_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float,
-                   workers: int = 1) -> list[tuple]:
+def _plugin_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: float, workers: int = 1) -> list[tuple]:
     pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
     run = generate_load(url, f"gap={gap_ms}", [Prompt("hello", 8, chunks)], pattern, workers=workers)
     failed = [r for r in run.records if not r.success]
@@ -131,14 +149,28 @@ def _vllm_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: fl
 
     async def drive():
         # The session as vllm bench serve builds it (benchmark() in vllm/benchmarks/serve.py).
-        connector = aiohttp.TCPConnector(limit=level, limit_per_host=level, ttl_dns_cache=300,
-                                         use_dns_cache=True, keepalive_timeout=60, enable_cleanup_closed=True,
-                                         force_close=False)
+        connector = aiohttp.TCPConnector(
+            limit=level,
+            limit_per_host=level,
+            ttl_dns_cache=300,
+            use_dns_cache=True,
+            keepalive_timeout=60,
+            enable_cleanup_closed=True,
+            force_close=False,
+        )
         semaphore = asyncio.Semaphore(level)
-        request = RequestFuncInput(prompt="hello", api_url=f"{url}/v1/completions", prompt_len=8, output_len=chunks,
-                                   model=f"gap={gap_ms}", ignore_eos=True)
-        async with aiohttp.ClientSession(connector=connector, trust_env=True,
-                                         timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)) as session:
+        request = RequestFuncInput(
+            prompt="hello",
+            api_url=f"{url}/v1/completions",
+            prompt_len=8,
+            output_len=chunks,
+            model=f"gap={gap_ms}",
+            ignore_eos=True,
+        )
+        async with aiohttp.ClientSession(
+            connector=connector, trust_env=True, timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)
+        ) as session:
+
             async def one():
                 async with semaphore:
                     return await async_request_openai_completions(request, session)
@@ -155,8 +187,14 @@ def _vllm_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: fl
 
 
 def _payload(chunks: int, gap_ms: float) -> dict:
-    return {"model": f"gap={gap_ms}", "prompt": "hello", "max_tokens": chunks, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True}
+    return {
+        "model": f"gap={gap_ms}",
+        "prompt": "hello",
+        "max_tokens": chunks,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
 
 
 class _Stamps:
@@ -197,6 +235,7 @@ def _httpx_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms: f
     async def drive():
         limits = httpx.Limits(max_connections=level, max_keepalive_connections=level)
         async with httpx.AsyncClient(limits=limits, timeout=None, trust_env=False) as client:
+
             async def stream_one():
                 stamps = _Stamps()
                 async with client.stream("POST", f"{url}/v1/completions", json=_payload(chunks, gap_ms)) as response:
@@ -224,6 +263,7 @@ def _aiohttp_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms:
     async def drive():
         connector = aiohttp.TCPConnector(limit=level, limit_per_host=level, force_close=False)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
+
             async def stream_one():
                 stamps, pending = _Stamps(), b""
                 async with session.post(f"{url}/v1/completions", json=_payload(chunks, gap_ms)) as response:
@@ -231,8 +271,11 @@ def _aiohttp_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms:
                         now = time.perf_counter()
                         *events, pending = (pending + data).split(b"\n\n")
                         for event in events:
-                            if event.startswith(b"data: ") and event != b"data: [DONE]" \
-                                    and decode(event[6:]).get("choices"):
+                            if (
+                                event.startswith(b"data: ")
+                                and event != b"data: [DONE]"
+                                and decode(event[6:]).get("choices")
+                            ):
                                 stamps.event(now)
                 return stamps
 
@@ -241,8 +284,12 @@ def _aiohttp_client(url: str, level: int, num_prompts: int, chunks: int, gap_ms:
     return asyncio.run(drive())
 
 
-CLIENTS = {"plugin": _plugin_client, "vllm bench serve": _vllm_client, "httpx": _httpx_client,
-           "aiohttp": _aiohttp_client}
+CLIENTS = {
+    "plugin": _plugin_client,
+    "vllm bench serve": _vllm_client,
+    "httpx": _httpx_client,
+    "aiohttp": _aiohttp_client,
+}
 
 
 def _children_cpu() -> float:
@@ -318,7 +365,7 @@ def _table(rows: list[dict]) -> str:
 
 
 def _cpus(spec: str) -> set[int]:
-    """"0,2-3" -> {0, 2, 3}; "" -> no pinning."""
+    """ "0,2-3" -> {0, 2, 3}; "" -> no pinning."""
     cpus: set[int] = set()
     for part in filter(None, (p.strip() for p in spec.split(","))):
         low, _, high = part.partition("-")
@@ -332,11 +379,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=64, help="one-token events per response")
     parser.add_argument("--waves", type=int, default=2, help="requests per level = max(16, waves * streams)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per level; figures are medians")
-    parser.add_argument("--paced-gap-ms", type=float, default=10.0,
-                        help="the server waits this long between events, as a decoding server would")
-    parser.add_argument("--clients", default="plugin,vllm bench serve,httpx",
-                        help=f"which clients, comma-separated, of {', '.join(CLIENTS)}; 'plugin x2' is the plugin's "
-                             "client over two worker processes (--specdec-client-workers 2)")
+    parser.add_argument(
+        "--paced-gap-ms",
+        type=float,
+        default=10.0,
+        help="the server waits this long between events, as a decoding server would",
+    )
+    parser.add_argument(
+        "--clients",
+        default="plugin,vllm bench serve,httpx",
+        help=f"which clients, comma-separated, of {', '.join(CLIENTS)}; 'plugin x2' is the plugin's "
+        "client over two worker processes (--specdec-client-workers 2)",
+    )
     parser.add_argument("--server-cpus", default="0", help="CPUs the server is pinned to (taskset style: 0 or 0,1)")
     parser.add_argument("--client-cpus", default="1", help="CPUs this process (the clients) is pinned to")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -354,9 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     server_cpus, client_cpus = _cpus(args.server_cpus), _cpus(args.client_cpus)
     # The server and the clients on separate cores, so neither's cost is the other's latency.
-    server = subprocess.Popen([sys.executable, __file__, "--serve", "--chunks", str(args.chunks)],
-                              stdout=subprocess.PIPE, text=True,
-                              preexec_fn=(lambda: os.sched_setaffinity(0, server_cpus)) if server_cpus else None)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", "--chunks", str(args.chunks)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, server_cpus)) if server_cpus else None,
+    )
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)
     rows = {"instant": [], "paced": []}
@@ -375,14 +432,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(10)
-    print(f"client overhead: {args.chunks} one-token events per request, medians of {args.rounds} interleaved rounds, "
-          f"server in its own process on CPUs "
-          f"{sorted(server_cpus) or 'any'}, clients on CPUs {sorted(client_cpus) or 'any'} of {os.cpu_count()}, "
-          f"python {sys.version.split()[0]}")
+    print(
+        f"client overhead: {args.chunks} one-token events per request, medians of {args.rounds} interleaved rounds, "
+        f"server in its own process on CPUs "
+        f"{sorted(server_cpus) or 'any'}, clients on CPUs {sorted(client_cpus) or 'any'} of {os.cpu_count()}, "
+        f"python {sys.version.split()[0]}"
+    )
     print("\ninstant server (events as fast as it writes them; added ITL is the whole gap):")
     print(_table(rows["instant"]))
-    print(f"\npaced server ({args.paced_gap_ms:g} ms between events, {1e3 / args.paced_gap_ms:.0f} events/s per "
-          "stream; added ITL is what the client saw beyond that):")
+    print(
+        f"\npaced server ({args.paced_gap_ms:g} ms between events, {1e3 / args.paced_gap_ms:.0f} events/s per "
+        "stream; added ITL is what the client saw beyond that):"
+    )
     print(_table(rows["paced"]))
     # A client that falls behind reads several events at once: their gaps shrink to 0 and the p50 drops below
     # the server's pace, so a distortion is one of either sign.
@@ -390,8 +451,14 @@ def main(argv: list[str] | None = None) -> int:
     for client in clients:
         fine = [r for r in rows["paced"] if r["client"] == client and abs(r["p50_added_itl_ms"]) < 1.0]
         best = max(fine, key=lambda r: r["events_per_s"], default=None)
-        print(f"  {client}: " + (f"{best['events_per_s']:,.0f} events/s ({best['streams']} streams)" if best
-                                 else "below the lowest level measured"))
+        print(
+            f"  {client}: "
+            + (
+                f"{best['events_per_s']:,.0f} events/s ({best['streams']} streams)"
+                if best
+                else "below the lowest level measured"
+            )
+        )
     return 0
 
 

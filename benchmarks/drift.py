@@ -28,22 +28,26 @@ from pytest_specdec.load.workloads import resolve_workload
 
 MODEL = "specdec:smollm2-135m"
 EAGER = ("--enforce-eager",)
-SD = ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
-      {"method": "suffix", "num_speculative_tokens": 4})
+SD = (
+    {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+    {"method": "suffix", "num_speculative_tokens": 4},
+)
 
 
 def one_session(args, work: Path) -> list:
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
     measurements = Measurements(pool, work, repeats=args.repeats, on_event=lambda m: print(f"  {m}", flush=True))
     workload = resolve_workload("code_edit", {"input_len": args.input_len, "output_len": args.output_len})
     pattern = resolve_pattern("throughput_low", {"num_prompts": args.num_prompts})
     try:
         for config in SD:
             result = measurements.run(ServerSpec(MODEL, config, server_args=EAGER), workload, pattern)
-            print(f"  {config['method']}: speedup {result.speedup():.3f}x, TTFT speedup "
-                  f"{result.speedup('median_ttft_ms'):.3f}x; fairness flags: "
-                  + ("; ".join(f.describe() for f in result.fairness_flags()) or "none"), flush=True)
+            print(
+                f"  {config['method']}: speedup {result.speedup():.3f}x, TTFT speedup "
+                f"{result.speedup('median_ttft_ms'):.3f}x; fairness flags: "
+                + ("; ".join(f.describe() for f in result.fairness_flags()) or "none"),
+                flush=True,
+            )
         return measurements.check_drift()
     finally:
         pool.close()
@@ -61,14 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         print(f"\nsession {index + 1} of {args.rounds}", flush=True)
         checks += one_session(args, Path(tempfile.mkdtemp(prefix="specdec-drift-")))
-    print(f"\ncode_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at concurrency 1, "
-          f"{args.repeats} repeats, --enforce-eager; closing reference / first reference:")
+    print(
+        f"\ncode_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at concurrency 1, "
+        f"{args.repeats} repeats, --enforce-eager; closing reference / first reference:"
+    )
     for check in checks:
         print(f"  {check.describe()}")
     for figure in ("output_throughput", "median_tpot_ms"):
         ratios = [1 + c.change[figure] for c in checks]
-        print(f"  {figure}: ratio closing / first, per session: " + ", ".join(f"{r:.3f}" for r in ratios)
-              + (f"; median {statistics.median(ratios):.3f}" if ratios else ""))
+        print(
+            f"  {figure}: ratio closing / first, per session: "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + (f"; median {statistics.median(ratios):.3f}" if ratios else "")
+        )
     return 0
 
 

@@ -28,8 +28,13 @@ from pytest_specdec import Measurements, ServerPool, ServerSpec
 from pytest_specdec.config.spec import parse_specdec_marker
 from pytest_specdec.load.patterns import concurrency_sweep
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.dynamic_k import (check_no_fall_across_switches, levels_around_switches,
-                                              measurements_from, recommend_k, switch_points)
+from pytest_specdec.measure.dynamic_k import (
+    check_no_fall_across_switches,
+    levels_around_switches,
+    measurements_from,
+    recommend_k,
+    switch_points,
+)
 from pytest_specdec.measure.specdec_test import SpecDecTest
 from pytest_specdec.serving.server import ServerStartError
 
@@ -52,12 +57,16 @@ def drafted_per_step(result) -> str:
 
 
 def level_table(sweep) -> list[str]:
-    lines = [f"  {'concurrency':>11} {'reference tok/s':>16} {'SD tok/s':>9} {'speedup':>8} {'accepted':>9} "
-             f"{'drafted/step':>13}"]
+    lines = [
+        f"  {'concurrency':>11} {'reference tok/s':>16} {'SD tok/s':>9} {'speedup':>8} {'accepted':>9} "
+        f"{'drafted/step':>13}"
+    ]
     for level, result in zip(sweep.levels, sweep.results):
-        lines.append(f"  {level:>11} {result.reference_metric('output_throughput'):>16.1f} "
-                     f"{result.speculative_metric('output_throughput'):>9.1f} {result.speedup():>7.3f}x "
-                     f"{result.acceptance_rate:>9.1%} {drafted_per_step(result):>13}")
+        lines.append(
+            f"  {level:>11} {result.reference_metric('output_throughput'):>16.1f} "
+            f"{result.speculative_metric('output_throughput'):>9.1f} {result.speedup():>7.3f}x "
+            f"{result.acceptance_rate:>9.1%} {drafted_per_step(result):>13}"
+        )
     return lines
 
 
@@ -76,15 +85,18 @@ def main(argv: list[str] | None = None) -> int:
 
     # The marker's own validation: the schedule as a test would declare it.
     top = max(row[2] for row in args.schedule)
-    dynamic = parse_specdec_marker((), {"model": MODEL, "speculative_config": ngram(top, args.schedule),
-                                        "server_args": list(EAGER)})
+    dynamic = parse_specdec_marker(
+        (), {"model": MODEL, "speculative_config": ngram(top, args.schedule), "server_args": list(EAGER)}
+    )
     levels = levels_around_switches(dynamic.speculative_config)
-    print(f"schedule {args.schedule}: switches {[s.describe() for s in switch_points(dynamic.speculative_config)]}; "
-          f"levels around them {levels}", flush=True)
+    print(
+        f"schedule {args.schedule}: switches {[s.describe() for s in switch_points(dynamic.speculative_config)]}; "
+        f"levels around them {levels}",
+        flush=True,
+    )
 
     work = Path(tempfile.mkdtemp(prefix="specdec-dynamic-k-"))
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
     measurements = Measurements(pool, work, repeats=args.repeats, on_event=lambda m: print(f"  {m}", flush=True))
     workload = resolve_workload(args.workload, {"input_len": args.input_len, "output_len": args.output_len})
     # Every reference level first, on one reference server start.
@@ -121,14 +133,17 @@ def main(argv: list[str] | None = None) -> int:
             report.append(f"\n(c) fixed k={k}:")
             report += level_table(sweep)
         recommendation = recommend_k(measurements_from(results))
-        report.append(f"\n(c) recommend_k over fixed k {args.fixed_k} and the reference (k=0), "
-                      f"{args.repeats} repeats per level:")
+        report.append(
+            f"\n(c) recommend_k over fixed k {args.fixed_k} and the reference (k=0), {args.repeats} repeats per level:"
+        )
         report += ["  " + line for line in recommendation.table().splitlines()]
     finally:
         pool.close()
-    print(f"\n{args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts per level, "
-          f"{args.repeats} repeats, --enforce-eager; {sum(pool.starts.values())} server starts, "
-          f"{time.monotonic() - began:.0f} s")
+    print(
+        f"\n{args.workload} {args.input_len}/{args.output_len}, {args.num_prompts} prompts per level, "
+        f"{args.repeats} repeats, --enforce-eager; {sum(pool.starts.values())} server starts, "
+        f"{time.monotonic() - began:.0f} s"
+    )
     print("\n".join(report))
     return 0
 

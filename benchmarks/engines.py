@@ -42,10 +42,10 @@ def median_of(runs, metric: str) -> float:
 
 
 def one_engine(engine: str, args, work: Path) -> list[dict]:
-    pool = ServerPool("cpu", work / engine, on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
-    measurements = Measurements(pool, work / engine, repeats=args.repeats,
-                                on_event=lambda m: print(f"  {m}", flush=True))
+    pool = ServerPool("cpu", work / engine, on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
+    measurements = Measurements(
+        pool, work / engine, repeats=args.repeats, on_event=lambda m: print(f"  {m}", flush=True)
+    )
     pattern = resolve_pattern("throughput_low", {"num_prompts": args.num_prompts})
     rows = []
     try:
@@ -53,28 +53,42 @@ def one_engine(engine: str, args, work: Path) -> list[dict]:
             workload = resolve_workload(workload_name, {"input_len": 192, "output_len": output_len})
             spec = dataclasses.replace(ServerSpec(MODEL, config, server_args=SERVER_ARGS[engine]), engine=engine)
             result = measurements.run(spec, workload, pattern)
-            rows.append({
-                "engine": engine, "config": name, "workload": workload_name,
-                "speedup": result.speedup(), "acceptance": result.acceptance_rate,
-                "length": result.acceptance_length, "same": result.match_rate,
-                "ttft": (median_of(result.reference_runs, "median_ttft_ms"),
-                         median_of(result.speculative_runs, "median_ttft_ms")),
-                "tpot": (median_of(result.reference_runs, "median_tpot_ms"),
-                         median_of(result.speculative_runs, "median_tpot_ms")),
-            })
+            rows.append(
+                {
+                    "engine": engine,
+                    "config": name,
+                    "workload": workload_name,
+                    "speedup": result.speedup(),
+                    "acceptance": result.acceptance_rate,
+                    "length": result.acceptance_length,
+                    "same": result.match_rate,
+                    "ttft": (
+                        median_of(result.reference_runs, "median_ttft_ms"),
+                        median_of(result.speculative_runs, "median_ttft_ms"),
+                    ),
+                    "tpot": (
+                        median_of(result.reference_runs, "median_tpot_ms"),
+                        median_of(result.speculative_runs, "median_tpot_ms"),
+                    ),
+                }
+            )
     finally:
         pool.close()
     return rows
 
 
 def table(rows: list[dict]) -> list[str]:
-    head = (f"{'engine':<9} {'config':<20} {'workload':<10} {'speedup':>7} {'accepted':>8} {'length':>6} "
-            f"{'TTFT ms ref/SD':>15} {'TPOT ms ref/SD':>15} {'same':>5}")
+    head = (
+        f"{'engine':<9} {'config':<20} {'workload':<10} {'speedup':>7} {'accepted':>8} {'length':>6} "
+        f"{'TTFT ms ref/SD':>15} {'TPOT ms ref/SD':>15} {'same':>5}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['engine']:<9} {r['config']:<20} {r['workload']:<10} {r['speedup']:>6.2f}x "
-                     f"{r['acceptance']:>8.1%} {r['length']:>6.2f} {r['ttft'][0]:>7.0f}/{r['ttft'][1]:<7.0f} "
-                     f"{r['tpot'][0]:>7.1f}/{r['tpot'][1]:<7.1f} {r['same']:>5.0%}")
+        lines.append(
+            f"{r['engine']:<9} {r['config']:<20} {r['workload']:<10} {r['speedup']:>6.2f}x "
+            f"{r['acceptance']:>8.1%} {r['length']:>6.2f} {r['ttft'][0]:>7.0f}/{r['ttft'][1]:<7.0f} "
+            f"{r['tpot'][0]:>7.1f}/{r['tpot'][1]:<7.1f} {r['same']:>5.0%}"
+        )
     return lines
 
 
@@ -90,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         for engine in args.engines:
             print(f"\n{engine}", flush=True)
             rows += one_engine(engine, args, Path(work))
-    print(f"\n{args.num_prompts} prompts at concurrency 1, input 192 tokens, {args.repeats} repeats "
-          f"(medians over repeats), {time.monotonic() - began:.0f} s:")
+    print(
+        f"\n{args.num_prompts} prompts at concurrency 1, input 192 tokens, {args.repeats} repeats "
+        f"(medians over repeats), {time.monotonic() - began:.0f} s:"
+    )
     print("\n".join(table(rows)))
     return 0
 

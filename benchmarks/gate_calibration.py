@@ -44,8 +44,7 @@ METRICS = ("speedup_output_throughput", "acceptance_rate")
 def measure(args) -> tuple[list[list[float]], list[list[float]], list[list[float]]]:
     """Per start: reference output tok/s per run, SD output tok/s per run, SD acceptance rate per run."""
     work = Path(tempfile.mkdtemp(prefix="specdec-gate-calibration-"))
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
     measurements = Measurements(pool, work, repeats=args.runs, on_event=lambda m: print(f"  {m}", flush=True))
     workload = resolve_workload("code_edit", {"input_len": args.input_len, "output_len": args.output_len})
     pattern = resolve_pattern("throughput_low", {"num_prompts": args.num_prompts})
@@ -68,8 +67,9 @@ def measure(args) -> tuple[list[list[float]], list[list[float]], list[list[float
     return ref, sd, acceptance
 
 
-def flagged_share(values: dict[str, list[list[float]]], metric: str, repeats: int, drop: float,
-                  tolerance: float) -> tuple[float, int]:
+def flagged_share(
+    values: dict[str, list[list[float]]], metric: str, repeats: int, drop: float, tolerance: float
+) -> tuple[float, int]:
     """Share of simulated CI runs the gate flags, and how many were simulated."""
     starts = len(values["ref"])
     runs = len(values["ref"][0])
@@ -90,17 +90,21 @@ def flagged_share(values: dict[str, list[list[float]]], metric: str, repeats: in
 
 
 def noise_table(ref, sd, acceptance) -> list[str]:
-    rows = {"reference output tok/s": ref, "SD output tok/s": sd,
-            "speedup": [[s / r for s, r in zip(sd_start, ref_start)] for sd_start, ref_start in zip(sd, ref)],
-            "acceptance rate": acceptance}
-    lines = [f"{'metric':<24} {'median':>8} {'within a start':>15} {'across starts':>14}  per-start medians",
-             "-" * 90]
+    rows = {
+        "reference output tok/s": ref,
+        "SD output tok/s": sd,
+        "speedup": [[s / r for s, r in zip(sd_start, ref_start)] for sd_start, ref_start in zip(sd, ref)],
+        "acceptance rate": acceptance,
+    }
+    lines = [f"{'metric':<24} {'median':>8} {'within a start':>15} {'across starts':>14}  per-start medians", "-" * 90]
     for name, per_start in rows.items():
         medians = [statistics.median(v) for v in per_start]
         within = statistics.median(statistics.pstdev(v) / statistics.mean(v) for v in per_start)
         across = statistics.pstdev(medians) / statistics.mean(medians)
-        lines.append(f"{name:<24} {statistics.median(medians):>8.3f} {within:>14.1%} {across:>14.1%}  "
-                     + " ".join(f"{m:.3f}" for m in medians))
+        lines.append(
+            f"{name:<24} {statistics.median(medians):>8.3f} {within:>14.1%} {across:>14.1%}  "
+            + " ".join(f"{m:.3f}" for m in medians)
+        )
     return lines
 
 
@@ -112,8 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=32)
     parser.add_argument("--repeats", type=int, nargs="+", default=[1, 3, 5], help="repeats per side a CI run uses")
-    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.25, 0.20, 0.10, 0.05],
-                        help="tolerances to simulate besides each metric's default")
+    parser.add_argument(
+        "--tolerances",
+        type=float,
+        nargs="+",
+        default=[0.25, 0.20, 0.10, 0.05],
+        help="tolerances to simulate besides each metric's default",
+    )
     parser.add_argument("--save", type=Path, help="write the measured values to this JSON file")
     parser.add_argument("--load", type=Path, help="simulate from values saved earlier instead of measuring")
     args = parser.parse_args(argv)
@@ -129,11 +138,16 @@ def main(argv: list[str] | None = None) -> int:
         values = {"ref": ref, "sd": sd, "acc": acceptance}
     if args.save:
         args.save.write_text(json.dumps(values, indent=1) + "\n")
-    print(f"\nn-gram k=4 on code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at "
-          f"concurrency 1, --enforce-eager; {args.starts} starts x {args.runs} runs per side")
+    print(
+        f"\nn-gram k=4 on code_edit {args.input_len}/{args.output_len}, {args.num_prompts} prompts at "
+        f"concurrency 1, --enforce-eager; {args.starts} starts x {args.runs} runs per side"
+    )
     print("\n".join(noise_table(ref, sd, acceptance)))
-    header = (f"\n{'repeats':>7}  {'metric':<26} {'tolerance':>13}  {'false alarms':>12}  "
-              + "  ".join(f"{f'{d:.0%} drop':>9}" for d in DROPS[1:]) + "  simulated CI runs")
+    header = (
+        f"\n{'repeats':>7}  {'metric':<26} {'tolerance':>13}  {'false alarms':>12}  "
+        + "  ".join(f"{f'{d:.0%} drop':>9}" for d in DROPS[1:])
+        + "  simulated CI runs"
+    )
     print(header)
     print("-" * (len(header) - 1))
     for repeats in args.repeats:
@@ -142,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
             for tolerance in sorted({default, *args.tolerances}, reverse=True):
                 shares = [flagged_share(values, metric, repeats, drop, tolerance) for drop in DROPS]
                 label = f"{tolerance:.0%}" + (" (default)" if tolerance == default else "")
-                print(f"{repeats:>7}  {metric:<26} {label:>13}  {shares[0][0]:>12.1%}  "
-                      + "  ".join(f"{share:>9.1%}" for share, _ in shares[1:]) + f"  {shares[0][1]:>17}")
+                print(
+                    f"{repeats:>7}  {metric:<26} {label:>13}  {shares[0][0]:>12.1%}  "
+                    + "  ".join(f"{share:>9.1%}" for share, _ in shares[1:])
+                    + f"  {shares[0][1]:>17}"
+                )
     return 0
 
 

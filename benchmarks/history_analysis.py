@@ -53,9 +53,14 @@ def summarize(name: str, flags: list[bool], step: int | None) -> dict:
     flagged = [n + 1 for n, flag in enumerate(flags) if flag]
     before = [n for n in flagged if step is None or n <= step]
     after = [n for n in flagged if step is not None and n > step]
-    return {"history": name, "sessions": len(flags), "flagged": flagged, "false_alarms": len(before),
-            "false_alarm_share": round(len(before) / max(1, (step or len(flags)) - 1), 3),
-            "found_after": (after[0] - step) if after else None}
+    return {
+        "history": name,
+        "sessions": len(flags),
+        "flagged": flagged,
+        "false_alarms": len(before),
+        "false_alarm_share": round(len(before) / max(1, (step or len(flags)) - 1), 3),
+        "found_after": (after[0] - step) if after else None,
+    }
 
 
 def gate_flags(points: list[Point]) -> list[bool]:
@@ -71,17 +76,29 @@ def synthetic(noise: float, count: int, python: str, seed: int = 0) -> list[dict
         series = {}
         for n in range(count):
             values = [2.5 * (1 + generator.gauss(0, noise)) * (1 - step if i >= 10 else 1) for i in range(20)]
-            series[("synthetic", str(n), METRIC)] = [Point(str(i), f"c{i}", None, f"{i:04d}", v, None, None,
-                                                           "passed", "passed", "") for i, v in enumerate(values)]
+            series[("synthetic", str(n), METRIC)] = [
+                Point(str(i), f"c{i}", None, f"{i:04d}", v, None, None, "passed", "passed", "")
+                for i, v in enumerate(values)
+            ]
         found = detect_series(series, python=python)
         cpd = sum(1 for r in found.reports if r.failing(DEFAULT_THRESHOLD) and r.newest.index in (9, 10, 11))
         cpd_any = sum(1 for r in found.reports if r.failing(DEFAULT_THRESHOLD))
-        gate = sum(1 for values in series.values()
-                   if any(p.value / values[0].value - 1 < -tolerance for p in values[10:]))
-        gate_any = sum(1 for values in series.values()
-                       if any(p.value / values[0].value - 1 < -tolerance for p in values[1:]))
-        results.append({"step": step, "series": count, "change_point_found_at_step": cpd, "change_point_any_flag": cpd_any,
-                        "fixed_gate_flag_after_step": gate, "fixed_gate_any_flag": gate_any})
+        gate = sum(
+            1 for values in series.values() if any(p.value / values[0].value - 1 < -tolerance for p in values[10:])
+        )
+        gate_any = sum(
+            1 for values in series.values() if any(p.value / values[0].value - 1 < -tolerance for p in values[1:])
+        )
+        results.append(
+            {
+                "step": step,
+                "series": count,
+                "change_point_found_at_step": cpd,
+                "change_point_any_flag": cpd_any,
+                "fixed_gate_flag_after_step": gate,
+                "fixed_gate_any_flag": gate_any,
+            }
+        )
     return results
 
 
@@ -95,18 +112,30 @@ def main() -> int:
     unchanged, changed = load(options.out / "unchanged.db"), load(options.out / "changed.db")
     values = [p.value for p in unchanged]
     noise = statistics.stdev(values) / statistics.mean(values)
-    level_before = statistics.mean(p.value for p in changed[:options.step])
-    level_after = statistics.mean(p.value for p in changed[options.step:])
+    level_before = statistics.mean(p.value for p in changed[: options.step])
+    level_after = statistics.mean(p.value for p in changed[options.step :])
     report = {
         "metric": METRIC,
-        "unchanged": {"sessions": len(unchanged), "mean": round(statistics.mean(values), 3),
-                      "relative_sd": round(noise, 4), "range": [round(min(values), 3), round(max(values), 3)]},
-        "changed": {"sessions": len(changed), "mean_before": round(level_before, 3),
-                    "mean_after": round(level_after, 3), "step": round(level_after / level_before - 1, 4)},
-        "change_points": [summarize("unchanged", replay(unchanged, python), None),
-                          summarize("changed", replay(changed, python), options.step)],
-        "fixed_gate": [summarize("unchanged", gate_flags(unchanged), None),
-                       summarize("changed", gate_flags(changed), options.step)],
+        "unchanged": {
+            "sessions": len(unchanged),
+            "mean": round(statistics.mean(values), 3),
+            "relative_sd": round(noise, 4),
+            "range": [round(min(values), 3), round(max(values), 3)],
+        },
+        "changed": {
+            "sessions": len(changed),
+            "mean_before": round(level_before, 3),
+            "mean_after": round(level_after, 3),
+            "step": round(level_after / level_before - 1, 4),
+        },
+        "change_points": [
+            summarize("unchanged", replay(unchanged, python), None),
+            summarize("changed", replay(changed, python), options.step),
+        ],
+        "fixed_gate": [
+            summarize("unchanged", gate_flags(unchanged), None),
+            summarize("changed", gate_flags(changed), options.step),
+        ],
     }
     if options.synthetic:
         report["synthetic"] = synthetic(noise, options.synthetic, python)

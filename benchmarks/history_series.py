@@ -47,17 +47,36 @@ def test_ngram_series(specdec):
 
 
 def run_session(project: Path, history: Path, baselines: Path, commit: str, k: int, update: bool) -> dict:
-    command = [sys.executable, "-m", "pytest", "test_series.py", "--specdec-cpu", "-p", "no:cacheprovider", "-q",
-               "--specdec-history", str(history), "--specdec-history-commit", commit,
-               "--specdec-history-branch", "main", "--specdec-baseline-dir", str(baselines)]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_series.py",
+        "--specdec-cpu",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--specdec-history",
+        str(history),
+        "--specdec-history-commit",
+        commit,
+        "--specdec-history-branch",
+        "main",
+        "--specdec-baseline-dir",
+        str(baselines),
+    ]
     if update:
         command.append("--specdec-update-baselines")
     started = time.monotonic()
-    done = subprocess.run(command, cwd=project, env={**os.environ, "SERIES_K": str(k)}, capture_output=True,
-                          text=True)
+    done = subprocess.run(command, cwd=project, env={**os.environ, "SERIES_K": str(k)}, capture_output=True, text=True)
     tail = done.stdout.strip().splitlines()[-1:] or [""]
-    return {"commit": commit, "k": k, "exit": done.returncode, "seconds": round(time.monotonic() - started, 1),
-            "last_line": tail[0]}
+    return {
+        "commit": commit,
+        "k": k,
+        "exit": done.returncode,
+        "seconds": round(time.monotonic() - started, 1),
+        "last_line": tail[0],
+    }
 
 
 def main() -> int:
@@ -73,8 +92,10 @@ def main() -> int:
     (project / "test_series.py").write_text(TEST_FILE)
     (project / "pytest.ini").write_text("[pytest]\n")
     log = out / "sessions.jsonl"
-    series = {"unchanged": (out / "unchanged.db", out / "baselines-unchanged"),
-              "changed": (out / "changed.db", out / "baselines-changed")}
+    series = {
+        "unchanged": (out / "unchanged.db", out / "baselines-unchanged"),
+        "changed": (out / "changed.db", out / "baselines-changed"),
+    }
     for number in range(1, options.sessions + 1):
         if number == options.step + 1:  # the change's history continues from the same first sessions
             shutil.copy(series["unchanged"][0], series["changed"][0])

@@ -40,16 +40,24 @@ def main(argv=None) -> int:
         values = [p[key] for p in probes]
         mid = statistics.median(values)
         worst = max(abs(v / values[0] - 1) for v in values)
-        print(f"{key:14s} median {mid:9.2f}  range {min(values):.2f}-{max(values):.2f} "
-              f"({(max(values) - min(values)) / mid:.1%} of the median); largest change against session 1: "
-              f"{worst:.1%} (band {PROBE_BAND:.0%})")
+        print(
+            f"{key:14s} median {mid:9.2f}  range {min(values):.2f}-{max(values):.2f} "
+            f"({(max(values) - min(values)) / mid:.1%} of the median); largest change against session 1: "
+            f"{worst:.1%} (band {PROBE_BAND:.0%})"
+        )
     # Every ordered pair (a baseline from session i, a check in session j), as the gate would judge it.
-    pairs = [statistics.median(q[k] / p[k] - 1 for k in PROBE_FIGURES)
-             for i, p in enumerate(probes) for j, q in enumerate(probes) if i != j]
+    pairs = [
+        statistics.median(q[k] / p[k] - 1 for k in PROBE_FIGURES)
+        for i, p in enumerate(probes)
+        for j, q in enumerate(probes)
+        if i != j
+    ]
     moved = sum(abs(c) > PROBE_BAND for c in pairs)
-    print(f"the gate's probe change (median of the figures' changes) over {len(pairs)} session pairs: "
-          f"{min(pairs):+.1%} to {max(pairs):+.1%}; beyond the {PROBE_BAND:.0%} band: {moved} "
-          f"({moved / len(pairs):.1%}), each a same-box session read as 'probe moved'")
+    print(
+        f"the gate's probe change (median of the figures' changes) over {len(pairs)} session pairs: "
+        f"{min(pairs):+.1%} to {max(pairs):+.1%}; beyond the {PROBE_BAND:.0%} band: {moved} "
+        f"({moved / len(pairs):.1%}), each a same-box session read as 'probe moved'"
+    )
     print(f"in-session spread (median below best): max {max(p['spread'] for p in probes):.1%}")
     return 0
 

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     for name, seconds in sessions.items():
         print(f"\nsession {name}: {seconds:.0f} s ({seconds / 60:.1f} min) as pytest timed it")
     print(f"\nslowest {args.top} tests:")
-    for seconds, name in tests[:args.top]:
+    for seconds, name in tests[: args.top]:
         print(f"  {seconds:7.1f} s  {name}")
     return 0
 

@@ -49,8 +49,10 @@ def record_posts(sent: list[float]) -> None:
 
 def line(round_: int, client: str, send_times: list[float], ttfts_ms: list[float]) -> str:
     spread = (max(send_times) - min(send_times)) * 1000
-    return (f"round {round_ + 1} {client:<16} sent within {spread:5.1f} ms; median TTFT "
-            f"{statistics.median(ttfts_ms):6.0f} ms; each: {' '.join(f'{t:.0f}' for t in sorted(ttfts_ms))}")
+    return (
+        f"round {round_ + 1} {client:<16} sent within {spread:5.1f} ms; median TTFT "
+        f"{statistics.median(ttfts_ms):6.0f} ms; each: {' '.join(f'{t:.0f}' for t in sorted(ttfts_ms))}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,18 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     sent: list[float] = []
     record_posts(sent)
     work = Path(tempfile.mkdtemp(prefix="specdec-ttft-"))
-    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True),
-                      startup_timeout=600)
+    pool = ServerPool("cpu", work / "logs", on_event=lambda m: print(f"[specdec] {m}", flush=True), startup_timeout=600)
     measurements = Measurements(pool, work)
     workload = resolve_workload("code_edit", {"input_len": args.input_len, "output_len": args.output_len})
-    pattern = AccessPattern(f"concurrency_{args.concurrency}", max_concurrency=args.concurrency,
-                            num_prompts=args.concurrency)
+    pattern = AccessPattern(
+        f"concurrency_{args.concurrency}", max_concurrency=args.concurrency, num_prompts=args.concurrency
+    )
     medians: dict[str, list[float]] = {"plugin": [], "vllm bench serve": []}
     try:
         server = pool.get(ServerSpec(MODEL, NGRAM, server_args=("--enforce-eager",)))
         prompts = measurements.prompts(MODEL, workload, pattern, seed=0)
-        flags = bench_serve_flags(server.url, server.model, pool.model_resolver(MODEL),
-                                  measurements.prompts_file(prompts), pattern)
+        flags = bench_serve_flags(
+            server.url, server.model, pool.model_resolver(MODEL), measurements.prompts_file(prompts), pattern
+        )
         generate_load(server.url, server.model, prompts, pattern)  # warm-up
         for round_ in range(args.rounds):
             load = generate_load(server.url, server.model, prompts, pattern)
@@ -82,17 +85,29 @@ def main(argv: list[str] | None = None) -> int:
             medians["plugin"].append(statistics.median(ttfts))
             print(line(round_, "plugin", [r.start_time for r in load.records], ttfts), flush=True)
             sent.clear()
-            result = run_vllm_bench([*flags, "--disable-tqdm", "--save-detailed", "--save-result",
-                                     "--result-dir", str(work), "--result-filename", f"r{round_}.json"])
+            result = run_vllm_bench(
+                [
+                    *flags,
+                    "--disable-tqdm",
+                    "--save-detailed",
+                    "--save-result",
+                    "--result-dir",
+                    str(work),
+                    "--result-filename",
+                    f"r{round_}.json",
+                ]
+            )
             ttfts = [t * 1000 for t in result["ttfts"]]
             medians["vllm bench serve"].append(statistics.median(ttfts))
-            print(line(round_, "vllm bench serve", sent[-len(prompts):], ttfts), flush=True)
+            print(line(round_, "vllm bench serve", sent[-len(prompts) :], ttfts), flush=True)
     finally:
         pool.close()
     ours, theirs = (statistics.median(v) for v in medians.values())
-    print(f"\nmedian over rounds of median TTFT: plugin {ours:.0f} ms, vllm bench serve {theirs:.0f} ms "
-          f"(ratio {ours / theirs:.3f}); per round, plugin {[round(v) for v in medians['plugin']]}, "
-          f"vllm bench serve {[round(v) for v in medians['vllm bench serve']]}")
+    print(
+        f"\nmedian over rounds of median TTFT: plugin {ours:.0f} ms, vllm bench serve {theirs:.0f} ms "
+        f"(ratio {ours / theirs:.3f}); per round, plugin {[round(v) for v in medians['plugin']]}, "
+        f"vllm bench serve {[round(v) for v in medians['vllm bench serve']]}"
+    )
     return 0
 
 

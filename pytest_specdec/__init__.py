@@ -3,7 +3,6 @@
 Importing this package never imports vllm or torch.
 """
 
-
 from . import _compat
 
 from .engines.counters import SpecDecodeCounters

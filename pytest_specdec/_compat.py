@@ -15,19 +15,39 @@ import sys
 import warnings
 
 MOVED = {
-    "spec": "config.spec", "settings": "config.settings", "collection": "config.plans",
-    "sharding": "config.sharding", "server": "serving.server", "pool": "serving.pool",
-    "endpoint": "serving.endpoint", "gpus": "serving.gpus", "ports": "serving.ports", "models": "serving.models",
-    "workloads": "load.workloads", "patterns": "load.patterns", "client": "load.client",
-    "runner": "measure.measurements", "metrics": "measure.metrics", "result": "measure.result",
-    "theory": "measure.theory", "vllm_bench": "measure.reproduce", "assertions": "verdict.assertions",
-    "stats": "verdict.stats", "gate": "verdict.gate", "baselines": "verdict.baselines",
-    "fingerprint": "verdict.fingerprint", "report_plots": "report.plots",
-    "progress": "measure.progress", "benchmark_export": "report.exports", "merge": "report.merge",
+    "spec": "config.spec",
+    "settings": "config.settings",
+    "collection": "config.plans",
+    "sharding": "config.sharding",
+    "server": "serving.server",
+    "pool": "serving.pool",
+    "endpoint": "serving.endpoint",
+    "gpus": "serving.gpus",
+    "ports": "serving.ports",
+    "models": "serving.models",
+    "workloads": "load.workloads",
+    "patterns": "load.patterns",
+    "client": "load.client",
+    "runner": "measure.measurements",
+    "metrics": "measure.metrics",
+    "result": "measure.result",
+    "theory": "measure.theory",
+    "vllm_bench": "measure.reproduce",
+    "assertions": "verdict.assertions",
+    "stats": "verdict.stats",
+    "gate": "verdict.gate",
+    "baselines": "verdict.baselines",
+    "fingerprint": "verdict.fingerprint",
+    "report_plots": "report.plots",
+    "progress": "measure.progress",
+    "benchmark_export": "report.exports",
+    "merge": "report.merge",
     "xdist_scheduling": "xdist_scheduler",
     # Moved when the layers were drawn (0.1 development): a module below the layers that use it.
-    "measure.counters": "engines.counters", "measure.derived": "verdict.metric_names",
-    "report.progress": "measure.progress", "load.replay": "measure.replay",
+    "measure.counters": "engines.counters",
+    "measure.derived": "verdict.metric_names",
+    "report.progress": "measure.progress",
+    "load.replay": "measure.replay",
 }
 PACKAGE = __name__.rpartition(".")[0]
 
@@ -37,16 +57,19 @@ class _Redirect(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._specs = {}
 
     def find_spec(self, fullname, path=None, target=None):
-        if not fullname.startswith(PACKAGE + ".") or fullname[len(PACKAGE) + 1:] not in MOVED:
+        if not fullname.startswith(PACKAGE + ".") or fullname[len(PACKAGE) + 1 :] not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec):
         from .deprecation import SpecdecDeprecationWarning
 
-        new = f"{PACKAGE}.{MOVED[spec.name[len(PACKAGE) + 1:]]}"
-        warnings.warn(f"{spec.name} moved to {new}; the old path will be removed in a later release",
-                      SpecdecDeprecationWarning, stacklevel=2)
+        new = f"{PACKAGE}.{MOVED[spec.name[len(PACKAGE) + 1 :]]}"
+        warnings.warn(
+            f"{spec.name} moved to {new}; the old path will be removed in a later release",
+            SpecdecDeprecationWarning,
+            stacklevel=2,
+        )
         module = importlib.import_module(new)
         self._specs[new] = module.__spec__
         return module

@@ -16,8 +16,9 @@ from pathlib import Path
 TEMP_SUFFIX = ".tmp"
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes, *, prefix: str | None = None,
-                 mode: int = 0o644, durable: bool = False) -> Path:
+def write_atomic(
+    path: str | os.PathLike, data: str | bytes, *, prefix: str | None = None, mode: int = 0o644, durable: bool = False
+) -> Path:
     """Replace `path` with `data` in one rename; returns `path`.
 
     `prefix` names the temporary file (default ``.<name>.``; baselines use

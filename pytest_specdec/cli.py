@@ -28,17 +28,27 @@ def _merge_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"{PROG} merge",
         description="Combine the report directories of sharded pytest-specdec runs (--specdec-shard I/N) "
-                    "into one report and, with --update-baselines, one baseline update.")
+        "into one report and, with --update-baselines, one baseline update.",
+    )
     parser.add_argument("out", metavar="OUT", type=Path, help="directory for the merged report")
-    parser.add_argument("shards", metavar="SHARD_DIR", type=Path, nargs="+",
-                        help="a shard's --specdec-report directory")
-    parser.add_argument("--update-baselines", action="store_true",
-                        help="write the shards' baselines (SHARD_DIR/baselines) into --baseline-dir and, when "
-                             "every shard ran its whole share, delete baselines no shard's test uses")
-    parser.add_argument("--baseline-dir", type=Path, default=Path("baselines"),
-                        help="the project's baselines directory (default: ./baselines)")
-    parser.add_argument("--allow-mixed-environments", action="store_true",
-                        help="merge shards measured on different engines or hardware")
+    parser.add_argument(
+        "shards", metavar="SHARD_DIR", type=Path, nargs="+", help="a shard's --specdec-report directory"
+    )
+    parser.add_argument(
+        "--update-baselines",
+        action="store_true",
+        help="write the shards' baselines (SHARD_DIR/baselines) into --baseline-dir and, when "
+        "every shard ran its whole share, delete baselines no shard's test uses",
+    )
+    parser.add_argument(
+        "--baseline-dir",
+        type=Path,
+        default=Path("baselines"),
+        help="the project's baselines directory (default: ./baselines)",
+    )
+    parser.add_argument(
+        "--allow-mixed-environments", action="store_true", help="merge shards measured on different engines or hardware"
+    )
     return parser
 
 
@@ -49,9 +59,13 @@ def merge_main(argv: Sequence[str]) -> int:
 
     options = _merge_parser().parse_args(list(argv))
     try:
-        document, written, outcome = merge(options.out, options.shards, update_baselines=options.update_baselines,
-                                           baseline_dir=options.baseline_dir,
-                                           allow_mixed=options.allow_mixed_environments)
+        document, written, outcome = merge(
+            options.out,
+            options.shards,
+            update_baselines=options.update_baselines,
+            baseline_dir=options.baseline_dir,
+            allow_mixed=options.allow_mixed_environments,
+        )
     except (MergeError, ReportError, BaselineError, OSError) as exc:
         print(f"{PROG} merge: error: {exc}", file=sys.stderr)
         return 2
@@ -67,8 +81,7 @@ def merge_main(argv: Sequence[str]) -> int:
         if outcome.stale_skipped:
             print(f"stale baselines not deleted: {outcome.stale_skipped}")
         if not outcome.written:
-            print("no baselines in any baselines/ folder of the shards (did they run with "
-                  "--specdec-update-baselines?)")
+            print("no baselines in any baselines/ folder of the shards (did they run with --specdec-update-baselines?)")
     print(f"merged {len(document['results'])} rows from {len(options.shards)} shards into {options.out}")
     return 0
 
@@ -111,13 +124,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] not in COMMANDS and not args[0].startswith("-"):
         # Before 0.2 the command was merge only, and took its arguments directly.
-        print(f"{PROG}: 'pytest-specdec OUT SHARD_DIR...' is deprecated: use 'pytest-specdec merge OUT SHARD_DIR...'",
-              file=sys.stderr)
+        print(
+            f"{PROG}: 'pytest-specdec OUT SHARD_DIR...' is deprecated: use 'pytest-specdec merge OUT SHARD_DIR...'",
+            file=sys.stderr,
+        )
         args = ["merge", *args]
     if not args or args[0] not in COMMANDS:
         listing = "\n".join(f"  {name:<14} {help_text}" for name, (_, help_text) in COMMANDS.items())
-        print(f"usage: {PROG} COMMAND [ARGS...]\n\ncommands:\n{listing}",
-              file=sys.stderr if args[:1] not in (["-h"], ["--help"]) else sys.stdout)
+        print(
+            f"usage: {PROG} COMMAND [ARGS...]\n\ncommands:\n{listing}",
+            file=sys.stderr if args[:1] not in (["-h"], ["--help"]) else sys.stdout,
+        )
         return 0 if args[:1] in (["-h"], ["--help"]) else 2
     command, _ = COMMANDS[args[0]]
     return command(args[1:])

@@ -7,7 +7,6 @@ skip and fail) and that plain object.  Collection never imports vllm or torch.
 
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 
@@ -15,6 +14,7 @@ from . import hookspecs
 from .config.plans import MARKER_DOCS
 from .config.settings import COMMAND_LINE_OPTIONS, INI_KEYS, SpecdecDeprecationWarning, resolve_settings
 from .config.spec import MARKER_FIELDS
+from .measure.progress import terminal_on
 from .session import SetupDecision, SpecdecSession, Terminal
 
 session_key = pytest.StashKey[SpecdecSession]()
@@ -40,7 +40,8 @@ def pytest_configure(config):
         for message in settings.deprecations:
             config.issue_config_time_warning(SpecdecDeprecationWarning(message), stacklevel=2)
         session = SpecdecSession(
-            settings, rootpath=config.rootpath,
+            settings,
+            rootpath=config.rootpath,
             launcher=lambda launch: config.hook.pytest_specdec_server_command(launch=launch),
             fingerprint=lambda fp: config.hook.pytest_specdec_fingerprint(config=config, fingerprint=fp),
             is_worker=hasattr(config, "workerinput"),
@@ -60,32 +61,18 @@ def pytest_sessionstart(session):
 
 def _terminal(config) -> Terminal:
     """Lines on pytest's terminal that bypass output capturing (a start-up takes minutes)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or config.get_verbosity() < 0:
-        return Terminal()
-    capture = config.pluginmanager.get_plugin("capturemanager")
-
-    def uncaptured():
-        return capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
-
-    def write_line(message: str) -> None:
-        with uncaptured():
-            reporter.ensure_newline()
-            reporter.write_line(f"[specdec] {message}")
-
-    def rewrite(line: str) -> None:
-        with uncaptured():
-            reporter.ensure_newline()
-            reporter.rewrite(line, erase=True)
-
-    return Terminal(write_line, rewrite, interactive=reporter.isatty)
+    quiet = config.get_verbosity() < 0
+    plugins = config.pluginmanager
+    return terminal_on(None if quiet else plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager"))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     session = node.config.stash[session_key]  # one machine probe for all workers, timed before any server starts
-    node.workerinput.update(specdec_groups_dir=session.groups_dir,
-                            specdec_machine_probe=session.machine_probe() if session.settings.device else None)
+    node.workerinput.update(
+        specdec_groups_dir=session.groups_dir,
+        specdec_machine_probe=session.machine_probe() if session.settings.device else None,
+    )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -120,7 +107,8 @@ def pytest_collection_modifyitems(session, config, items):
             [(item.nodeid, item.get_closest_marker) for item in items],
             config.hook.pytest_specdec_workloads(config=config),
             config.hook.pytest_specdec_access_patterns(config=config),
-            worker=getattr(config, "workerinput", None))
+            worker=getattr(config, "workerinput", None),
+        )
     except TypeError as exc:
         raise pytest.UsageError(str(exc)) from None
     for item in items:
@@ -173,14 +161,15 @@ class _ReportCollector:
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    completed = (not session.shouldstop and not session.shouldfail
-                 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED))
+    stopped = session.shouldstop or session.shouldfail
+    completed = not stopped and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     config.stash[session_key].finish(
         completed=completed,
         whole_suite=config.args_source != pytest.Config.ArgsSource.ARGS,
         args=config.args,
         results_hook=lambda rows, report_dir: config.hook.pytest_specdec_results(
-            config=config, rows=rows, report_dir=report_dir),
+            config=config, rows=rows, report_dir=report_dir
+        ),
         outcome="passed" if exitstatus == pytest.ExitCode.OK else "failed" if completed else "interrupted",
     )
     if config.stash[session_key].failed_at_end and exitstatus == pytest.ExitCode.OK:
@@ -192,7 +181,9 @@ def pytest_terminal_summary(terminalreporter, config):
         if title:
             terminalreporter.section(title)
         for line in lines:
-            terminalreporter.write_line(line, red=line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:")))
+            terminalreporter.write_line(
+                line, red=line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:"))
+            )
 
 
 @pytest.fixture(scope="session")
@@ -245,5 +236,12 @@ def specdec(request, specdec_measurements, specdec_baselines):
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
     yield test
     call = getattr(request.node, "callspec", None)  # parametrized: its id and values, as pytest-benchmark keeps them
-    session.export(test, request.node.name, request.node.nodeid, call and call.id, call and call.params,
-                   request.node.user_properties, getattr(request.config, "_benchmarksession", None))
+    session.export(
+        test,
+        request.node.name,
+        request.node.nodeid,
+        call and call.id,
+        call and call.params,
+        request.node.user_properties,
+        getattr(request.config, "_benchmarksession", None),
+    )

@@ -23,39 +23,49 @@ from .config.plans import Collected, Plan, SetupDecision, plan_for, registered
 from .config.settings import Settings
 from .history.recorder import HistoryRecorder
 from .config.sharding import shard_order, write_groups
+from .session_report import SessionReport
 from .config.spec import canonical_id, parse_specdec_marker
-from .hook_errors import HookErrors, failure_text, test_failure
+from .hook_errors import HookErrors
 from .load.patterns import AccessPattern
 from .load.workloads import Workload
 from .measure.measurements import Measurements
 from .measure.specdec_test import SpecDecTest
-from .measure.drift import drift_sections, flag_drifted_rows
-from .report.files import write_session_report
 from .measure.progress import Terminal, progress_for
-from .report.rows import rows_for_test
-from .report.tables import summary_sections
-from .serving.gpus import (DeviceError, cuda_visible_devices, device_order_env, gpus_needed, memory_gate,
-                           session_share, skip_reason)
+from .serving.gpus import (
+    DeviceError,
+    cuda_visible_devices,
+    device_order_env,
+    gpus_needed,
+    memory_gate,
+    session_share,
+    skip_reason,
+)
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import VllmServer
-from .verdict.inventory import remove_baselines, unused_baselines_under
 from .verdict.gate import BaselineSession, RegressionGate
 from .verdict.machine import run_probe, session_fingerprint
 
 SKIP_NO_DEVICE = (
-    "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) "
-    "or --specdec-cpu (vLLM's CPU build)"
+    "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) or --specdec-cpu (vLLM's CPU build)"
 )
 SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
 
 
-class SpecdecSession:
+class SpecdecSession(SessionReport):
     """The state of one specdec session, and every decision hooks used to make inline."""
 
-    def __init__(self, settings: Settings, *, rootpath: Path, basetemp: Path | None = None,
-                 launcher: Callable | None = None, fingerprint: Callable[[dict], dict] | None = None,
-                 terminal: Terminal | None = None, is_worker: bool = False,
-                 machine_probe: dict | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        rootpath: Path,
+        basetemp: Path | None = None,
+        launcher: Callable | None = None,
+        fingerprint: Callable[[dict], dict] | None = None,
+        terminal: Terminal | None = None,
+        is_worker: bool = False,
+        machine_probe: dict | None = None,
+    ):
         self.settings = settings
         self.rootpath = Path(rootpath)
         self.basetemp = basetemp  # scratch space (server logs, prompt files); pytest's basetemp
@@ -118,8 +128,13 @@ class SpecdecSession:
 
     # --- collection -------------------------------------------------------------------------
 
-    def collect(self, items: list[tuple[str, Callable[[str], Any]]], workload_hooks: Iterable, pattern_hooks: Iterable,
-                worker: Mapping[str, Any] | None = None) -> Collected:
+    def collect(
+        self,
+        items: list[tuple[str, Callable[[str], Any]]],
+        workload_hooks: Iterable,
+        pattern_hooks: Iterable,
+        worker: Mapping[str, Any] | None = None,
+    ) -> Collected:
         """Plan each (node id, get_marker) item; return the run order (without the shard's deselection), what
         the shard deselects and each runnable test's target (its xdist group).  `workload_hooks` / `pattern_hooks`:
         what the registration hooks returned (TypeError names a hook that returned something else).  On an xdist
@@ -145,8 +160,11 @@ class SpecdecSession:
         self.shard_deselected += len(deselected)
         if worker and worker.get("specdec_groups_dir"):
             kept_ids = {items[index][0] for index in order}
-            write_groups(worker["specdec_groups_dir"], worker["workerid"],
-                         {nodeid: group for nodeid, group in groups.items() if nodeid in kept_ids})
+            write_groups(
+                worker["specdec_groups_dir"],
+                worker["workerid"],
+                {nodeid: group for nodeid, group in groups.items() if nodeid in kept_ids},
+            )
         return Collected(order, deselected, groups)
 
     def collection_finished(self, nodeids: Iterable[str]) -> None:
@@ -183,8 +201,12 @@ class SpecdecSession:
                 return SetupDecision("skip", SKIP_NEEDS_GPU)
             if device == "gpu":
                 all_devices, share, workers = self.gpu_share()
-                reason = skip_reason(gpus_needed(plan.spec.tensor_parallel_size, plan.spec.speculative_config),
-                                     share, all_devices, workers)
+                reason = skip_reason(
+                    gpus_needed(plan.spec.tensor_parallel_size, plan.spec.speculative_config),
+                    share,
+                    all_devices,
+                    workers,
+                )
                 if reason:
                     return SetupDecision("skip", reason)
         if plan.missing_data:
@@ -237,21 +259,34 @@ class SpecdecSession:
         return self.basetemp
 
     def _memory_gate(self, share):
-        return memory_gate(share, lambda spec: self._gpu_memory.get(spec.key, self.settings.gpu_memory_mib),
-                           timeout=min(120.0, self.settings.startup_timeout))
+        return memory_gate(
+            share,
+            lambda spec: self._gpu_memory.get(spec.key, self.settings.gpu_memory_mib),
+            timeout=min(120.0, self.settings.startup_timeout),
+        )
 
     @property
     def measurements(self) -> Measurements:
         if self._measurements is None:
             self._measurements = Measurements(
-                self.pool, self._scratch() / "specdec", repeats=self.settings.repeats, on_event=self.pool.on_event,
+                self.pool,
+                self._scratch() / "specdec",
+                repeats=self.settings.repeats,
+                on_event=self.pool.on_event,
                 progress=progress_for(self.terminal.rewrite, self.terminal.interactive),
-                request_timeout=self.settings.request_timeout, max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
-                client_workers=self.settings.client_workers)
+                request_timeout=self.settings.request_timeout,
+                max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
+                client_workers=self.settings.client_workers,
+            )
             for plan in self.plans.values():
                 # A capacity search probes loads of its own: there is no one reference run to announce.
-                if (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config
-                        and not plan.pattern.search):
+                if (
+                    self._runnable(plan)
+                    and plan.workload
+                    and plan.pattern
+                    and plan.spec.speculative_config
+                    and not plan.pattern.search
+                ):
                     self._measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
         return self._measurements
 
@@ -269,12 +304,14 @@ class SpecdecSession:
     @property
     def baselines(self) -> BaselineSession:
         if self._baselines is None:
-            self._baselines = BaselineSession(base_dir=self.settings.baseline_dir,
-                                              update=self.settings.update_baselines,
-                                              strict=self.settings.strict,
-                                              fingerprint=self.fingerprint,
-                                              ini_tolerances=self.settings.tolerances,
-                                              loader=self.history.baseline_loader() if self.history else None)
+            self._baselines = BaselineSession(
+                base_dir=self.settings.baseline_dir,
+                update=self.settings.update_baselines,
+                strict=self.settings.strict,
+                fingerprint=self.fingerprint,
+                ini_tolerances=self.settings.tolerances,
+                loader=self.history.baseline_loader() if self.history else None,
+            )
         return self._baselines
 
     def server(self, nodeid: str, fields: Mapping[str, Any]) -> VllmServer:
@@ -290,99 +327,19 @@ class SpecdecSession:
         if plan is None:
             return None
         gate = RegressionGate(self.baselines, canonical_id(nodeid), plan.tolerances)
-        test = SpecDecTest(plan.spec, self.measurements, plan.workload, plan.pattern, gate=gate, slo=plan.slo,
-                           slo_percentile=plan.slo_percentile)
+        test = SpecDecTest(
+            plan.spec,
+            self.measurements,
+            plan.workload,
+            plan.pattern,
+            gate=gate,
+            slo=plan.slo,
+            slo_percentile=plan.slo_percentile,
+        )
         self.tests[nodeid] = test
         return test
 
     # --- results ----------------------------------------------------------------------------
-
-    def export(self, test: SpecDecTest, name: str, nodeid: str, call_id: str | None, params: Mapping | None,
-               user_properties: list, benchmark_session: Any = None) -> None:
-        """A test's last result into its JUnit properties and pytest-benchmark's session (report.exports)."""
-        from .report.exports import TestIdentity, export_last_result  # only tests that ran need it
-
-        identity = TestIdentity(name, nodeid, call_id, params and {k: str(v) for k, v in params.items()})
-        export_last_result(test.results, identity, user_properties, benchmark_session)
-
-    def rows_for(self, nodeid: str, when: str, outcome: str, failure: str | None = None) -> list[dict] | None:
-        """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
-        plan = self.plans.get(nodeid)
-        if plan is None or not plan.ok or outcome == "skipped":
-            return None
-        if when == "call" or (when == "setup" and outcome == "failed"):
-            return rows_for_test(canonical_id(nodeid), plan, self.tests.get(nodeid),
-                                 "error" if when == "setup" else outcome,
-                                 resolve=self._pool.model_resolver if self._pool else None,
-                                 gpu_usd_per_hour=self.settings.gpu_usd_per_hour, failure=failure)
-        return None
-
-    def report_rows(self, nodeid: str, report: Any) -> tuple[list[dict] | None, str | None]:
-        """`rows_for` a report, or the test's failure text if that raised."""
-        try:
-            return self.rows_for(nodeid, report.when, report.outcome, failure_text(report)), None
-        except Exception as exc:
-            return None, test_failure("building this test's report rows", exc, report.longrepr)
-
-    def record(self, nodeid: str, rows: Iterable[dict] | None) -> None:
-        """A test report arrived (here or, under xdist, from a worker)."""
-        with self.hook_errors.guard(f"recording the report of {nodeid}"):
-            self.seen.add(canonical_id(nodeid))
-            self.rows.extend(rows or ())
-
-    # --- the end ----------------------------------------------------------------------------
-
-    def finish(self, *, completed: bool, whole_suite: bool, args: Iterable[str],
-               results_hook: Callable[[list[dict], Path | None], None] | None = None, outcome: str = "passed") -> None:
-        """Write queued baselines; on the controller also the report, the stale-baseline verdict, the history.
-
-        `completed`: the session ran to its end (no stop, no -x); `whole_suite`: pytest was given paths only
-        (no node ids) and nothing was deselected by -k/-m.  Exceptions are kept in `hook_errors`, not raised.
-        """
-        with self.hook_errors.guard("finishing the session (baselines, report files)"):
-            self._finish(completed, whole_suite, args, results_hook)
-        if self.history is not None and not self.is_worker:
-            with self.hook_errors.guard(f"recording the session in the history {self.settings.history.url}"):
-                self.history.finish(self.rows, self.fingerprint, outcome)
-
-    def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
-        if self._baselines is not None:
-            self._baselines.flush()
-        flag_drifted_rows(self.rows, self.drift_checks)
-        if self.is_worker:
-            return  # the controller reports and decides about stale baselines
-        if self.settings.device is not None or self.rows:
-            if results_hook is not None:
-                results_hook(self.rows, self.settings.report_dir)
-            # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
-            self._write_report(completed and self.deselected == self.shard_deselected)
-        if not (whole_suite and completed and not self.deselected):
-            return
-        roots = [Path(arg.split("::")[0]).resolve() for arg in args]
-        self.stale = unused_baselines_under(self.settings.baseline_dir, self.seen, roots, self.rootpath)
-        if self.stale and self.settings.update_baselines:
-            remove_baselines(self.stale)
-
-    def _write_report(self, complete: bool) -> None:
-        if self.settings.report_dir is not None:
-            self.report_message = write_session_report(self.settings.report_dir, self.rows, self.fingerprint,
-                                                       self.seen, complete, self.settings.baseline_dir)
-
-    failed_at_end = property(lambda self: bool(self.hook_errors) or bool(self.history and self.history.failed))
-
-    def guarded_summary_sections(self) -> list[tuple[str | None, list[str]]]:
-        """`summary_sections`, the drift check, and every error a guarded hook caught (the summary's too)."""
-        sections: list[tuple[str | None, list[str]]] = []
-        with self.hook_errors.guard("writing the terminal summary"):
-            sections = self.summary_sections()
-        history = [("specdec history", self.history.summary_lines())] if self.history else []
-        return sections + drift_sections(self.drift_checks) + history + self.hook_errors.sections()
-
-    def summary_sections(self) -> list[tuple[str | None, list[str]]]:
-        """(section title or None, lines) for the terminal summary, in order."""
-        return summary_sections(self.rows, self.report_message,
-                                self._baselines.written if self._baselines is not None else [], self.stale,
-                                self.settings.update_baselines, self._pool.history if self._pool is not None else [])
 
 
 def _interrupt_on_sigterm(signum, frame):

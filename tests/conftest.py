@@ -30,8 +30,9 @@ def _logic_suites_pin_the_machine_probe(request, monkeypatch):
     # suite's sessions time the real probe: the gate's machine decisions there are part of what it proves.
     if TESTS / "integration" in request.node.path.parents:
         return
-    monkeypatch.setenv("PYTEST_PLUGINS", ",".join(filter(None, [os.environ.get("PYTEST_PLUGINS"),
-                                                                 PINNED_PROBE_PLUGIN])))
+    monkeypatch.setenv(
+        "PYTEST_PLUGINS", ",".join(filter(None, [os.environ.get("PYTEST_PLUGINS"), PINNED_PROBE_PLUGIN]))
+    )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
 
 

@@ -56,34 +56,95 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("ok", "no-counters", "counter-reset", "replica-switch", "no-token-ids", "no-usage", "bare-stream",
-         "alias", "mixed-k", "error-event", "broken-stream", "wrong-model", "stall", "die", "metrics-timeout",
-         "cold-start", "cold-forever", "drift", "ttft-slow-first-run")
+MODES = (
+    "ok",
+    "no-counters",
+    "counter-reset",
+    "replica-switch",
+    "no-token-ids",
+    "no-usage",
+    "bare-stream",
+    "alias",
+    "mixed-k",
+    "error-event",
+    "broken-stream",
+    "wrong-model",
+    "stall",
+    "die",
+    "metrics-timeout",
+    "cold-start",
+    "cold-forever",
+    "drift",
+    "ttft-slow-first-run",
+)
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # trtllm-serve's CompletionRequest (tensorrt_llm/serve/openai_protocol.py): a pydantic model with
 # extra="forbid", so any other field, vLLM's return_token_ids included, is a 400.
-TRTLLM_COMPLETION_FIELDS = frozenset({
-    "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
-    "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
-    "lora_request", "prompt_ignore_length", "use_beam_search", "top_k", "top_p_min", "min_p", "repetition_penalty",
-    "length_penalty", "early_stopping", "stop_token_ids", "include_stop_str_in_output", "ignore_eos", "min_tokens",
-    "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens", "return_context_logits",
-    "detokenize", "thinking_token_budget", "add_special_tokens", "response_format", "disaggregated_params",
-    "priority", "conversation_params"})
+TRTLLM_COMPLETION_FIELDS = frozenset(
+    {
+        "model",
+        "prompt",
+        "best_of",
+        "echo",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "max_tokens",
+        "n",
+        "presence_penalty",
+        "seed",
+        "stop",
+        "stream",
+        "stream_options",
+        "suffix",
+        "temperature",
+        "top_p",
+        "user",
+        "lora_request",
+        "prompt_ignore_length",
+        "use_beam_search",
+        "top_k",
+        "top_p_min",
+        "min_p",
+        "repetition_penalty",
+        "length_penalty",
+        "early_stopping",
+        "stop_token_ids",
+        "include_stop_str_in_output",
+        "ignore_eos",
+        "min_tokens",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "truncate_prompt_tokens",
+        "return_context_logits",
+        "detokenize",
+        "thinking_token_budget",
+        "add_special_tokens",
+        "response_format",
+        "disaggregated_params",
+        "priority",
+        "conversation_params",
+    }
+)
 TRTLLM_STREAM_OPTIONS = frozenset({"include_usage", "continuous_usage_stats"})
 
 
 def trtllm_refusal(request: dict) -> str | None:
     """What trtllm-serve's request validation says about `request`, None when it passes."""
     unknown = sorted(set(request) - TRTLLM_COMPLETION_FIELDS)
-    unknown += [f"stream_options.{key}" for key in sorted(set(request.get("stream_options") or {})
-                                                          - TRTLLM_STREAM_OPTIONS)]
+    unknown += [
+        f"stream_options.{key}" for key in sorted(set(request.get("stream_options") or {}) - TRTLLM_STREAM_OPTIONS)
+    ]
     return f"{unknown[0]}: Extra inputs are not permitted" if unknown else None
+
+
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
 # a text-only stream of n of them tokenizes back to exactly n tokens.
-WORDS = ("the of and to in is that for it with as on was be at by this have from or one had not but what all "
-         "were when we there can an your which their said if do will each about how up out them then she many "
-         "some so").split()
+WORDS = (
+    "the of and to in is that for it with as on was be at by this have from or one had not but what all "
+    "were when we there can an your which their said if do will each about how up out them then she many "
+    "some so"
+).split()
 ALIAS = "first-served-name"
 
 
@@ -114,10 +175,18 @@ class State:
                 self.drafts += max(1, tokens // 2)
                 self.draft_tokens += drafted
                 self.accepted += accepted
-                stats = {"numDraftTokens": drafted, "numAcceptedTokens": accepted,
-                         "numRequestsWithDraftTokens": max(1, tokens // 2)}
-                self.iterations.append({"iter": self.requests, "numActiveRequests": 1,
-                                        **({"specDecodingStats": stats} if self.mode != "no-counters" else {})})
+                stats = {
+                    "numDraftTokens": drafted,
+                    "numAcceptedTokens": accepted,
+                    "numRequestsWithDraftTokens": max(1, tokens // 2),
+                }
+                self.iterations.append(
+                    {
+                        "iter": self.requests,
+                        "numActiveRequests": 1,
+                        **({"specDecodingStats": stats} if self.mode != "no-counters" else {}),
+                    }
+                )
             # The first request after /metrics was first read: inside the measured run, however many
             # warm-up rounds went before it (the warm-up reads no counters).
             if self.mode == "counter-reset" and self.scrapes and not getattr(self, "was_reset", False):
@@ -139,9 +208,16 @@ class State:
             drafts, draft_tokens, accepted, created = self.drafts, self.draft_tokens, self.accepted, self.created
             if self.mode == "replica-switch" and self.scrapes % 2 == 0:
                 # Another replica behind the load balancer: its own process and history.
-                drafts, draft_tokens, accepted, created = drafts + 500, draft_tokens + 2000, accepted + 700, created - 3600
-        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
-                 f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0']
+                drafts, draft_tokens, accepted, created = (
+                    drafts + 500,
+                    draft_tokens + 2000,
+                    accepted + 700,
+                    created - 3600,
+                )
+        lines = [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0',
+        ]
         info = {k: v for k, v in self.facts.items() if k != "version"}
         if info:
             labels = ",".join(f'{key}="{value}"' for key, value in sorted({"engine": "0", **info}.items()))
@@ -149,20 +225,29 @@ class State:
         if self.mode != "no-counters":
             # vLLM labels its counters with the first served name only.
             labels = f'engine="0",model_name="{ALIAS if self.mode == "alias" else self.model}"'
-            for name, value in (("num_drafts", drafts), ("num_draft_tokens", draft_tokens),
-                                ("num_accepted_tokens", accepted)):
-                lines += [f"# TYPE vllm:spec_decode_{name} counter",
-                          f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
-                          f"vllm:spec_decode_{name}_created{{{labels}}} {created}"]
+            for name, value in (
+                ("num_drafts", drafts),
+                ("num_draft_tokens", draft_tokens),
+                ("num_accepted_tokens", accepted),
+            ):
+                lines += [
+                    f"# TYPE vllm:spec_decode_{name} counter",
+                    f"vllm:spec_decode_{name}_total{{{labels}}} {float(value)}",
+                    f"vllm:spec_decode_{name}_created{{{labels}}} {created}",
+                ]
             # Per position as vLLM counts them: never more acceptances at a position than drafts.
             shares = (1, 1, 1, 1, 1, 1, 0, 0) if self.mode == "mixed-k" else (0.5, 0.3, 0.15, 0.05)
-            per_position = [drafts * share for share in shares] if self.mode == "mixed-k" else \
-                [round(accepted * share) for share in shares]
+            per_position = (
+                [drafts * share for share in shares]
+                if self.mode == "mixed-k"
+                else [round(accepted * share) for share in shares]
+            )
             for position, value in enumerate(per_position):
-                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
-                             f"{float(value)}")
+                lines.append(
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{position}"}} '
+                    f"{float(value)}"
+                )
         return "\n".join(lines) + "\n"
-
 
     def llamacpp_metrics(self) -> str:
         """llama-server's /metrics: one model per server, so no labels; per position as it counts them."""
@@ -171,12 +256,20 @@ class State:
             drafts, draft_tokens, accepted = self.drafts, self.draft_tokens, self.accepted
         lines = ["# TYPE llamacpp:tokens_predicted_total counter", f"llamacpp:tokens_predicted_total {accepted}"]
         if self.mode != "no-counters":
-            for name, value in (("num_draft_tokens", draft_tokens), ("num_accepted_tokens", accepted),
-                                ("num_drafts", drafts)):
-                lines += [f"# TYPE llamacpp:spec_decode_{name}_total counter", f"llamacpp:spec_decode_{name}_total {value}"]
+            for name, value in (
+                ("num_draft_tokens", draft_tokens),
+                ("num_accepted_tokens", accepted),
+                ("num_drafts", drafts),
+            ):
+                lines += [
+                    f"# TYPE llamacpp:spec_decode_{name}_total counter",
+                    f"llamacpp:spec_decode_{name}_total {value}",
+                ]
             for position, share in enumerate((0.5, 0.3, 0.15, 0.05)):
-                lines.append(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{position}"}} '
-                             f"{round(accepted * share)}")
+                lines.append(
+                    f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{position}"}} '
+                    f"{round(accepted * share)}"
+                )
         return "\n".join(lines) + "\n"
 
 
@@ -192,7 +285,7 @@ def chunk_s(mode: str, number: int, base: float = CHUNK_S) -> float:
     if mode == "cold-start":  # 10x slower at first, settling geometrically, as the H100's first server did
         return CHUNK_S * (1 + 9 * 0.4 ** (number - 1))
     if mode == "cold-forever":  # 25% slower every request: rounds never agree, whatever the jitter
-        return CHUNK_S * 1.25 ** number
+        return CHUNK_S * 1.25**number
     if mode == "drift-slowed":
         return 3 * CHUNK_S
     return CHUNK_S
@@ -228,8 +321,13 @@ def make_handler(state: State):
             elif self.path == "/props" and state.dialect == "llamacpp":  # llama-server always has it
                 self._json(200, {"build_info": state.facts.get("version", "b0-unknown"), "total_slots": 16})
             elif self.path == "/v1/models":
-                served = ["someone-else"] if state.mode == "wrong-model" else \
-                    [ALIAS, state.model] if state.mode == "alias" else [state.model]
+                served = (
+                    ["someone-else"]
+                    if state.mode == "wrong-model"
+                    else [ALIAS, state.model]
+                    if state.mode == "alias"
+                    else [state.model]
+                )
                 self._json(200, {"object": "list", "data": [{"id": name} for name in served]})
             elif self.path == "/metrics" and state.dialect == "toy":  # the toy engine has no metrics page
                 self._json(404, {"error": "not found"})
@@ -300,9 +398,12 @@ def make_handler(state: State):
                 if state.mode == "error-event" and number >= 2 and position >= 4:
                     self._event({"error": {"message": "engine crashed", "type": "InternalServerError", "code": 500}})
                     break
-                chunk_ids = ids[position:position + 2]
-                choice = {"index": 0, "text": "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids),
-                          "finish_reason": None}
+                chunk_ids = ids[position : position + 2]
+                choice = {
+                    "index": 0,
+                    "text": "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids),
+                    "finish_reason": None,
+                }
                 event = {"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]}
                 if state.mode not in ("no-token-ids", "bare-stream") and state.dialect != "trtllm":
                     if state.dialect == "llamacpp":
@@ -320,18 +421,38 @@ def make_handler(state: State):
                     timings = {"predicted_n": count, "predicted_ms": 1.0}
                     if drafted and state.mode != "no-counters":
                         timings.update(draft_n=drafted, draft_n_accepted=accepted)
-                    self._event({"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
-                                 "model": state.model, "object": "text_completion", "timings": timings,
-                                 "usage": {"completion_tokens": count, "prompt_tokens": 1, "total_tokens": count + 1}})
+                    self._event(
+                        {
+                            "choices": [{"text": "", "index": 0, "finish_reason": "length"}],
+                            "model": state.model,
+                            "object": "text_completion",
+                            "timings": timings,
+                            "usage": {"completion_tokens": count, "prompt_tokens": 1, "total_tokens": count + 1},
+                        }
+                    )
                 elif state.dialect == "toy":  # its per-request SD figures ride on the last event, in its names
                     drafted, accepted = request_drafting(count)
-                    self._event({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": count,
-                                                          "total_tokens": count + 1},
-                                 "toy_sd": {"steps": max(1, count // 2), "proposed": drafted, "accepted": accepted}})
+                    self._event(
+                        {
+                            "choices": [],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": count, "total_tokens": count + 1},
+                            "toy_sd": {"steps": max(1, count // 2), "proposed": drafted, "accepted": accepted},
+                        }
+                    )
                 elif state.mode not in ("no-usage", "bare-stream"):
-                    self._event({"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [],
-                                 "usage": {"prompt_tokens": len(request.get("prompt", "").split()) or 1,
-                                           "completion_tokens": count, "total_tokens": count + 1}})
+                    self._event(
+                        {
+                            "id": "cmpl-1",
+                            "object": "text_completion",
+                            "model": state.model,
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": len(request.get("prompt", "").split()) or 1,
+                                "completion_tokens": count,
+                                "total_tokens": count + 1,
+                            },
+                        }
+                    )
             self._event(b"[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -354,15 +475,25 @@ def make_handler(state: State):
             for end in range(2, count + 2, 2):
                 if state.mode == "die" and number >= 3 and end > 4:
                     os._exit(17)
-                so_far = ids[:min(end, count)]
+                so_far = ids[: min(end, count)]
                 steps = len(so_far) // 2  # each verify step: one accepted draft and the bonus token
-                meta = {"id": f"req-{number}", "prompt_tokens": 1, "completion_tokens": len(so_far),
-                        "finish_reason": {"type": "length", "length": count} if end >= count else None}
+                meta = {
+                    "id": f"req-{number}",
+                    "prompt_tokens": 1,
+                    "completion_tokens": len(so_far),
+                    "finish_reason": {"type": "length", "length": count} if end >= count else None,
+                }
                 if state.mode != "no-counters":
-                    meta.update(spec_verify_ct=steps, spec_accept_histogram=[0, steps],
-                                spec_num_proposed_drafts=4 * steps)
-                self._event({"text": "".join(f" {WORDS[(t - 100) % len(WORDS)]}" for t in so_far),
-                             "output_ids": so_far, "meta_info": meta})
+                    meta.update(
+                        spec_verify_ct=steps, spec_accept_histogram=[0, steps], spec_num_proposed_drafts=4 * steps
+                    )
+                self._event(
+                    {
+                        "text": "".join(f" {WORDS[(t - 100) % len(WORDS)]}" for t in so_far),
+                        "output_ids": so_far,
+                        "meta_info": meta,
+                    }
+                )
                 time.sleep(chunk_s(state.mode, number, state.chunk_s))
             self._event(b"[DONE]")
             self.wfile.write(b"0\r\n\r\n")

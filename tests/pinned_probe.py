@@ -14,8 +14,7 @@ import pytest
 from pytest_specdec.verdict.fingerprint import PROBE_FIELD
 from pytest_specdec.verdict.machine import PROBE_VERSION
 
-PINNED = {"version": PROBE_VERSION, "matmul_gflops": 190.0, "vector_gflops": 11.0, "copy_gbps": 32.0,
-          "spread": 0.02}
+PINNED = {"version": PROBE_VERSION, "matmul_gflops": 190.0, "vector_gflops": 11.0, "copy_gbps": 32.0, "spread": 0.02}
 
 
 @pytest.hookimpl(wrapper=True)

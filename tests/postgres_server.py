@@ -115,9 +115,7 @@ def _psycopg():
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise PostgresServerError(
-            "the PostgreSQL test server needs psycopg: pip install 'psycopg[binary]'"
-        ) from exc
+        raise PostgresServerError("the PostgreSQL test server needs psycopg: pip install 'psycopg[binary]'") from exc
     return psycopg
 
 

@@ -18,8 +18,13 @@ MODEL = "specdec:smollm2-135m"
 EAGER = ["--enforce-eager"]
 # k=4 for one request at a time, k=2 from two to four (and, carried on by vLLM, beyond).
 SCHEDULE = [[1, 1, 4], [2, 4, 2]]
-DYNAMIC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2,
-           "num_speculative_tokens_per_batch_size": SCHEDULE}
+DYNAMIC = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+    "num_speculative_tokens_per_batch_size": SCHEDULE,
+}
 
 
 @pytest.mark.specdec(model=MODEL, speculative_config=DYNAMIC, server_args=EAGER)
@@ -34,6 +39,8 @@ def test_throughput_holds_across_the_k_switch(specdec):
     # The server ran the schedule, not a fixed k: n-gram proposes k tokens whenever its lookup
     # matches, so drafted tokens per drafted step follow k (measured 4.0 alone, 2.0 at two, 2.5 at
     # three, where the fourth of 4 requests runs alone at k=4; the benchmark: 3.98, 2.10, 2.00).
-    drafted = {level: r.counters.num_draft_tokens / r.counters.num_drafts for level, r in zip(sweep.levels, sweep.results)}
+    drafted = {
+        level: r.counters.num_draft_tokens / r.counters.num_drafts for level, r in zip(sweep.levels, sweep.results)
+    }
     print(check.table(), "\ndrafted tokens per drafted step by concurrency:", drafted)
     assert drafted[1] > 3.5 and drafted[2] < 3.0, f"drafted tokens per step by concurrency: {drafted}"

@@ -32,7 +32,11 @@ import pytest
 
 from pytest_specdec import SpecDecodeCounters, concurrency_sweep
 
+# Published figures stay between fmt: off and on: the formatter would split a figure from the
+# comment citing it, and tests/plugin/test_examples_gpu.py checks that every figure cites its source.
+# fmt: off
 MARGIN = 0.90  # threshold = MARGIN x published number; see README.md in this folder
+# fmt: on
 
 TARGET = "openai/gpt-oss-120b"
 # The draft the Blackwell study found best (its Experiment 2) and used for Experiment 3.
@@ -45,13 +49,18 @@ SWEEP_DRAFT = H200_DRAFT
 
 # The Blackwell study's vLLM config (GPT-OSS_Blackwell.yaml, vLLM 0.14.1), as flags.
 BLACKWELL_SERVER_ARGS = [
-    "--kv-cache-dtype", "fp8",
-    "--compilation-config", '{"pass_config":{"fuse_allreduce_rms":true,"eliminate_noops":true}}',
+    "--kv-cache-dtype",
+    "fp8",
+    "--compilation-config",
+    '{"pass_config":{"fuse_allreduce_rms":true,"eliminate_noops":true}}',
     "--async-scheduling",
     "--no-enable-prefix-caching",
-    "--max-cudagraph-capture-size", "2048",
-    "--max-num-batched-tokens", "8192",
-    "--stream-interval", "20",
+    "--max-cudagraph-capture-size",
+    "2048",
+    "--max-num-batched-tokens",
+    "8192",
+    "--stream-interval",
+    "20",
 ]
 
 
@@ -83,6 +92,7 @@ GRID_PATTERNS = ("burstiness_high", "burstiness_low", "burstiness_mid", "through
 
 # Output token throughput with EAGLE-3 relative to the baseline, in percent,
 # one row per access pattern, columns as GRID_WORKLOADS, copied from the study.
+# fmt: off
 PUBLISHED_SPEEDUP_PCT = {
     "burstiness_high": (125.4, 108.5, 97.1, 92.1, 100.8, 102.6, 108.3),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
     "burstiness_low": (126.2, 114.1, 97.7, 99.0, 99.3, 99.7, 101.8),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
@@ -90,8 +100,10 @@ PUBLISHED_SPEEDUP_PCT = {
     "throughput_high": (124.5, 109.2, 92.7, 90.3, 108.5, 107.7, 107.8),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
     "throughput_low": (68.3, 83.3, 63.3, 79.3, 83.8, 91.9, 81.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Output token throughput"
 }
+# fmt: on
 
 # Draft acceptance rate (accepted / drafted tokens), in percent, same layout.
+# fmt: off
 PUBLISHED_ACCEPTANCE_PCT = {
     "burstiness_high": (71.1, 70.9, 36.9, 46.6, 53.0, 70.6, 58.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
     "burstiness_low": (71.4, 72.0, 36.8, 45.7, 53.6, 70.4, 58.5),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
@@ -99,6 +111,7 @@ PUBLISHED_ACCEPTANCE_PCT = {
     "throughput_high": (70.3, 71.8, 36.9, 45.1, 53.8, 70.4, 58.2),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
     "throughput_low": (70.1, 65.2, 37.9, 49.6, 53.6, 70.4, 51.0),  # docs/references.md#blackwell-eagle-3, Experiment 3, table "Accept ratio"
 }
+# fmt: on
 
 # k in Experiment 3: the study runs "the throughput model" after Experiment 2
 # found k=1 the only setting that beat the baseline, and its config shows k=1.
@@ -131,10 +144,12 @@ def test_eagle3_grid(specdec, workload, pattern):
 
 # k: (SD output tok/s, baseline output tok/s, acceptance rate, acceptance length,
 #     per-position acceptance rates), all as published (percentages as fractions).
+# fmt: off
 PUBLISHED_DRAFT_LENGTH = {
     1: (180.67, 177.71, 0.7058, 1.71, (0.7058,)),  # docs/references.md#blackwell-eagle-3, Experiment 2 results table, "throughput (num=1)" vs "baseline" (concurrency 1)
     3: (124.73, 177.71, 0.1979, 1.59, (0.5496, 0.0426, 0.0016)),  # docs/references.md#blackwell-eagle-3, Experiment 2 results table, "throughput (num=3)" vs "baseline" (concurrency 1)
 }
+# fmt: on
 
 
 @pytest.mark.parametrize(
@@ -158,9 +173,7 @@ def test_eagle3_draft_length(specdec, k):
     result = specdec.run()
     result.assert_speedup(min=MARGIN * sd_tok_s / baseline_tok_s)
     result.assert_acceptance(
-        min_rate=MARGIN * rate,
-        min_length=MARGIN * length,
-        min_per_position=[MARGIN * p for p in per_position],
+        min_rate=MARGIN * rate, min_length=MARGIN * length, min_per_position=[MARGIN * p for p in per_position]
     )
 
 
@@ -182,6 +195,7 @@ SWEEP_LEVELS = tuple(p.max_concurrency for p in SWEEP_PATTERNS)
 # The study gives acceptance only for its ShareGPT draft-token sweep (None: not published).
 # Data files: PYTEST_SPECDEC_SHAREGPT_PATH, PYTEST_SPECDEC_MLPERF_PATH,
 # PYTEST_SPECDEC_SWE_BENCH_PATH (or specdec_sharegpt_path, specdec_mlperf_path, specdec_swe_bench_path).
+# fmt: off
 SWEEP_SERIES = {
     "sharegpt-k2": ("sharegpt", 2, 1160.6 / 970.9, 0.454, 1.91),  # docs/references.md#h200-concurrency, draft-token "Geometric mean summary" (2 draft) over the ShareGPT "Geometric mean summary" baseline; "Draft acceptance rate analysis" table
     "sharegpt-k3": ("sharegpt", 3, 1171.7 / 970.9, 0.356, 2.07),  # docs/references.md#h200-concurrency, ShareGPT "Geometric mean summary" (output throughput +20.7%); "Draft acceptance rate analysis" table
@@ -189,11 +203,14 @@ SWEEP_SERIES = {
     "mlperf-k3": ("mlperf", 3, 1150.5 / 1051.0, None, None),  # docs/references.md#h200-concurrency, MLPerf "TP=1 geometric mean summary" (output throughput +9.5%)
     "swe_bench-k3": ("swe_bench", 3, 1377.94 / 1143.87, None, None),  # docs/references.md#h200-concurrency, SWE-bench "Geometric mean summary" (output throughput +20.5%)
 }
+# fmt: on
 
 # The few single-level figures the study states exactly: (series, level) -> SD / baseline output throughput.
+# fmt: off
 PUBLISHED_LEVEL_SPEEDUP = {
     ("swe_bench-k3", 100): 3250.07 / 2620.89,  # docs/references.md#h200-concurrency, "Cost implications for production deployments" (SWE-bench, TP=1, concurrency 100)
 }
+# fmt: on
 
 # Filled by test_concurrency_sweep, read by test_concurrency_sweep_geomean:
 # {series: {concurrency level: SpecDecResult}}. Module state, so the geometric-
@@ -242,8 +259,7 @@ def test_concurrency_sweep(specdec, series, level):
 # starts no server itself (no specdec fixture) and is skipped like them
 # without --specdec-gpu.
 @pytest.mark.parametrize(
-    "series",
-    [pytest.param(series, marks=[h200_eagle3(series)], id=series) for series in SWEEP_SERIES],
+    "series", [pytest.param(series, marks=[h200_eagle3(series)], id=series) for series in SWEEP_SERIES]
 )
 def test_concurrency_sweep_geomean(series):
     results = SWEEP_RESULTS.get(series, {})
@@ -294,7 +310,9 @@ def test_concurrency_sweep_geomean(series):
 # and SD keep it to 100 or beyond, so SD's capacity is at least the
 # reference's (ratio >= 1, a published ordering, not a margin on a number).
 CAPACITY_SLO_TTFT_MS = 12_000  # docs/references.md#h200-concurrency, p95 TTFT at concurrency 100 (Figure 2 text)
+# fmt: off
 CAPACITY_MIN_RATIO = 1.0  # docs/references.md#h200-concurrency, SD ~10.0 s vs 12.3 s p95 TTFT at concurrency 100
+# fmt: on
 
 
 @pytest.mark.specdec(

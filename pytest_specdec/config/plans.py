@@ -23,8 +23,7 @@ MARKER_DOCS = (
     "specdec(model, speculative_config=None, server_args=(), tensor_parallel_size=1, requires_gpu=False, "
     "endpoints=None): run the test against vLLM servers for this target and speculative config "
     "(needs --specdec-gpu or --specdec-cpu, or running endpoints).",
-    "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: "
-    + ", ".join(WORKLOAD_CATALOG),
+    "workload(name_or_Workload, **overrides): the traffic specdec.run() sends; catalog: " + ", ".join(WORKLOAD_CATALOG),
     "access_pattern(name_or_AccessPattern, **overrides): how specdec.run() sends it; catalog: "
     + ", ".join(PATTERN_CATALOG),
     "specdec_tolerance(fraction | metric=fraction, ...): this test's regression tolerances for "
@@ -81,12 +80,15 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     slo_marker = get_marker("specdec_slo")
     if marker is None:
         if workload_marker or pattern_marker or tolerance_marker or slo_marker:
-            return Plan(error="@pytest.mark.workload, access_pattern, specdec_tolerance and specdec_slo need "
-                              "@pytest.mark.specdec")
+            return Plan(
+                error="@pytest.mark.workload, access_pattern, specdec_tolerance and specdec_slo need "
+                "@pytest.mark.specdec"
+            )
         return None
     try:
-        spec = parse_specdec_marker(marker.args, marker.kwargs, extra_methods=settings.extra_methods,
-                                    default_engine=settings.engine)
+        spec = parse_specdec_marker(
+            marker.args, marker.kwargs, extra_methods=settings.extra_methods, default_engine=settings.engine
+        )
     except MarkerError as exc:
         return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
     plan = Plan(spec)
@@ -107,8 +109,10 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     if memory_marker is not None:
         mib = memory_marker.args[0] if len(memory_marker.args) == 1 and not memory_marker.kwargs else None
         if isinstance(mib, bool) or not isinstance(mib, int) or mib < 1:
-            return Plan(error="invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU, "
-                              f"e.g. specdec_gpu_memory(40000); got {memory_marker.args!r} {memory_marker.kwargs!r}")
+            return Plan(
+                error="invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU, "
+                f"e.g. specdec_gpu_memory(40000); got {memory_marker.args!r} {memory_marker.kwargs!r}"
+            )
         plan.gpu_memory_mib = mib
     if tolerance_marker is not None:
         try:
@@ -122,9 +126,11 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
         except ValueError as exc:
             return Plan(error=f"invalid @pytest.mark.specdec_slo: {exc}")
     if plan.pattern is not None and plan.pattern.search and not plan.slo:
-        return Plan(error=f"access pattern {plan.pattern.name!r} searches for the highest load an SLO holds at, "
-                          "and this test declares none: add @pytest.mark.specdec_slo(tpot_x=..., ttft_ms=...) "
-                          "or the ini's specdec_slo")
+        return Plan(
+            error=f"access pattern {plan.pattern.name!r} searches for the highest load an SLO holds at, "
+            "and this test declares none: add @pytest.mark.specdec_slo(tpot_x=..., ttft_ms=...) "
+            "or the ini's specdec_slo"
+        )
     return plan
 
 
@@ -137,8 +143,9 @@ def parse_slo_marker(args, kwargs) -> tuple[dict[str, float], float]:
     from ..measure.goodput import parse_objectives
 
     if args:
-        raise ValueError(f"takes keywords only (ttft_ms=, tpot_ms=, e2el_ms=, ttft_x=, tpot_x=, e2el_x=, "
-                         f"percentile=), got {args!r}")
+        raise ValueError(
+            f"takes keywords only (ttft_ms=, tpot_ms=, e2el_ms=, ttft_x=, tpot_x=, e2el_x=, percentile=), got {args!r}"
+        )
     fields = dict(kwargs)
     percentile = fields.pop("percentile", 99.0)
     if isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:

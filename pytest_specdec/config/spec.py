@@ -13,13 +13,28 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ..engines import ENGINE_MODULES, EngineConfigError, engine_named
-from ..engines.server_spec import (DEFAULT_ENGINE, KNOWN_METHODS, METHODS_WITH_DRAFT_MODEL,  # noqa: F401
-                                   SCHEDULE_KEY, TARGET_PREFIX, MarkerError, ServerSpec, check_k_schedule)
+from ..engines.server_spec import (
+    DEFAULT_ENGINE,
+    KNOWN_METHODS,
+    METHODS_WITH_DRAFT_MODEL,  # noqa: F401
+    SCHEDULE_KEY,
+    TARGET_PREFIX,
+    MarkerError,
+    ServerSpec,
+    check_k_schedule,
+)
 from ..serving.endpoint import check_endpoints
 from ..serving.models import ModelNameError, parse_model_name
 
-MARKER_FIELDS = ("model", "speculative_config", "server_args", "tensor_parallel_size", "requires_gpu", "endpoints",
-                 "engine")
+MARKER_FIELDS = (
+    "model",
+    "speculative_config",
+    "server_args",
+    "tensor_parallel_size",
+    "requires_gpu",
+    "endpoints",
+    "engine",
+)
 
 # pytest-xdist's loadgroup may add "@<group>" to node ids; a group is a target name.
 _GROUP_SUFFIX = re.compile(r"@" + TARGET_PREFIX + r"[0-9a-f]{12}$")
@@ -48,15 +63,11 @@ def parse_specdec_marker(
     args = tuple(args)
     if args:
         raise MarkerError(
-            "specdec",
-            f"takes keyword arguments only ({', '.join(MARKER_FIELDS)}); got positional {args!r}",
+            "specdec", f"takes keyword arguments only ({', '.join(MARKER_FIELDS)}); got positional {args!r}"
         )
     unknown = sorted(set(kwargs) - set(MARKER_FIELDS))
     if unknown:
-        raise MarkerError(
-            unknown[0],
-            f"unknown specdec marker argument; known arguments: {', '.join(MARKER_FIELDS)}",
-        )
+        raise MarkerError(unknown[0], f"unknown specdec marker argument; known arguments: {', '.join(MARKER_FIELDS)}")
     if "model" not in kwargs:
         raise MarkerError("model", "is required (the target model, e.g. 'specdec:smollm2-135m')")
     model = _check_model("model", kwargs["model"])

@@ -9,5 +9,12 @@ from __future__ import annotations
 from .base import Engine, EngineConfigError, LaunchRequest
 from .registry import DEFAULT_ENGINE, ENGINE_MODULES, engine_named, register_engine
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_MODULES", "Engine", "EngineConfigError", "LaunchRequest", "engine_named",
-           "register_engine"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINE_MODULES",
+    "Engine",
+    "EngineConfigError",
+    "LaunchRequest",
+    "engine_named",
+    "register_engine",
+]

@@ -58,8 +58,11 @@ def draft_length(engine: str, config: Mapping[str, Any]) -> int:
     """k, the draft tokens per step, which every engine needs; named as the field it came from."""
     k = config.get("num_speculative_tokens")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise EngineConfigError(engine, "speculative_config.num_speculative_tokens",
-                                f"needs the draft length k as an integer >= 1, got {k!r}")
+        raise EngineConfigError(
+            engine,
+            "speculative_config.num_speculative_tokens",
+            f"needs the draft length k as an integer >= 1, got {k!r}",
+        )
     return k
 
 
@@ -73,8 +76,9 @@ def ngram_sizes(engine: str, config: Mapping[str, Any]) -> tuple[int, int]:
     for key in ("prompt_lookup_min", "prompt_lookup_max"):
         value = config.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise EngineConfigError(engine, f"speculative_config.{key}",
-                                    f"needs an n-gram size as an integer >= 1, got {value!r}")
+            raise EngineConfigError(
+                engine, f"speculative_config.{key}", f"needs an n-gram size as an integer >= 1, got {value!r}"
+            )
     low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
     if low is None and high is None:
         low = high = NGRAM_DEFAULT_SIZE
@@ -83,8 +87,9 @@ def ngram_sizes(engine: str, config: Mapping[str, Any]) -> tuple[int, int]:
     elif high is None:
         high = low
     if low > high:
-        raise EngineConfigError(engine, "speculative_config.prompt_lookup_min",
-                                f"must be <= prompt_lookup_max, got {low} > {high}")
+        raise EngineConfigError(
+            engine, "speculative_config.prompt_lookup_min", f"must be <= prompt_lookup_max, got {low} > {high}"
+        )
     return low, high
 
 
@@ -92,9 +97,13 @@ def refuse_unknown(engine: str, config: Mapping[str, Any], understood: set[str],
     """Fail on the first key of `config` this engine has no translation for (silently dropping it would
     measure another configuration than the test declares)."""
     for key in sorted(set(config) - understood - {"method"}):
-        raise EngineConfigError(engine, f"speculative_config.{key}",
-                                f"has no setting for {key!r} with method {config.get('method')!r}"
-                                + (f" ({why})" if why else "") + f"; it understands {sorted(understood)}")
+        raise EngineConfigError(
+            engine,
+            f"speculative_config.{key}",
+            f"has no setting for {key!r} with method {config.get('method')!r}"
+            + (f" ({why})" if why else "")
+            + f"; it understands {sorted(understood)}",
+        )
 
 
 class Engine:
@@ -134,19 +143,27 @@ class Engine:
         """Raise EngineConfigError for what this engine cannot run (called at collection)."""
         self.check_flags(spec)
         if spec.speculative_config is not None and spec.method not in self.methods:
-            raise EngineConfigError(self.title, "speculative_config.method",
-                                    f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}")
+            raise EngineConfigError(
+                self.title,
+                "speculative_config.method",
+                f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}",
+            )
 
     def check_flags(self, spec: "ServerSpec") -> None:
         """Refuse a server_args flag the command sets itself from the marker's fields."""
         for arg in spec.server_args:
             flag = arg.split("=", 1)[0]
             if flag in self.flag_reasons:
-                raise EngineConfigError(self.title, "server_args",
-                                        f"flag {flag} is not allowed here: {self.flag_reasons[flag]}")
+                raise EngineConfigError(
+                    self.title, "server_args", f"flag {flag} is not allowed here: {self.flag_reasons[flag]}"
+                )
             if flag in self.own_flags:
-                raise EngineConfigError(self.title, "server_args", f"flag {flag} is set by the plugin from the "
-                                        "marker's fields; a second copy would silently override it")
+                raise EngineConfigError(
+                    self.title,
+                    "server_args",
+                    f"flag {flag} is set by the plugin from the "
+                    "marker's fields; a second copy would silently override it",
+                )
 
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError

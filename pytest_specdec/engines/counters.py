@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 
 from .per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, STEPS
 
-_SAMPLE_RE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
-)
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
@@ -133,27 +131,42 @@ class SpecDecodeCounters:
                 f"{where}: the SD counters before and after the run come from different processes (engines "
                 f"{list(before.engines)} created {_times(before.created)}, then {list(self.engines)} created "
                 f"{_times(self.created)}): the server restarted, or a load balancer answered from another replica; "
-                "measure one replica directly")
+                "measure one replica directly"
+            )
         difference = self - before
-        fallen = {name: value for name, value in (("num_drafts", difference.num_drafts),
-                                                  ("num_draft_tokens", difference.num_draft_tokens),
-                                                  ("num_accepted_tokens", difference.num_accepted_tokens),
-                                                  *((f"accepted at position {p}", v) for p, v in
-                                                    difference.accepted_per_position.items()))
-                  if value < 0}
+        fallen = {
+            name: value
+            for name, value in (
+                ("num_drafts", difference.num_drafts),
+                ("num_draft_tokens", difference.num_draft_tokens),
+                ("num_accepted_tokens", difference.num_accepted_tokens),
+                *((f"accepted at position {p}", v) for p, v in difference.accepted_per_position.items()),
+            )
+            if value < 0
+        }
         if fallen:
             detail = ", ".join(f"{name} {value:+g}" for name, value in fallen.items())
-            raise CounterError(f"{where}: SD counters went backwards during the run ({detail}): the server was "
-                               "restarted or its counters reset; acceptance from them would be garbage")
+            raise CounterError(
+                f"{where}: SD counters went backwards during the run ({detail}): the server was "
+                "restarted or its counters reset; acceptance from them would be garbage"
+            )
         # One process never accepts more than it drafted; counters that say so are summed
         # over something else (several models under one name, a proxy's sums).
-        over = [f"{difference.num_accepted_tokens:g} tokens accepted of {difference.num_draft_tokens:g} drafted"] \
-            if difference.num_accepted_tokens > difference.num_draft_tokens else []
-        over += [f"position {p} accepted {v:g} times in {difference.num_drafts:g} drafts"
-                 for p, v in difference.accepted_per_position.items() if v > difference.num_drafts]
+        over = (
+            [f"{difference.num_accepted_tokens:g} tokens accepted of {difference.num_draft_tokens:g} drafted"]
+            if difference.num_accepted_tokens > difference.num_draft_tokens
+            else []
+        )
+        over += [
+            f"position {p} accepted {v:g} times in {difference.num_drafts:g} drafts"
+            for p, v in difference.accepted_per_position.items()
+            if v > difference.num_drafts
+        ]
         if over:
-            raise CounterError(f"{where}: the SD counters are inconsistent ({'; '.join(over)}): they cannot come "
-                               "from one server drafting for one model; acceptance from them would be garbage")
+            raise CounterError(
+                f"{where}: the SD counters are inconsistent ({'; '.join(over)}): they cannot come "
+                "from one server drafting for one model; acceptance from them would be garbage"
+            )
         return difference
 
     @property
@@ -189,15 +202,20 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
     done = [record for record in records if record.success]
     if not done:
         return SpecDecodeCounters.unavailable(f"no request completed at {where}, so none carried SD figures")
-    lacking = [record.index for record in done
-               if not all(isinstance((record.spec_decoding or {}).get(name), (int, float)) for name in _PER_REQUEST)]
+    lacking = [
+        record.index
+        for record in done
+        if not all(isinstance((record.spec_decoding or {}).get(name), (int, float)) for name in _PER_REQUEST)
+    ]
     if lacking:
         return SpecDecodeCounters.unavailable(
             f"{len(lacking)} of {len(done)} responses from {where} carried no per-request SD figures "
             f"({', '.join(_PER_REQUEST)}), request {lacking[0]} first: the engine ran without SD, or an older "
-            "build names them otherwise")
-    totals = {counter: float(sum(record.spec_decoding[name] for record in done))
-              for name, counter in _PER_REQUEST.items()}
+            "build names them otherwise"
+        )
+    totals = {
+        counter: float(sum(record.spec_decoding[name] for record in done)) for name, counter in _PER_REQUEST.items()
+    }
     per_position: dict[int, float] = {}
     if all(isinstance(record.spec_decoding.get(PER_STEP_ACCEPTED), list) for record in done):
         for record in done:
@@ -206,6 +224,8 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
                     per_position[position] = per_position.get(position, 0.0) + 1.0
     counters = SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
     if counters.num_accepted_tokens > counters.num_draft_tokens:
-        raise CounterError(f"{where}: the responses accept {counters.num_accepted_tokens:g} of "
-                           f"{counters.num_draft_tokens:g} drafted tokens: these figures cannot be one run's")
+        raise CounterError(
+            f"{where}: the responses accept {counters.num_accepted_tokens:g} of "
+            f"{counters.num_draft_tokens:g} drafted tokens: these figures cannot be one run's"
+        )
     return counters

@@ -53,9 +53,26 @@ DEFAULT_SLOTS = 16
 # -c between the slots, 512 tokens each at 16 slots, and any longer request failed on llama.cpp only.
 DEFAULT_CONTEXT = 8192
 # Flags the plugin sets from the marker; a copy in server_args would silently win or clash.
-OWN_FLAGS = frozenset({"-m", "--model", "--host", "--port", "-a", "--alias", "--metrics", "--spec-type",
-                       "-md", "--model-draft", "--spec-draft-model", "--spec-draft-n-max", "--spec-draft-n-min",
-                       "--spec-draft-p-min", "-kvu", "--kv-unified"})
+OWN_FLAGS = frozenset(
+    {
+        "-m",
+        "--model",
+        "--host",
+        "--port",
+        "-a",
+        "--alias",
+        "--metrics",
+        "--spec-type",
+        "-md",
+        "--model-draft",
+        "--spec-draft-model",
+        "--spec-draft-n-max",
+        "--spec-draft-n-min",
+        "--spec-draft-p-min",
+        "-kvu",
+        "--kv-unified",
+    }
+)
 
 
 def server_program(python: str) -> list[str]:
@@ -70,10 +87,13 @@ def server_program(python: str) -> list[str]:
 def _ngram_size(config: Mapping[str, Any]) -> int:
     low, high = ngram_sizes(TITLE, config)
     if low != high:
-        raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
-                                "matches one n-gram length (--spec-ngram-simple-size-n), not a range: give "
-                                f"prompt_lookup_min equal to prompt_lookup_max (got {low} and {high}), or only one "
-                                "of them")
+        raise EngineConfigError(
+            TITLE,
+            "speculative_config.prompt_lookup_min",
+            "matches one n-gram length (--spec-ngram-simple-size-n), not a range: give "
+            f"prompt_lookup_min equal to prompt_lookup_max (got {low} and {high}), or only one "
+            "of them",
+        )
     return high
 
 
@@ -92,8 +112,12 @@ class LlamaCpp(Engine):
 
     def check(self, spec) -> None:
         if spec.tensor_parallel_size != 1:
-            raise EngineConfigError(TITLE, "tensor_parallel_size", "has no tensor parallelism across processes; "
-                                    "split layers with server_args such as ['--split-mode', 'layer'] instead")
+            raise EngineConfigError(
+                TITLE,
+                "tensor_parallel_size",
+                "has no tensor parallelism across processes; "
+                "split layers with server_args such as ['--split-mode', 'layer'] instead",
+            )
         super().check(spec)
         config = spec.speculative_config
         if config is None:
@@ -101,30 +125,66 @@ class LlamaCpp(Engine):
         draft_length(TITLE, config)
         if config["method"] == "draft_model":
             if not config.get("model"):
-                raise EngineConfigError(TITLE, "speculative_config.model", "needs the draft model's GGUF for "
-                                        "method 'draft_model'")
+                raise EngineConfigError(
+                    TITLE, "speculative_config.model", "needs the draft model's GGUF for method 'draft_model'"
+                )
             refuse_unknown(TITLE, config, {"num_speculative_tokens", "model"})
         else:
             _ngram_size(config)
-            refuse_unknown(TITLE, config, {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"},
-                           "n-gram lookup takes no draft model")
+            refuse_unknown(
+                TITLE,
+                config,
+                {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"},
+                "n-gram lookup takes no draft model",
+            )
 
     def command(self, launch: LaunchRequest) -> list[str]:
         spec = launch.spec
         command = server_program(launch.python) + [
-            "-m", launch.model_path, "--alias", spec.model, "--host", launch.host, "--port", str(launch.port),
-            "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT), "--kv-unified"]
+            "-m",
+            launch.model_path,
+            "--alias",
+            spec.model,
+            "--host",
+            launch.host,
+            "--port",
+            str(launch.port),
+            "--metrics",
+            "-np",
+            str(DEFAULT_SLOTS),
+            "-c",
+            str(DEFAULT_CONTEXT),
+            "--kv-unified",
+        ]
         config = launch.speculative_config
         if config is not None:
             k = draft_length(TITLE, config)
             if config["method"] == "draft_model":
                 # p-min 0: draft all k tokens every step, as vLLM does (older builds stopped a draft at the
                 # first token under 0.75 probability, a different drafter under the same k).
-                command += ["--spec-type", "draft-simple", "-md", str(config["model"]),
-                            "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+                command += [
+                    "--spec-type",
+                    "draft-simple",
+                    "-md",
+                    str(config["model"]),
+                    "--spec-draft-n-max",
+                    str(k),
+                    "--spec-draft-n-min",
+                    "0",
+                    "--spec-draft-p-min",
+                    "0",
+                ]
             else:
-                command += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(_ngram_size(config)),
-                            "--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-min-hits", "1"]
+                command += [
+                    "--spec-type",
+                    "ngram-simple",
+                    "--spec-ngram-simple-size-n",
+                    str(_ngram_size(config)),
+                    "--spec-ngram-simple-size-m",
+                    str(k),
+                    "--spec-ngram-simple-min-hits",
+                    "1",
+                ]
         return command + list(spec.server_args)
 
     def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +239,8 @@ class LlamaCpp(Engine):
         missing = sorted(set(_COUNTERS) - {name for name, attr in _COUNTERS.items() if attr in totals})
         if missing:
             return SpecDecodeCounters.unavailable(
-                f"no {missing[0]} at {where} (llama-server started without --metrics, or an older build)")
+                f"no {missing[0]} at {where} (llama-server started without --metrics, or an older build)"
+            )
         return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
 
     def version_from(self, path: str, payload: Any) -> str | None:

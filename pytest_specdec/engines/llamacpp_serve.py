@@ -97,15 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import xllamacpp as xlc
     except ImportError:
-        print("llamacpp_serve: the llama.cpp engine needs llama-server or the xllamacpp package: "
-              "pip install xllamacpp (or set SPECDEC_LLAMA_SERVER to a llama-server binary)", file=sys.stderr)
+        print(
+            "llamacpp_serve: the llama.cpp engine needs llama-server or the xllamacpp package: "
+            "pip install xllamacpp (or set SPECDEC_LLAMA_SERVER to a llama-server binary)",
+            file=sys.stderr,
+        )
         return 2
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = xlc.Server(params_for(args, xlc))  # loads the model(s), then serves HTTP on host:port
-    print(f"llamacpp_serve: llama.cpp {getattr(xlc, '__version__', '?')} serving {args.model} at "
-          f"{server.listening_address}", flush=True)
+    print(
+        f"llamacpp_serve: llama.cpp {getattr(xlc, '__version__', '?')} serving {args.model} at "
+        f"{server.listening_address}",
+        flush=True,
+    )
     stop.wait()
     del server
     return 0

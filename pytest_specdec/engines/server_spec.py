@@ -52,6 +52,7 @@ METHODS_WITH_DRAFT_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa"
 # vLLM's dynamic speculation: rows [start_batch_size, end_batch_size, k] (check_k_schedule).
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
+
 class MarkerError(ValueError):
     """A ``specdec`` marker (or `vllm_server` call) with a bad field."""
 
@@ -161,8 +162,11 @@ def check_k_schedule(value: Any) -> list[tuple[int, int, int]]:
     """
     name = f"speculative_config.{SCHEDULE_KEY}"
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
-        raise MarkerError(name, f"must be a non-empty list of [start_batch_size, end_batch_size, k] rows, "
-                                f"e.g. [[1, 4, 3], [5, 64, 1]]; got {value!r}")
+        raise MarkerError(
+            name,
+            f"must be a non-empty list of [start_batch_size, end_batch_size, k] rows, "
+            f"e.g. [[1, 4, 3], [5, 64, 1]]; got {value!r}",
+        )
     rows = []
     for index, row in enumerate(value):
         where = f"{name}[{index}]"
@@ -181,9 +185,13 @@ def check_k_schedule(value: Any) -> list[tuple[int, int, int]]:
     rows.sort()
     for (start, end, _, index), (next_start, next_end, _, next_index) in zip(rows, rows[1:]):
         if next_start <= end:
-            raise MarkerError(f"{name}[{next_index}]", f"range {next_start}..{next_end} overlaps range "
-                                                       f"{start}..{end} of row [{index}]")
+            raise MarkerError(
+                f"{name}[{next_index}]",
+                f"range {next_start}..{next_end} overlaps range {start}..{end} of row [{index}]",
+            )
     if rows[0][0] != 1:
-        raise MarkerError(f"{name}[{rows[0][3]}]", f"the lowest range must start at batch size 1 (vLLM needs a k "
-                                                   f"for every batch size), got {rows[0][0]}")
+        raise MarkerError(
+            f"{name}[{rows[0][3]}]",
+            f"the lowest range must start at batch size 1 (vLLM needs a k for every batch size), got {rows[0][0]}",
+        )
     return [(start, end, k) for start, end, k, _ in rows]

@@ -28,15 +28,27 @@ TITLE = "SGLang"
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"}
 DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
 # Flags `command` sets itself: a second copy in server_args would silently win (argparse keeps the last).
-OWN_FLAGS = ("--model-path", "--model", "--tp-size", "--enable-metrics", "--speculative-algorithm",
-             "--speculative-draft-model-path", "--speculative-draft-model", "--speculative-num-steps",
-             "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-             "--speculative-ngram-min-bfs-breadth", "--speculative-ngram-max-bfs-breadth")
+OWN_FLAGS = (
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--enable-metrics",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-ngram-min-bfs-breadth",
+    "--speculative-ngram-max-bfs-breadth",
+)
 # sglang PR #21225 (Mar 2026) removed --speculative-ngram-{min,max}-match-window-size with no alias (an
 # upstream test asserts they are gone): a flag for vLLM's prompt_lookup_* fails on one side of that change.
-WINDOW_REFUSAL = ("has no setting for the n-gram match window: --speculative-ngram-min/max-match-window-size "
-                  "were removed in 2026 (sglang PR #21225) without an alias, so no flag works on both old and "
-                  "new releases; leave {key} out")
+WINDOW_REFUSAL = (
+    "has no setting for the n-gram match window: --speculative-ngram-min/max-match-window-size "
+    "were removed in 2026 (sglang PR #21225) without an alias, so no flag works on both old and "
+    "new releases; leave {key} out"
+)
 
 # meta_info names across releases (spec_decoding_meta.py keeps the older ones as aliases "for one release";
 # older tokenizer_manager.py sent spec_accept_token_num/spec_draft_token_num and no histogram).
@@ -46,9 +58,11 @@ ACCEPTED_KEYS = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept
 VERIFY_KEY = "spec_verify_ct"
 # cpp_ngram/result.cpp pads a draft the trie cannot fill with token 0 and counts the padding as proposed;
 # one n-gram cache serves every request.  Neither is how vLLM counts a proposal.
-NGRAM_ACCEPTANCE_NOTE = ("SGLang's NGRAM counts the zero padding of drafts its trie could not fill as proposed "
-                         "tokens and shares one n-gram cache across requests: its acceptance rate is not vLLM's "
-                         "(lower where drafts are short, and dependent on the requests served before)")
+NGRAM_ACCEPTANCE_NOTE = (
+    "SGLang's NGRAM counts the zero padding of drafts its trie could not fill as proposed "
+    "tokens and shares one n-gram cache across requests: its acceptance rate is not vLLM's "
+    "(lower where drafts are short, and dependent on the requests served before)"
+)
 ADAPTIVE_FLAG = "--speculative-adaptive"
 
 
@@ -66,12 +80,24 @@ def speculative_flags(config: Mapping[str, Any]) -> list[str]:
     if method == "ngram":
         # topk becomes max_bfs_breadth (speculative_hook.py `_handle_ngram`): breadth 1 keeps the draft a
         # chain, not a tree.  No window/trie-depth flags: their names changed in 2026 (see WINDOW_REFUSAL).
-        return flags + ["--speculative-num-draft-tokens", str(k + 1),
-                        "--speculative-ngram-min-bfs-breadth", "1", "--speculative-ngram-max-bfs-breadth", "1"]
+        return flags + [
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+            "--speculative-ngram-min-bfs-breadth",
+            "1",
+            "--speculative-ngram-max-bfs-breadth",
+            "1",
+        ]
     # All three together: setting top-k or draft tokens without num-steps is an AssertionError
     # (`_handle_eagle_family`), and leaving all three out lets SGLang choose k itself.
-    return flags + ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
-                    "--speculative-num-draft-tokens", str(k + 1)]
+    return flags + [
+        "--speculative-num-steps",
+        str(k),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(k + 1),
+    ]
 
 
 def meta_info_of(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -116,12 +142,15 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
     if steps is None and not any(counts):
         steps = figures[STEPS] = 0  # an empty histogram without a count: no verify step yet
     if sum(counts) != steps:
-        raise ValueError(f"SGLang meta_info.{name} counts {sum(counts)} verify steps but {VERIFY_KEY} is "
-                         f"{steps}: the histogram is not this request's")
+        raise ValueError(
+            f"SGLang meta_info.{name} counts {sum(counts)} verify steps but {VERIFY_KEY} is "
+            f"{steps}: the histogram is not this request's"
+        )
     from_histogram = sum(i * c for i, c in enumerate(counts))
     if accepted and figures[ACCEPTED] != from_histogram:
-        raise ValueError(f"SGLang meta_info.{accepted[0]} is {accepted[1]} but {name} accepts {from_histogram} "
-                         "drafts in all")
+        raise ValueError(
+            f"SGLang meta_info.{accepted[0]} is {accepted[1]} but {name} accepts {from_histogram} drafts in all"
+        )
     figures[ACCEPTED] = from_histogram
     if steps == 0:
         figures.update({PER_STEP_ACCEPTED: [], PER_STEP_DRAFTED: []})
@@ -131,8 +160,10 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
     k, rest = divmod(figures[DRAFTED], steps)
     most = max((i for i, c in enumerate(counts) if c), default=0)
     if rest or k < 1 or most > k:
-        raise ValueError(f"SGLang meta_info.{proposed[0]} = {proposed[1]} over {VERIFY_KEY} = {steps} steps "
-                         f"gives no draft length that fits {name} = {counts}")
+        raise ValueError(
+            f"SGLang meta_info.{proposed[0]} = {proposed[1]} over {VERIFY_KEY} = {steps} steps "
+            f"gives no draft length that fits {name} = {counts}"
+        )
     # The histogram keeps how many steps accepted i drafts, not when: the steps come out sorted by
     # acceptance, so a request's order is lost (position-in-output analyses see a reordered request).
     figures[PER_STEP_ACCEPTED] = [i for i, c in enumerate(counts) for _ in range(c)]
@@ -154,9 +185,13 @@ class SGLang(Engine):
     def check(self, spec) -> None:
         super().check(spec)
         if any(arg.split("=", 1)[0] == ADAPTIVE_FLAG for arg in spec.server_args):
-            raise EngineConfigError(TITLE, "server_args", f"flag {ADAPTIVE_FLAG} changes k while the run goes on, "
-                                    "which the per-request acceptance histogram does not record: the figures would "
-                                    "describe a k the server did not keep; leave it out")
+            raise EngineConfigError(
+                TITLE,
+                "server_args",
+                f"flag {ADAPTIVE_FLAG} changes k while the run goes on, "
+                "which the per-request acceptance histogram does not record: the figures would "
+                "describe a k the server did not keep; leave it out",
+            )
         config = spec.speculative_config
         if config is None:
             return
@@ -165,9 +200,12 @@ class SGLang(Engine):
         if method in DRAFT_METHODS and not config.get("model"):
             raise EngineConfigError(TITLE, "speculative_config.model", f"method {method!r} needs a draft model")
         if method == "ngram" and "model" in config:
-            raise EngineConfigError(TITLE, "speculative_config.model",
-                                    "ignores a draft model with NGRAM (it accepts the path and never loads it): "
-                                    "the run would not be what the marker says; leave model out")
+            raise EngineConfigError(
+                TITLE,
+                "speculative_config.model",
+                "ignores a draft model with NGRAM (it accepts the path and never loads it): "
+                "the run would not be what the marker says; leave model out",
+            )
         for key in ("prompt_lookup_max", "prompt_lookup_min"):
             if key in config:
                 raise EngineConfigError(TITLE, f"speculative_config.{key}", WINDOW_REFUSAL.format(key=key))
@@ -180,12 +218,25 @@ class SGLang(Engine):
 
     def command(self, launch: LaunchRequest) -> list[str]:
         if launch.device != "gpu":
-            raise ValueError(f"{TITLE} is run on device 'gpu' only, got {launch.device!r}: its CPU backend needs "
-                             "Intel AMX CPUs and a build from source, which the plugin does not set up")
+            raise ValueError(
+                f"{TITLE} is run on device 'gpu' only, got {launch.device!r}: its CPU backend needs "
+                "Intel AMX CPUs and a build from source, which the plugin does not set up"
+            )
         spec = launch.spec
-        command = [launch.python, "-m", "sglang.launch_server", "--model-path", launch.model_path,
-                   "--served-model-name", spec.model, "--host", launch.host, "--port", str(launch.port),
-                   "--enable-metrics"]
+        command = [
+            launch.python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            launch.model_path,
+            "--served-model-name",
+            spec.model,
+            "--host",
+            launch.host,
+            "--port",
+            str(launch.port),
+            "--enable-metrics",
+        ]
         if spec.tensor_parallel_size != 1:
             command += ["--tp-size", str(spec.tensor_parallel_size)]
         if launch.speculative_config is not None:
@@ -201,8 +252,11 @@ class SGLang(Engine):
         Top logprobs are not asked for: SGLang returns them in another shape
         (``meta_info.output_top_logprobs``), so near-tie analysis is unavailable on SGLang.
         """
-        sampling = {"max_new_tokens": openai["max_tokens"], "temperature": openai.get("temperature", 0.0),
-                    "ignore_eos": bool(openai.get("ignore_eos", False))}
+        sampling = {
+            "max_new_tokens": openai["max_tokens"],
+            "temperature": openai.get("temperature", 0.0),
+            "ignore_eos": bool(openai.get("ignore_eos", False)),
+        }
         return {"text": openai["prompt"], "sampling_params": sampling, "stream": True}
 
     def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -253,7 +307,8 @@ class SGLang(Engine):
         return SpecDecodeCounters.unavailable(
             f"{TITLE} has no SD counters at {where}: sglang:spec_accept_length and sglang:spec_accept_rate are "
             "gauges over the last --decode-log-interval window (metrics/collector.py), not run totals; a run's "
-            "counters are the sum of its responses' meta_info figures (counters_from_requests)")
+            "counters are the sum of its responses' meta_info figures (counters_from_requests)"
+        )
 
 
 ENGINE = SGLang()

@@ -21,8 +21,10 @@ TITLE = "TensorRT-LLM"
 DRAFT_METHODS = frozenset({"eagle3", "draft_model"})
 # EagleDecodingConfig on the PyTorch backend runs the EAGLE-3 modes only: an EAGLE-1/2 head given as
 # method "eagle" would be loaded as an EAGLE-3 drafter and measure something else.
-EAGLE_REFUSAL = ("runs EAGLE-3 only on its PyTorch backend (EagleDecodingConfig's EAGLE-3 modes): an EAGLE-1/2 "
-                 "head would be loaded as an EAGLE-3 drafter; use method 'eagle3' with an EAGLE-3 draft")
+EAGLE_REFUSAL = (
+    "runs EAGLE-3 only on its PyTorch backend (EagleDecodingConfig's EAGLE-3 modes): an EAGLE-1/2 "
+    "head would be loaded as an EAGLE-3 drafter; use method 'eagle3' with an EAGLE-3 draft"
+)
 # vLLM method -> decoding_type (tensorrt_llm/llmapi/llm_args.py, a pydantic union keyed by it).
 DECODING_TYPES = {
     "eagle3": "Eagle3",
@@ -42,8 +44,11 @@ STATS_KEY = "specDecodingStats"
 # A read that returns the whole cap may have lost some: its counters are unavailable, never short.
 ITER_STATS_CAP = 100_000
 # specDecodingStats field -> SpecDecodeCounters field (C++ `struct SpecDecodingStats`, camelCase in JSON).
-STATS_FIELDS = {"numRequestsWithDraftTokens": "num_drafts", "numDraftTokens": "num_draft_tokens",
-                "numAcceptedTokens": "num_accepted_tokens"}
+STATS_FIELDS = {
+    "numRequestsWithDraftTokens": "num_drafts",
+    "numDraftTokens": "num_draft_tokens",
+    "numAcceptedTokens": "num_accepted_tokens",
+}
 
 
 def options_path(launch: LaunchRequest) -> str:
@@ -64,11 +69,14 @@ def speculative_section(config: Mapping[str, Any]) -> dict[str, Any]:
         section["speculative_model"] = str(config["model"])
     else:  # ngram: every field set, since the defaults changed between releases
         # Always set: NGram's own default drifted between releases (4, then 0, then 2).
-        section.update(max_matching_ngram_size=ngram_sizes(TITLE, config)[1],
-                       is_keep_all=True, is_use_oldest=True,
-                       # Per request, as vLLM's prompt lookup: a pool shared across requests makes one
-                       # request's acceptance depend on the ones before it.
-                       is_public_pool=False)
+        section.update(
+            max_matching_ngram_size=ngram_sizes(TITLE, config)[1],
+            is_keep_all=True,
+            is_use_oldest=True,
+            # Per request, as vLLM's prompt lookup: a pool shared across requests makes one
+            # request's acceptance depend on the ones before it.
+            is_public_pool=False,
+        )
     return section
 
 
@@ -88,26 +96,31 @@ def iteration_counters(entries: list, where: str):
 
     if not isinstance(entries, list):
         return SpecDecodeCounters.unavailable(
-            f"{where} answered {type(entries).__name__}, not {TITLE}'s list of iteration stats")
+            f"{where} answered {type(entries).__name__}, not {TITLE}'s list of iteration stats"
+        )
     if not entries:
         return SpecDecodeCounters.unavailable(
             f"{where} listed no iteration stats: an empty list (each read drains the queue, and the server "
-            "keeps none without enable_iter_perf_stats)")
+            "keeps none without enable_iter_perf_stats)"
+        )
     if len(entries) >= ITER_STATS_CAP:
         return SpecDecodeCounters.unavailable(
             f"{where} returned {len(entries)} iteration stats, the whole queue (iter_stats_max_iterations="
-            f"{ITER_STATS_CAP}): older iterations may have been dropped, so the sums could be short")
+            f"{ITER_STATS_CAP}): older iterations may have been dropped, so the sums could be short"
+        )
     sections = [entry[STATS_KEY] for entry in entries if isinstance(entry, Mapping) and STATS_KEY in entry]
     if not sections:
         return SpecDecodeCounters.unavailable(
-            f"{where}: none of its {len(entries)} iteration stats has {STATS_KEY} (no speculative decoding ran)")
+            f"{where}: none of its {len(entries)} iteration stats has {STATS_KEY} (no speculative decoding ran)"
+        )
     totals = dict.fromkeys(STATS_FIELDS.values(), 0.0)
     for number, section in enumerate(sections):
         for name, attr in STATS_FIELDS.items():
             value = section.get(name) if isinstance(section, Mapping) else None
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return SpecDecodeCounters.unavailable(
-                    f"{where}: {STATS_KEY} #{number} has no number {name} (got {value!r})")
+                    f"{where}: {STATS_KEY} #{number} has no number {name} (got {value!r})"
+                )
             totals[attr] += value
     return SpecDecodeCounters(**totals)
 
@@ -144,11 +157,14 @@ class TensorRTLLM(Engine):
             if low != 1:
                 # The NGram drafter tries every match size from max_matching_ngram_size down to 1; vLLM's
                 # lookup tries prompt_lookup_max down to prompt_lookup_min (min = max when only max is given).
-                raise EngineConfigError(TITLE, "speculative_config.prompt_lookup_min",
-                                        f"NGram matches every size from max_matching_ngram_size down to 1, so it "
-                                        f"cannot run sizes {low}-{high} as declared (vLLM makes the minimum equal "
-                                        "the maximum when only prompt_lookup_max is given, and both 5 when neither "
-                                        f"is): declare prompt_lookup_min=1 with prompt_lookup_max={high}")
+                raise EngineConfigError(
+                    TITLE,
+                    "speculative_config.prompt_lookup_min",
+                    f"NGram matches every size from max_matching_ngram_size down to 1, so it "
+                    f"cannot run sizes {low}-{high} as declared (vLLM makes the minimum equal "
+                    "the maximum when only prompt_lookup_max is given, and both 5 when neither "
+                    f"is): declare prompt_lookup_min=1 with prompt_lookup_max={high}",
+                )
             understood = {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
         else:
             understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
@@ -172,8 +188,18 @@ class TensorRTLLM(Engine):
         if launch.device != "gpu":
             raise ValueError(f"{TITLE} runs on device 'gpu' only, got {launch.device!r}")
         spec = launch.spec
-        command = ["trtllm-serve", launch.model_path, "--host", launch.host, "--port", str(launch.port),
-                   "--backend", "pytorch", "--extra_llm_api_options", options_path(launch)]
+        command = [
+            "trtllm-serve",
+            launch.model_path,
+            "--host",
+            launch.host,
+            "--port",
+            str(launch.port),
+            "--backend",
+            "pytorch",
+            "--extra_llm_api_options",
+            options_path(launch),
+        ]
         if spec.tensor_parallel_size != 1:
             command += ["--tp_size", str(spec.tensor_parallel_size)]
         return command + list(spec.server_args)

@@ -67,9 +67,11 @@ def build_command(launch: LaunchRequest) -> list[str]:
     return command
 
 
-_PROBE = ("import importlib.util, pathlib, sys; spec = importlib.util.find_spec('vllm'); "
-          "path = spec and spec.origin and pathlib.Path(spec.origin).parent / 'engine' / 'arg_utils.py'; "
-          f"sys.stdout.write(str(bool(path and path.is_file() and {PER_REQUEST_METRICS_FLAG!r} in path.read_text())))")
+_PROBE = (
+    "import importlib.util, pathlib, sys; spec = importlib.util.find_spec('vllm'); "
+    "path = spec and spec.origin and pathlib.Path(spec.origin).parent / 'engine' / 'arg_utils.py'; "
+    f"sys.stdout.write(str(bool(path and path.is_file() and {PER_REQUEST_METRICS_FLAG!r} in path.read_text())))"
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,8 +103,9 @@ _PER_POSITION = SD_PREFIX + "num_accepted_tokens_per_pos_total"
 _CREATED = SD_PREFIX + "num_drafts_created"
 
 
-def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str],
-                         where: str = "/metrics") -> SpecDecodeCounters:
+def spec_decode_counters(
+    samples: list[Sample], model_names: str | Iterable[str], where: str = "/metrics"
+) -> SpecDecodeCounters:
     """Sum the SD counters of the model over engines.
 
     vLLM labels its counters with the first name the model is served under,
@@ -129,9 +132,14 @@ def spec_decode_counters(samples: list[Sample], model_names: str | Iterable[str]
             created[engine] = sample.value
     if not engines:
         return SpecDecodeCounters.unavailable(
-            f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}")
-    return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), engines=tuple(sorted(engines)),
-                              created=tuple(sorted(created.items())), **totals)
+            f"no vllm:spec_decode_* counters for {' / '.join(sorted(names))} at {where}"
+        )
+    return SpecDecodeCounters(
+        accepted_per_position=dict(sorted(per_position.items())),
+        engines=tuple(sorted(engines)),
+        created=tuple(sorted(created.items())),
+        **totals,
+    )
 
 
 # Flags the command sets from the marker's fields: a copy in server_args would silently fight the plugin.

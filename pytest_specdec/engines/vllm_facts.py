@@ -21,8 +21,16 @@ LOG_FACTS: tuple[tuple[str, re.Pattern, str | None], ...] = (
     ("enable_chunked_prefill", re.compile(r"\benable_chunked_prefill=(True|False)"), None),
     ("kv_cache_dtype", re.compile(r"\bkv_cache_dtype=(\w+)"), None),
     ("kv_cache_tokens", re.compile(r"KV cache size: ([\d,]+) tokens"), None),
-    ("attention_backend", re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"), None),
-    ("model_runner", re.compile(r"Model Runner V2 (?:does not yet support|requires|is not supported)"), "v1 (fallback)"),
+    (
+        "attention_backend",
+        re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"),
+        None,
+    ),
+    (
+        "model_runner",
+        re.compile(r"Model Runner V2 (?:does not yet support|requires|is not supported)"),
+        "v1 (fallback)",
+    ),
     ("model_runner", re.compile(r"[Uu]sing (?:the )?V1 model runner"), "v1 (fallback)"),
     ("model_runner", re.compile(r"[Uu]sing Model Runner V2|model runner V2 is enabled"), "v2"),
     ("async_scheduling", re.compile(r"[Aa]sync scheduling .*(?:will be|is) disabled"), "disabled (fallback)"),
@@ -36,10 +44,10 @@ FALLBACK_DEFAULTS = {"async_scheduling": "default (not disabled)", "model_runner
 
 FIXES = {
     "async_scheduling": "start the reference with the same scheduling: server_args=['--no-async-scheduling'] "
-                        "for both sides (vLLM turns async scheduling off for n-gram and some other methods)",
+    "for both sides (vLLM turns async scheduling off for n-gram and some other methods)",
     "model_runner": "run both sides on the same model runner (vLLM falls back to the V1 runner for methods the "
-                    "V2 runner lacks; pin it for the reference too, e.g. VLLM_USE_V2_MODEL_RUNNER=0, where the "
-                    "installed vLLM reads that variable)",
+    "V2 runner lacks; pin it for the reference too, e.g. VLLM_USE_V2_MODEL_RUNNER=0, where the "
+    "installed vLLM reads that variable)",
     "enforce_eager": "give both sides the same --enforce-eager (server_args apply to both sides)",
     "cudagraph_mode": "give both sides the same compilation config (CUDA graphs)",
     "dtype": "give both sides the same --dtype",
@@ -48,14 +56,18 @@ FIXES = {
     "enable_chunked_prefill": "give both sides the same chunked prefill flag",
     "version": "run both sides on the same vLLM",
     "kv_cache_tokens": "the draft's weights and KV cache take memory from the target's KV cache: expected for "
-                       "draft models; at high concurrency it can limit the batch (raise --gpu-memory-utilization "
-                       "or --kv-cache-memory-bytes for both sides)",
+    "draft models; at high concurrency it can limit the batch (raise --gpu-memory-utilization "
+    "or --kv-cache-memory-bytes for both sides)",
 }
 
 # Labels of vllm:cache_config_info worth comparing.
-CACHE_INFO = {"block_size": "block_size", "cache_dtype": "kv_cache_dtype", "enable_prefix_caching":
-               "enable_prefix_caching", "kv_cache_size_tokens": "kv_cache_tokens",
-               "gpu_memory_utilization": "gpu_memory_utilization"}
+CACHE_INFO = {
+    "block_size": "block_size",
+    "cache_dtype": "kv_cache_dtype",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "kv_cache_size_tokens": "kv_cache_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+}
 
 
 def facts_from_log(text: str) -> dict[str, str]:

@@ -35,13 +35,16 @@ def _entry_place(metric: str) -> tuple[str, str]:
     return side, name
 
 
-def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], *, python: str,
-                          engine: str = DEFAULT_ENGINE) -> Baseline:
+def baseline_from_history(
+    store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], *, python: str, engine: str = DEFAULT_ENGINE
+) -> Baseline:
     """The test's baseline from `store`; BaselineMissing when the history has none to give."""
     keys = [(test, key, metric) for test, key, metric, _ in store.series_keys() if test == test_id]
     if not keys:
-        raise BaselineMissing(f"{store.url}: the history has no session of {test_id} (record some with "
-                              "--specdec-history before gating with --specdec-baseline-from history)")
+        raise BaselineMissing(
+            f"{store.url}: the history has no session of {test_id} (record some with "
+            "--specdec-history before gating with --specdec-baseline-from history)"
+        )
     key = fingerprint_key(fingerprint)
     if all(k != key for _, k, _ in keys):
         # Another runner type's level is not this one's: a new environment starts its own series.
@@ -49,23 +52,28 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
         raise BaselineMissing(
             f"{store.url}: no baseline yet for this environment: {test_id} was recorded on {others} other "
             f"environment(s), never on this one (fingerprint key {key}); record {MIN_SESSIONS} sessions here with "
-            "--specdec-history first")
+            "--specdec-history first"
+        )
     series = {(t, k, m): store.series(t, k, m) for t, k, m in keys if k == key}
     accepted = store.acceptances(test_id, key)  # per figure: accepting one figure's step accepts no other's
     detection = detect_series(series, python=python)
-    segments = {report.metric: (report, stable_segment(report, {uid for metric, uid in accepted
-                                                                if metric == report.metric}))
-                for report in detection.reports}
+    segments = {
+        report.metric: (report, stable_segment(report, {uid for metric, uid in accepted if metric == report.metric}))
+        for report in detection.reports
+    }
     usable = {metric: points for metric, (_, points) in segments.items() if len(points) >= MIN_SESSIONS}
     if not usable:
         report, points = max(segments.values(), key=lambda pair: len(pair[1]))
-        raise BaselineMissing(f"{store.url}: {test_id} has {len(points)} session(s) {_since(report)}; a baseline "
-                              f"from history needs {MIN_SESSIONS} (run more sessions with --specdec-history)")
+        raise BaselineMissing(
+            f"{store.url}: {test_id} has {len(points)} session(s) {_since(report)}; a baseline "
+            f"from history needs {MIN_SESSIONS} (run more sessions with --specdec-history)"
+        )
     # Each figure's own segment: after a change in one figure, the others keep their longer level.
     order = {p.session_uid: (p.started_at, p.number or 0) for points in usable.values() for p in points}
     sessions = sorted(order, key=order.get)
-    repeats: list[dict[str, dict[str, float | None]]] = [{"reference": {}, "speculative": {}, "derived": {}}
-                                                         for _ in sessions]
+    repeats: list[dict[str, dict[str, float | None]]] = [
+        {"reference": {}, "speculative": {}, "derived": {}} for _ in sessions
+    ]
     for metric, points in usable.items():
         side, name = _entry_place(metric)
         values = {p.session_uid: p.value for p in points}
@@ -80,9 +88,14 @@ def baseline_from_history(store: HistoryStore, test_id: str, fingerprint: Mappin
     if engine != DEFAULT_ENGINE:
         stored = {**stored, "engine": engine}
     newest = max((points[-1] for points in usable.values()), key=lambda p: (p.started_at, p.number or 0))
-    return Baseline(test_id=test_id, fingerprint=stored, config={"spec": {"engine": engine}, "history": {
-        "url": str(store.url), "segments": described}}, repeats=repeats, recorded_at=newest.started_at,
-        path=str(store.url))  # messages name where the baseline came from
+    return Baseline(
+        test_id=test_id,
+        fingerprint=stored,
+        config={"spec": {"engine": engine}, "history": {"url": str(store.url), "segments": described}},
+        repeats=repeats,
+        recorded_at=newest.started_at,
+        path=str(store.url),
+    )  # messages name where the baseline came from
 
 
 def _since(report) -> str:
@@ -94,19 +107,24 @@ def _since(report) -> str:
 
 def _describe_segment(report, points) -> str:
     """What one figure's baseline is, in words: its sessions and why these."""
+
     def commit(point) -> str:
         return (point.commit or "?")[:10]
 
     if len(points) < MIN_SESSIONS:
         return f"no baseline: {len(points)} session(s) {_since(report)}, {MIN_SESSIONS} needed"
-    span = (f"sessions {points[0].number or '?'}-{points[-1].number or '?'} ({len(points)}, "
-            f"{commit(points[0])}..{commit(points[-1])})")
+    span = (
+        f"sessions {points[0].number or '?'}-{points[-1].number or '?'} ({len(points)}, "
+        f"{commit(points[0])}..{commit(points[-1])})"
+    )
     newest = report.newest
     if newest is None:
         return f"{span}, no change point"
     if points[-1].session_uid != report.points[-1].session_uid:  # stable_segment held the level before it
-        return (f"{span}: the level before the regression at session {newest.session_number} "
-                f"({newest.change:+.1%}), which nobody accepted (pytest-specdec history accept)")
+        return (
+            f"{span}: the level before the regression at session {newest.session_number} "
+            f"({newest.change:+.1%}), which nobody accepted (pytest-specdec history accept)"
+        )
     return f"{span}, since the change point at session {newest.session_number}"
 
 
@@ -122,5 +140,10 @@ class HistoryBaselines:
 
         with open_history(self.url) as store:
             engine = str(fingerprint.get("engine") or DEFAULT_ENGINE)
-            return baseline_from_history(store, test_id, fingerprint, python=self.python,
-                                         engine=DEFAULT_ENGINE if engine.startswith(DEFAULT_ENGINE) else engine)
+            return baseline_from_history(
+                store,
+                test_id,
+                fingerprint,
+                python=self.python,
+                engine=DEFAULT_ENGINE if engine.startswith(DEFAULT_ENGINE) else engine,
+            )

@@ -27,8 +27,14 @@ from .records import run_metric
 from .store import HistoryStore, Point
 
 # The figures a history check looks at unless told: what SD exists for, and what the gate checks first.
-DEFAULT_METRICS = ("speedup_output_throughput", "speedup_median_tpot", "acceptance_rate", "acceptance_length",
-                   "goodput_ratio", "capacity_ratio")
+DEFAULT_METRICS = (
+    "speedup_output_throughput",
+    "speedup_median_tpot",
+    "acceptance_rate",
+    "acceptance_length",
+    "goodput_ratio",
+    "capacity_ratio",
+)
 DEFAULT_THRESHOLD = 0.05  # a regression of the newest change point beyond 5% fails
 DEFAULT_PVALUE = 0.001  # Otava's default significance
 DEFAULT_WINDOW = 30  # Otava's default sliding window (points)
@@ -68,9 +74,11 @@ class ChangePoint:
         def commit(point: Point) -> str:
             return (point.commit or "?")[:10]
 
-        return (f"{'REGRESSION' if self.regression else 'improvement'} {self.change:+.1%} between "
-                f"{commit(self.before)} and {commit(self.after)} (session {self.session_number}: "
-                f"{self.mean_before:.4g} -> {self.mean_after:.4g}, p={self.pvalue:.2g})")
+        return (
+            f"{'REGRESSION' if self.regression else 'improvement'} {self.change:+.1%} between "
+            f"{commit(self.before)} and {commit(self.after)} (session {self.session_number}: "
+            f"{self.mean_before:.4g} -> {self.mean_after:.4g}, p={self.pvalue:.2g})"
+        )
 
 
 @dataclass(frozen=True)
@@ -126,15 +134,28 @@ def otava_python(explicit: str | None = None, roots: Iterable[Path] = ()) -> str
         "change-point detection runs Apache Otava, which is not installed: make its own environment with "
         f"`python3 -m venv {OTAVA_VENV} && {OTAVA_VENV}/bin/pip install apache-otava==0.8.0` (scripts/setup does; "
         "Otava pins numpy and scipy versions vLLM's environment cannot share), or point --specdec-otava-python "
-        f"(or ${OTAVA_ENV_VAR}) at a Python that has it")
+        f"(or ${OTAVA_ENV_VAR}) at a Python that has it"
+    )
 
 
-def run_otava(series: Sequence[Sequence[float]], *, python: str, window: int = DEFAULT_WINDOW,
-              pvalue: float = DEFAULT_PVALUE, min_magnitude: float = DEFAULT_MIN_CHANGE,
-              timeout: float = 300.0) -> tuple[list, str]:
+def run_otava(
+    series: Sequence[Sequence[float]],
+    *,
+    python: str,
+    window: int = DEFAULT_WINDOW,
+    pvalue: float = DEFAULT_PVALUE,
+    min_magnitude: float = DEFAULT_MIN_CHANGE,
+    timeout: float = 300.0,
+) -> tuple[list, str]:
     """Otava's change points of each series (as the worker prints them), and Otava's version."""
-    request = json.dumps({"series": [list(map(float, s)) for s in series], "window": window,
-                          "max_pvalue": pvalue, "min_magnitude": min_magnitude})
+    request = json.dumps(
+        {
+            "series": [list(map(float, s)) for s in series],
+            "window": window,
+            "max_pvalue": pvalue,
+            "min_magnitude": min_magnitude,
+        }
+    )
     try:
         done = subprocess.run([python, str(_WORKER)], input=request, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -146,41 +167,81 @@ def run_otava(series: Sequence[Sequence[float]], *, python: str, window: int = D
     return answer["change_points"], answer["otava_version"]
 
 
-def detect(store: HistoryStore, *, metrics: Sequence[str] = DEFAULT_METRICS, tests: Sequence[str] = (),
-           series: Collection[tuple[str, str]] | None = None, python: str, threshold: float = DEFAULT_THRESHOLD,
-           pvalue: float = DEFAULT_PVALUE, window: int = DEFAULT_WINDOW,
-           min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
+def detect(
+    store: HistoryStore,
+    *,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    tests: Sequence[str] = (),
+    series: Collection[tuple[str, str]] | None = None,
+    python: str,
+    threshold: float = DEFAULT_THRESHOLD,
+    pvalue: float = DEFAULT_PVALUE,
+    window: int = DEFAULT_WINDOW,
+    min_change: float = DEFAULT_MIN_CHANGE,
+) -> Detection:
     """Every series of the chosen metrics (and tests, and (test, fingerprint key) pairs) judged; one Otava run."""
     chosen = None if series is None else set(series)
-    wanted = [(test, key, metric) for test, key, metric, _count in store.series_keys()
-              if metric in metrics and (not tests or test in tests) and (chosen is None or (test, key) in chosen)]
+    wanted = [
+        (test, key, metric)
+        for test, key, metric, _count in store.series_keys()
+        if metric in metrics and (not tests or test in tests) and (chosen is None or (test, key) in chosen)
+    ]
     series = {name: tuple(store.series(*name)) for name in wanted}
-    return detect_series(series, python=python, threshold=threshold, pvalue=pvalue, window=window,
-                         min_change=min_change)
+    return detect_series(
+        series, python=python, threshold=threshold, pvalue=pvalue, window=window, min_change=min_change
+    )
 
 
-def detect_series(series: dict[tuple[str, str, str], Sequence[Point]], *, python: str,
-                  threshold: float = DEFAULT_THRESHOLD, pvalue: float = DEFAULT_PVALUE,
-                  window: int = DEFAULT_WINDOW, min_change: float = DEFAULT_MIN_CHANGE) -> Detection:
+def detect_series(
+    series: dict[tuple[str, str, str], Sequence[Point]],
+    *,
+    python: str,
+    threshold: float = DEFAULT_THRESHOLD,
+    pvalue: float = DEFAULT_PVALUE,
+    window: int = DEFAULT_WINDOW,
+    min_change: float = DEFAULT_MIN_CHANGE,
+) -> Detection:
     long_enough = [name for name, points in series.items() if len(points) >= MIN_POINTS]
     found, version = ([], None)
     if long_enough:
-        found, version = run_otava([[p.value for p in series[name]] for name in long_enough], python=python,
-                                   window=window, pvalue=pvalue, min_magnitude=min_change)
+        found, version = run_otava(
+            [[p.value for p in series[name]] for name in long_enough],
+            python=python,
+            window=window,
+            pvalue=pvalue,
+            min_magnitude=min_change,
+        )
     by_name = dict(zip(long_enough, found))
     reports = []
     for name, points in series.items():
         test, key, metric = name
         if name not in by_name:
-            reports.append(SeriesReport(test, key, metric, tuple(points),
-                                        note=f"{len(points)} session(s): change points need at least {MIN_POINTS}"))
+            reports.append(
+                SeriesReport(
+                    test,
+                    key,
+                    metric,
+                    tuple(points),
+                    note=f"{len(points)} session(s): change points need at least {MIN_POINTS}",
+                )
+            )
             continue
         change_points = []
         for cp in by_name[name]:
             index = cp["index"]
             change = relative_change(run_metric(metric), cp["mean_after"], cp["mean_before"])
-            change_points.append(ChangePoint(index, points[index - 1], points[index], cp["mean_before"],
-                                             cp["mean_after"], cp["pvalue"], change, change < 0))
+            change_points.append(
+                ChangePoint(
+                    index,
+                    points[index - 1],
+                    points[index],
+                    cp["mean_before"],
+                    cp["mean_after"],
+                    cp["pvalue"],
+                    change,
+                    change < 0,
+                )
+            )
         reports.append(SeriesReport(test, key, metric, tuple(points), tuple(change_points)))
     return Detection.of(reports, threshold, version)
 
@@ -197,5 +258,5 @@ def stable_segment(report: SeriesReport, accepted: Collection[str] = ()) -> tupl
         return report.points
     if newest.regression and newest.after.session_uid not in accepted:
         earlier = [cp.index for cp in report.change_points[:-1]]
-        return report.points[(earlier[-1] if earlier else 0):newest.index]
-    return report.points[newest.index:]
+        return report.points[(earlier[-1] if earlier else 0) : newest.index]
+    return report.points[newest.index :]

@@ -33,38 +33,92 @@ def parse_baseline_source(value: str) -> str:
 
 
 HISTORY_OPTIONS: list[tuple[str, dict]] = [
-    ("--specdec-history", dict(type=parse_history_url, default=None, metavar="URL",
-                               help="append every result row of the session to a history: a SQLite file path, or "
-                                    "postgresql://user@host/db (give the password by PGPASSWORD or ~/.pgpass; a "
-                                    "password in the URL is never shown). ini specdec_history.")),
-    ("--specdec-history-commit", dict(default=None, metavar="SHA",
-                                      help="the commit the session's results belong to (default: git rev-parse HEAD "
-                                           "of the rootdir)")),
-    ("--specdec-history-branch", dict(default=None, metavar="NAME",
-                                      help="the branch the session ran on (default: the checkout's branch, or the "
-                                           "CI's GITHUB_HEAD_REF / GITHUB_REF_NAME / CI_COMMIT_REF_NAME)")),
-    ("--specdec-history-detect", dict(action="store_true", default=False,
-                                      help="after recording, look for change points in the history (Apache Otava) "
-                                           "and fail when the newest one is a regression beyond the threshold")),
-    ("--specdec-history-warn-only", dict(action="store_true", default=False,
-                                         help="report a regressing change point as a warning; the session does not "
-                                              "fail (for main branches)")),
-    ("--specdec-history-threshold", dict(type=parse_fraction, default=None, metavar="FRACTION",
-                                         help="how large a loss the newest change point may show before the check "
-                                              "fails (default 0.05)")),
-    ("--specdec-otava-python", dict(default=None, metavar="PATH",
-                                    help="the Python of an environment with apache-otava (default: "
-                                         "$SPECDEC_OTAVA_PYTHON, this Python, or ./.venv-otava)")),
-    ("--specdec-baseline-from", dict(type=parse_baseline_source, default=None, metavar="file|history",
-                                     help="compare against baseline files (default) or against the latest stable "
-                                          "segment of the --specdec-history (since its newest change point)")),
+    (
+        "--specdec-history",
+        dict(
+            type=parse_history_url,
+            default=None,
+            metavar="URL",
+            help="append every result row of the session to a history: a SQLite file path, or "
+            "postgresql://user@host/db (give the password by PGPASSWORD or ~/.pgpass; a "
+            "password in the URL is never shown). ini specdec_history.",
+        ),
+    ),
+    (
+        "--specdec-history-commit",
+        dict(
+            default=None,
+            metavar="SHA",
+            help="the commit the session's results belong to (default: git rev-parse HEAD of the rootdir)",
+        ),
+    ),
+    (
+        "--specdec-history-branch",
+        dict(
+            default=None,
+            metavar="NAME",
+            help="the branch the session ran on (default: the checkout's branch, or the "
+            "CI's GITHUB_HEAD_REF / GITHUB_REF_NAME / CI_COMMIT_REF_NAME)",
+        ),
+    ),
+    (
+        "--specdec-history-detect",
+        dict(
+            action="store_true",
+            default=False,
+            help="after recording, look for change points in the history (Apache Otava) "
+            "and fail when the newest one is a regression beyond the threshold",
+        ),
+    ),
+    (
+        "--specdec-history-warn-only",
+        dict(
+            action="store_true",
+            default=False,
+            help="report a regressing change point as a warning; the session does not fail (for main branches)",
+        ),
+    ),
+    (
+        "--specdec-history-threshold",
+        dict(
+            type=parse_fraction,
+            default=None,
+            metavar="FRACTION",
+            help="how large a loss the newest change point may show before the check fails (default 0.05)",
+        ),
+    ),
+    (
+        "--specdec-otava-python",
+        dict(
+            default=None,
+            metavar="PATH",
+            help="the Python of an environment with apache-otava (default: "
+            "$SPECDEC_OTAVA_PYTHON, this Python, or ./.venv-otava)",
+        ),
+    ),
+    (
+        "--specdec-baseline-from",
+        dict(
+            type=parse_baseline_source,
+            default=None,
+            metavar="file|history",
+            help="compare against baseline files (default) or against the latest stable "
+            "segment of the --specdec-history (since its newest change point)",
+        ),
+    ),
 ]
 
 HISTORY_INI_KEYS: list[tuple[str, str, dict]] = [
-    ("specdec_history", "the results history (a SQLite path relative to the rootdir, or a postgresql:// URL)",
-     dict(default="")),
-    ("specdec_history_threshold", "the loss a newest change point may show before the history check fails",
-     dict(default="")),
+    (
+        "specdec_history",
+        "the results history (a SQLite path relative to the rootdir, or a postgresql:// URL)",
+        dict(default=""),
+    ),
+    (
+        "specdec_history_threshold",
+        "the loss a newest change point may show before the history check fails",
+        dict(default=""),
+    ),
 ]
 
 
@@ -99,13 +153,20 @@ def resolve_history_settings(getoption, getini, rootpath) -> HistorySettings:
         except argparse.ArgumentTypeError as exc:
             raise ValueError(f"ini setting specdec_history_threshold: {exc}") from None
     settings = HistorySettings(
-        url=url, commit=getoption("specdec_history_commit"), branch=getoption("specdec_history_branch"),
-        detect=bool(getoption("specdec_history_detect")), warn_only=bool(getoption("specdec_history_warn_only")),
-        threshold=threshold if threshold is not None else 0.05, otava_python=getoption("specdec_otava_python"),
-        baseline_from=getoption("specdec_baseline_from") or "file")
+        url=url,
+        commit=getoption("specdec_history_commit"),
+        branch=getoption("specdec_history_branch"),
+        detect=bool(getoption("specdec_history_detect")),
+        warn_only=bool(getoption("specdec_history_warn_only")),
+        threshold=threshold if threshold is not None else 0.05,
+        otava_python=getoption("specdec_otava_python"),
+        baseline_from=getoption("specdec_baseline_from") or "file",
+    )
     if url is None:
-        for flag, used in (("--specdec-history-detect", settings.detect),
-                           ("--specdec-baseline-from history", settings.baseline_from == "history")):
+        for flag, used in (
+            ("--specdec-history-detect", settings.detect),
+            ("--specdec-baseline-from history", settings.baseline_from == "history"),
+        ):
             if used:
                 raise ValueError(f"{flag} needs a history: give --specdec-history URL (or ini specdec_history)")
     return settings

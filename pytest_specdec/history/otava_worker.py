@@ -21,14 +21,24 @@ def main() -> int:
     found = []
     for values in request["series"]:
         points, _weak = compute_change_points(
-            [float(v) for v in values], window_len=int(request["window"]),
-            max_pvalue=float(request["max_pvalue"]), min_magnitude=float(request["min_magnitude"]))
-        found.append([{
-            "index": int(cp.index),
-            "mean_before": float(cp.stats.mean_1), "mean_after": float(cp.stats.mean_2),
-            "std_before": float(cp.stats.std_1), "std_after": float(cp.stats.std_2),
-            "pvalue": float(cp.stats.pvalue),
-        } for cp in points])
+            [float(v) for v in values],
+            window_len=int(request["window"]),
+            max_pvalue=float(request["max_pvalue"]),
+            min_magnitude=float(request["min_magnitude"]),
+        )
+        found.append(
+            [
+                {
+                    "index": int(cp.index),
+                    "mean_before": float(cp.stats.mean_1),
+                    "mean_after": float(cp.stats.mean_2),
+                    "std_before": float(cp.stats.std_1),
+                    "std_after": float(cp.stats.std_2),
+                    "pvalue": float(cp.stats.pvalue),
+                }
+                for cp in points
+            ]
+        )
     json.dump({"otava_version": version("apache-otava"), "change_points": found}, sys.stdout)
     return 0
 

@@ -50,14 +50,25 @@ class HistoryRecorder:
 
     def revision(self) -> tuple[str | None, str | None]:
         sha, branch = git_revision(self.rootpath)
-        branch = self.settings.branch or branch or next(
-            (self.environ[name] for name in CI_BRANCH_VARIABLES if self.environ.get(name)), None)
+        branch = (
+            self.settings.branch
+            or branch
+            or next((self.environ[name] for name in CI_BRANCH_VARIABLES if self.environ.get(name)), None)
+        )
         return self.settings.commit or sha, branch
 
     def record(self, rows: Sequence[Mapping[str, Any]], fingerprint: Mapping[str, Any], outcome: str) -> int:
         commit, branch = self.revision()
-        session = SessionRecord(self.session_uid, commit, branch, self.started_at, now_iso(), outcome,
-                                dict(fingerprint), str(fingerprint.get("plugin_version") or "") or None)
+        session = SessionRecord(
+            self.session_uid,
+            commit,
+            branch,
+            self.started_at,
+            now_iso(),
+            outcome,
+            dict(fingerprint),
+            str(fingerprint.get("plugin_version") or "") or None,
+        )
         with open_history(self.settings.url, create=True) as store:
             self.recorded = store.append(session, figures_of(rows, fingerprint))
         return self.recorded
@@ -100,12 +111,19 @@ class HistoryRecorder:
             lines.append(f"history: {self.recorded} figures of this session recorded in {self.settings.url}")
         if self.detection is not None:
             judged = [r for r in self.detection.reports if r.note is None]
-            lines.append(f"change points (Apache Otava {self.detection.otava_version or '-'}, E-divisive means): "
-                         f"{len(judged)} series checked, threshold {self.detection.threshold:.0%}")
+            lines.append(
+                f"change points (Apache Otava {self.detection.otava_version or '-'}, E-divisive means): "
+                f"{len(judged)} series checked, threshold {self.detection.threshold:.0%}"
+            )
             for report in self.detection.reports:
                 if report.newest is not None:
-                    verdict = ("FAILED" if report.failing(self.detection.threshold) and not self.settings.warn_only
-                               else "WARNING" if report.failing(self.detection.threshold) else "newest")
+                    verdict = (
+                        "FAILED"
+                        if report.failing(self.detection.threshold) and not self.settings.warn_only
+                        else "WARNING"
+                        if report.failing(self.detection.threshold)
+                        else "newest"
+                    )
                     lines.append(f"  {verdict}: {report.name}: {report.newest.describe()}")
         return lines
 

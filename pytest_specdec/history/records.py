@@ -25,9 +25,18 @@ from ..verdict.fingerprint import comparable_fields
 from ..engines.server_spec import DEFAULT_ENGINE
 
 RATIO_FIGURES = (
-    *(speedup_name(metric) for metric in SPEEDUP_METRICS), "expected_speedup", "acceptance_rate",
-    "acceptance_length", "match_rate", "request_acceptance_length_p10", "request_acceptance_length_p50", "best_k",
-    "oracle_speedup", "goodput_ratio", "capacity_ratio", "cost_ratio",
+    *(speedup_name(metric) for metric in SPEEDUP_METRICS),
+    "expected_speedup",
+    "acceptance_rate",
+    "acceptance_length",
+    "match_rate",
+    "request_acceptance_length_p10",
+    "request_acceptance_length_p50",
+    "best_k",
+    "oracle_speedup",
+    "goodput_ratio",
+    "capacity_ratio",
+    "cost_ratio",
 )
 # The figure a row's repeat range (`speedup_range`) is the spread of.
 RANGED = {"speedup_output_throughput": "speedup_range"}
@@ -75,7 +84,7 @@ def run_metric(metric: str) -> str:
     """``speculative_median_tpot_ms`` -> ``median_tpot_ms``: a side's figure reads like the run metric."""
     for side in SIDES:
         if metric.startswith(side + "_"):
-            return metric[len(side) + 1:]
+            return metric[len(side) + 1 :]
     return metric
 
 
@@ -113,10 +122,15 @@ def figures_of(rows: Iterable[Mapping[str, Any]], fingerprint: Mapping[str, Any]
     """Every figure of every row, in row order; nulls (unavailable figures) are left out, never stored as 0."""
     for row in rows:
         common = dict(
-            test=str(row.get("test")), config=str(row.get("config") or ""), engine=str(row.get("engine") or DEFAULT_ENGINE),
-            engine_version=row.get("engine_version"), fingerprint_key=fingerprint_key(fingerprint, row),
-            workload=row.get("workload"), access_pattern=row.get("access_pattern"),
-            outcome=str(row.get("outcome")), regression=str(row.get("regression") or "not checked"),
+            test=str(row.get("test")),
+            config=str(row.get("config") or ""),
+            engine=str(row.get("engine") or DEFAULT_ENGINE),
+            engine_version=row.get("engine_version"),
+            fingerprint_key=fingerprint_key(fingerprint, row),
+            workload=row.get("workload"),
+            access_pattern=row.get("access_pattern"),
+            outcome=str(row.get("outcome")),
+            regression=str(row.get("regression") or "not checked"),
             repeats=row.get("repeats") or None,
         )
         for metric in RATIO_FIGURES:
@@ -137,6 +151,7 @@ def figures_of(rows: Iterable[Mapping[str, Any]], fingerprint: Mapping[str, Any]
 
 def git_revision(root: Path) -> tuple[str | None, str | None]:
     """(commit sha, branch) of the repository at `root`; (None, None) outside one or without git."""
+
     def run(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)

@@ -22,6 +22,13 @@ from typing import Any, Iterable, Iterator
 from .records import Figure, SessionRecord
 from .schema import ADVISORY_LOCK, MIGRATIONS, SCHEMA_VERSION, Point
 from .url import HistoryError, HistoryURL
+from .connections import (  # re-exported: these lived here
+    _missing_table as _missing_table,
+    _SqliteConnection as _SqliteConnection,
+    _PostgresConnection as _PostgresConnection,
+    describe_postgres_error as describe_postgres_error,
+)
+
 
 class HistoryStore:
     """An open history; `open_history` makes one."""
@@ -97,15 +104,17 @@ class HistoryStore:
         if current > SCHEMA_VERSION:
             raise HistoryError(
                 f"{self.url}: history schema version {current} is newer than this pytest-specdec reads "
-                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec")
+                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec"
+            )
         pk = "BIGSERIAL PRIMARY KEY" if self.is_postgres else "INTEGER PRIMARY KEY AUTOINCREMENT"
         real = "DOUBLE PRECISION" if self.is_postgres else "REAL"
         for number in range(current + 1, upto + 1):
             for statement in MIGRATIONS[number - 1]:
                 cursor.execute(statement.format(pk=pk, real=real))
             cursor.execute(self._sql("DELETE FROM specdec_meta WHERE key = 'schema_version'"))
-            cursor.execute(self._sql("INSERT INTO specdec_meta (key, value) VALUES ('schema_version', ?)"),
-                           (str(number),))
+            cursor.execute(
+                self._sql("INSERT INTO specdec_meta (key, value) VALUES ('schema_version', ?)"), (str(number),)
+            )
         return max(current, upto)
 
     def _version_in(self, cursor) -> int:
@@ -127,7 +136,8 @@ class HistoryStore:
         if found > SCHEMA_VERSION:
             raise HistoryError(
                 f"{self.url}: history schema version {found} is newer than this pytest-specdec writes "
-                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec, or record into another history")
+                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec, or record into another history"
+            )
 
     def _check_readable(self) -> None:
         found = self.version()
@@ -136,7 +146,8 @@ class HistoryStore:
         if found > SCHEMA_VERSION:
             raise HistoryError(
                 f"{self.url}: history schema version {found} is newer than this pytest-specdec reads "
-                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec")
+                f"(version {SCHEMA_VERSION}): upgrade pytest-specdec"
+            )
         if found < SCHEMA_VERSION:
             # Older: migrated forward in place (each step only adds), so every command reads it.
             try:
@@ -147,7 +158,8 @@ class HistoryStore:
             except Exception as exc:
                 raise HistoryError(
                     f"{self.url}: history schema version {found}, this pytest-specdec reads version "
-                    f"{SCHEMA_VERSION}; migrating it in place failed: {self.url.scrub(str(exc))}") from None
+                    f"{SCHEMA_VERSION}; migrating it in place failed: {self.url.scrub(str(exc))}"
+                ) from None
 
     # --- writing -------------------------------------------------------------------------
 
@@ -159,24 +171,51 @@ class HistoryStore:
         """
         with self._transaction() as cursor:
             self.migrate(cursor)
-            cursor.execute(self._sql(
-                "INSERT INTO specdec_sessions (session_uid, commit_sha, branch, started_at, finished_at, outcome, "
-                "fingerprint, plugin_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-                (session.session_uid, session.commit, session.branch, session.started_at, session.finished_at,
-                 session.outcome, json.dumps(dict(session.fingerprint), sort_keys=True, default=str),
-                 session.plugin_version))
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO specdec_sessions (session_uid, commit_sha, branch, started_at, finished_at, outcome, "
+                    "fingerprint, plugin_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    session.session_uid,
+                    session.commit,
+                    session.branch,
+                    session.started_at,
+                    session.finished_at,
+                    session.outcome,
+                    json.dumps(dict(session.fingerprint), sort_keys=True, default=str),
+                    session.plugin_version,
+                ),
+            )
             cursor.execute(self._sql("SELECT id FROM specdec_sessions WHERE session_uid = ?"), (session.session_uid,))
             session_id = cursor.fetchone()[0]
             insert = self._sql(
                 "INSERT INTO specdec_figures (session_id, test, config, engine, engine_version, fingerprint_key, "
                 "workload, access_pattern, outcome, regression, metric, value, low, high, repeats) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )
             count = 0
             for figure in figures:
-                cursor.execute(insert, (
-                    session_id, figure.test, figure.config, figure.engine, figure.engine_version,
-                    figure.fingerprint_key, figure.workload, figure.access_pattern, figure.outcome,
-                    figure.regression, figure.metric, figure.value, figure.low, figure.high, figure.repeats))
+                cursor.execute(
+                    insert,
+                    (
+                        session_id,
+                        figure.test,
+                        figure.config,
+                        figure.engine,
+                        figure.engine_version,
+                        figure.fingerprint_key,
+                        figure.workload,
+                        figure.access_pattern,
+                        figure.outcome,
+                        figure.regression,
+                        figure.metric,
+                        figure.value,
+                        figure.low,
+                        figure.high,
+                        figure.repeats,
+                    ),
+                )
                 count += 1
         return count
 
@@ -195,15 +234,20 @@ class HistoryStore:
         rows = self._query(
             "SELECT s.session_uid, s.commit_sha, s.branch, s.started_at, s.finished_at, s.outcome, "
             "s.plugin_version, (SELECT count(*) FROM specdec_figures f WHERE f.session_id = s.id) "
-            "FROM specdec_sessions s ORDER BY s.started_at, s.id")
+            "FROM specdec_sessions s ORDER BY s.started_at, s.id"
+        )
         keys = ("session_uid", "commit", "branch", "started_at", "finished_at", "outcome", "plugin_version", "figures")
         return [{"number": number, **dict(zip(keys, row))} for number, row in enumerate(rows, 1)]
 
     def series_keys(self) -> list[tuple[str, str, str, int]]:
         """(test, fingerprint key, metric, number of sessions) of every series, sorted."""
-        return [tuple(row) for row in self._query(
-            "SELECT test, fingerprint_key, metric, count(DISTINCT session_id) FROM specdec_figures "
-            "GROUP BY test, fingerprint_key, metric ORDER BY test, fingerprint_key, metric")]
+        return [
+            tuple(row)
+            for row in self._query(
+                "SELECT test, fingerprint_key, metric, count(DISTINCT session_id) FROM specdec_figures "
+                "GROUP BY test, fingerprint_key, metric ORDER BY test, fingerprint_key, metric"
+            )
+        ]
 
     def series(self, test: str, fingerprint: str, metric: str) -> list[Point]:
         """One series, oldest session first (a session with several rows of the test: their first)."""
@@ -212,7 +256,9 @@ class HistoryStore:
             "f.regression, f.config, (SELECT count(*) FROM specdec_sessions o WHERE o.started_at < s.started_at "
             "OR (o.started_at = s.started_at AND o.id <= s.id)) FROM specdec_figures f JOIN specdec_sessions s "
             "ON s.id = f.session_id WHERE f.test = ? AND f.fingerprint_key = ? AND f.metric = ? "
-            "ORDER BY s.started_at, s.id, f.id", (test, fingerprint, metric))
+            "ORDER BY s.started_at, s.id, f.id",
+            (test, fingerprint, metric),
+        )
         seen, points = set(), []
         for row in rows:
             if row[0] not in seen:
@@ -222,43 +268,66 @@ class HistoryStore:
 
     def figures(self) -> list[dict[str, Any]]:
         """Every stored figure with its session's commit and time, oldest first (for export)."""
-        columns = ("session_uid", "commit", "branch", "started_at", "session_outcome", "test", "config", "engine",
-                   "engine_version", "fingerprint_key", "workload", "access_pattern", "outcome", "regression",
-                   "metric", "value", "low", "high", "repeats")
+        columns = (
+            "session_uid",
+            "commit",
+            "branch",
+            "started_at",
+            "session_outcome",
+            "test",
+            "config",
+            "engine",
+            "engine_version",
+            "fingerprint_key",
+            "workload",
+            "access_pattern",
+            "outcome",
+            "regression",
+            "metric",
+            "value",
+            "low",
+            "high",
+            "repeats",
+        )
         rows = self._query(
             "SELECT s.session_uid, s.commit_sha, s.branch, s.started_at, s.outcome, f.test, f.config, f.engine, "
             "f.engine_version, f.fingerprint_key, f.workload, f.access_pattern, f.outcome, f.regression, f.metric, "
             "f.value, f.low, f.high, f.repeats FROM specdec_figures f JOIN specdec_sessions s "
-            "ON s.id = f.session_id ORDER BY s.started_at, s.id, f.id")
+            "ON s.id = f.session_id ORDER BY s.started_at, s.id, f.id"
+        )
         return [dict(zip(columns, row)) for row in rows]
 
-    def accept(self, test: str, fingerprint: str, metric: str, session_uid: str, *, by: str, at: str,
-               reason: str | None = None) -> None:
+    def accept(
+        self, test: str, fingerprint: str, metric: str, session_uid: str, *, by: str, at: str, reason: str | None = None
+    ) -> None:
         """Record that the change point starting at `session_uid` is the series' accepted new level."""
         with self._transaction() as cursor:
             self.migrate(cursor)
-            cursor.execute(self._sql(
-                "INSERT INTO specdec_acceptances (test, fingerprint_key, metric, session_uid, accepted_by, accepted_at, "
-                "reason) VALUES (?, ?, ?, ?, ?, ?, ?)"), (test, fingerprint, metric, session_uid, by, at, reason))
+            cursor.execute(
+                self._sql(
+                    "INSERT INTO specdec_acceptances (test, fingerprint_key, metric, session_uid, accepted_by, accepted_at, "
+                    "reason) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (test, fingerprint, metric, session_uid, by, at, reason),
+            )
 
     def acceptances(self, test: str, fingerprint: str) -> dict[tuple[str, str], dict[str, Any]]:
         """(metric, first session after the change point) -> who accepted it, when and why."""
         rows = self._query(
             "SELECT metric, session_uid, accepted_by, accepted_at, reason FROM specdec_acceptances "
-            "WHERE test = ? AND fingerprint_key = ? ORDER BY id", (test, fingerprint))
+            "WHERE test = ? AND fingerprint_key = ? ORDER BY id",
+            (test, fingerprint),
+        )
         return {(metric, uid): {"by": by, "at": at, "reason": reason} for metric, uid, by, at, reason in rows}
 
     def fingerprint(self, key: str) -> dict[str, Any] | None:
         """The newest session fingerprint stored with a series of `key`."""
         rows = self._query(
             "SELECT s.fingerprint FROM specdec_sessions s JOIN specdec_figures f ON f.session_id = s.id "
-            "WHERE f.fingerprint_key = ? ORDER BY s.started_at DESC, s.id DESC LIMIT 1", (key,))
+            "WHERE f.fingerprint_key = ? ORDER BY s.started_at DESC, s.id DESC LIMIT 1",
+            (key,),
+        )
         return json.loads(rows[0][0]) if rows else None
-
-
-def _missing_table(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "no such table" in text or ("relation" in text and "does not exist" in text)
 
 
 def open_history(url: HistoryURL, *, create: bool = False, connect_timeout: float = 10.0) -> HistoryStore:
@@ -290,70 +359,16 @@ def _open_sqlite(url: HistoryURL, create: bool) -> HistoryStore:
     return store
 
 
-class _SqliteConnection:
-    """sqlite3 in autocommit mode with the DB-API's commit/rollback meaning 'end the explicit transaction'."""
-
-    def __init__(self, connection: sqlite3.Connection):
-        self._connection = connection
-
-    def cursor(self):
-        return self._connection.cursor()
-
-    def commit(self) -> None:
-        if self._connection.in_transaction:
-            self._connection.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self._connection.in_transaction:
-            self._connection.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self._connection.close()
-
-
 def _open_postgres(url: HistoryURL, connect_timeout: float) -> HistoryStore:
     try:
         import psycopg
     except ImportError:
-        raise HistoryError(f"{url}: a PostgreSQL history needs psycopg: pip install 'pytest-specdec[postgresql]'") \
-            from None
+        raise HistoryError(
+            f"{url}: a PostgreSQL history needs psycopg: pip install 'pytest-specdec[postgresql]'"
+        ) from None
     try:
         connection = psycopg.connect(url.dsn, connect_timeout=max(1, int(connect_timeout)), autocommit=True)
     except psycopg.Error as exc:
         raise HistoryError(f"{url}: {describe_postgres_error(url.scrub(str(exc)))}") from None
     # Autocommit: reads need no transaction; append() opens its own with BEGIN.
     return HistoryStore(url, _PostgresConnection(connection), placeholder="%s")
-
-
-class _PostgresConnection:
-    def __init__(self, connection):
-        self._connection = connection
-
-    def cursor(self):
-        return self._connection.cursor()
-
-    def commit(self) -> None:
-        self._connection.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self._connection.info.transaction_status != 0:  # IDLE: nothing to roll back
-            self._connection.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self._connection.close()
-
-
-def describe_postgres_error(text: str) -> str:
-    """What a connection failure means, in front of libpq's own words (already scrubbed of secrets)."""
-    lower = text.lower()
-    if "does not exist" in lower and "database" in lower:
-        cause = "no such database (create it first: createdb, or CREATE DATABASE)"
-    elif "password authentication failed" in lower or "no password supplied" in lower:
-        cause = "bad credentials (check the user and the password: URL, PGPASSWORD or ~/.pgpass)"
-    elif "connection refused" in lower or "could not translate host" in lower or "timeout" in lower \
-            or "no route" in lower or "could not connect" in lower:
-        cause = "the server is unreachable (is PostgreSQL running at that host and port?)"
-    else:
-        cause = "cannot connect"
-    detail = " ".join(text.split())
-    return f"{cause}: {detail}"

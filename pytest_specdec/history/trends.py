@@ -26,8 +26,10 @@ def environment_words(fingerprint: dict | None) -> str | None:
     """A series' environment as a reader names it (engine, version, hardware), not by its key's hash."""
     if not fingerprint:
         return None
-    parts = [f"{fingerprint.get('engine') or '?'} {fingerprint.get('engine_version') or ''}".strip(),
-             str(fingerprint.get("device_name") or fingerprint.get("device_kind") or "")]
+    parts = [
+        f"{fingerprint.get('engine') or '?'} {fingerprint.get('engine_version') or ''}".strip(),
+        str(fingerprint.get("device_name") or fingerprint.get("device_kind") or ""),
+    ]
     count = fingerprint.get("device_count")
     if count and fingerprint.get("device_kind") == "gpu":
         parts[-1] = f"{count}x {parts[-1]}"
@@ -64,17 +66,26 @@ def trend_png(report: SeriesReport, *, threshold: float | None = None, environme
         failing = threshold is not None and cp.regression and -cp.change > threshold
         color = "#c0392b" if cp.regression else "#2e8b57"
         axes.axvline(cp.index + 0.5, color=color, linewidth=2 if failing else 1.2)
-        axes.annotate(f"{cp.change:+.1%}\n{_commit(cp.before)}→{_commit(cp.after)}", xy=(cp.index + 0.5, 1.0),
-                      xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=7, color=color)
+        axes.annotate(
+            f"{cp.change:+.1%}\n{_commit(cp.before)}→{_commit(cp.after)}",
+            xy=(cp.index + 0.5, 1.0),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=color,
+        )
     every = math.ceil(len(points) / MAX_TICK_LABELS) or 1
     axes.set_xticks(xs[::every])
     axes.set_xticklabels([_commit(p) for p in points[::every]], rotation=60, ha="right", fontsize=6)
     axes.set_ylabel(report.metric, fontsize=8)
     where = environment or f"environment {report.fingerprint_key}"
     axes.set_title(f"{report.test}: {report.metric}\n{where}", fontsize=8, pad=22)
-    legend = [Line2D([], [], color="#1f77b4", marker="o", linewidth=1, markersize=4, label="a session"),
-              Line2D([], [], color="#c0392b", marker="o", linewidth=0, markersize=4, label="a failed session"),
-              Line2D([], [], color="#555555", linestyle="dashed", linewidth=1, label="segment mean")]
+    legend = [
+        Line2D([], [], color="#1f77b4", marker="o", linewidth=1, markersize=4, label="a session"),
+        Line2D([], [], color="#c0392b", marker="o", linewidth=0, markersize=4, label="a failed session"),
+        Line2D([], [], color="#555555", linestyle="dashed", linewidth=1, label="segment mean"),
+    ]
     if any(cp.regression for cp in report.change_points):
         legend.append(Line2D([], [], color="#c0392b", linewidth=1.5, label="change point: regression"))
     if any(not cp.regression for cp in report.change_points):
@@ -94,16 +105,26 @@ def markdown_section(detection: Detection, *, warn_only: bool = False, title: st
     """A Markdown section for a pull-request comment or the GitHub step summary."""
     failing = detection.failing
     if failing and not warn_only:
-        headline = f"**{len(failing)} series regressed** at their newest change point (threshold {detection.threshold:.0%})."
+        headline = (
+            f"**{len(failing)} series regressed** at their newest change point (threshold {detection.threshold:.0%})."
+        )
     elif failing:
-        headline = (f"**Warning:** {len(failing)} series regressed at their newest change point "
-                    f"(threshold {detection.threshold:.0%}; warn-only).")
+        headline = (
+            f"**Warning:** {len(failing)} series regressed at their newest change point "
+            f"(threshold {detection.threshold:.0%}; warn-only)."
+        )
     else:
         headline = f"No series regressed at its newest change point (threshold {detection.threshold:.0%})."
-    lines = [f"## {title}", "", headline, "",
-             f"Change points by Apache Otava {detection.otava_version or '-'} (E-divisive means).", "",
-             "| test | metric | sessions | newest change point | change | p-value | verdict |",
-             "|---|---|---:|---|---:|---:|---|"]
+    lines = [
+        f"## {title}",
+        "",
+        headline,
+        "",
+        f"Change points by Apache Otava {detection.otava_version or '-'} (E-divisive means).",
+        "",
+        "| test | metric | sessions | newest change point | change | p-value | verdict |",
+        "|---|---|---:|---|---:|---:|---|",
+    ]
     for report in sorted(detection.reports, key=lambda r: (not r.failing(detection.threshold), r.test, r.metric)):
         cp = report.newest
         if report.note:
@@ -112,8 +133,15 @@ def markdown_section(detection: Detection, *, warn_only: bool = False, title: st
         if cp is None:
             lines.append(f"| `{report.test}` | {report.metric} | {len(report.points)} | none | | | stable |")
             continue
-        verdict = ("**regression**" if report.failing(detection.threshold) else
-                   "regression (within threshold)" if cp.regression else "improvement")
-        lines.append(f"| `{report.test}` | {report.metric} | {len(report.points)} | "
-                     f"`{_commit(cp.before)}` → `{_commit(cp.after)}` | {cp.change:+.1%} | {cp.pvalue:.2g} | {verdict} |")
+        verdict = (
+            "**regression**"
+            if report.failing(detection.threshold)
+            else "regression (within threshold)"
+            if cp.regression
+            else "improvement"
+        )
+        lines.append(
+            f"| `{report.test}` | {report.metric} | {len(report.points)} | "
+            f"`{_commit(cp.before)}` → `{_commit(cp.after)}` | {cp.change:+.1%} | {cp.pvalue:.2g} | {verdict} |"
+        )
     return "\n".join(lines) + "\n"

@@ -66,11 +66,13 @@ def parse_history_url(value: str | Path) -> HistoryURL:
         rest = text.split("://", 1)[1]
         if not rest.startswith("/") or rest == "/":
             raise argparse.ArgumentTypeError(
-                f"{text}: a sqlite URL names a file: sqlite:///relative/path.db or sqlite:////absolute/path.db")
+                f"{text}: a sqlite URL names a file: sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
         path = Path(rest[1:])
     elif scheme:
         raise argparse.ArgumentTypeError(
-            f"{scheme}://...: unsupported history store; give a SQLite file path or a postgresql:// URL")
+            f"{scheme}://...: unsupported history store; give a SQLite file path or a postgresql:// URL"
+        )
     else:
         path = Path(text)
     path = path.expanduser()

@@ -20,6 +20,7 @@ class Capacity(Protocol):
     limits: tuple
     noise_interval: tuple | None
 
+
 __all__ = ["CapacityRatio", "capacity_ratio", "ratio_of"]
 
 
@@ -57,17 +58,24 @@ class CapacityRatio:
             return "pass", f"ratio in {span}, all of it >= {min_ratio:g}"
         if self.high < min_ratio:
             return "fail", f"ratio in {span}, all of it < {min_ratio:g}"
-        known = {"estimate": f"{self.value:.3g}x as a point, but anywhere in {span} with probe noise",
-                 "lower_bound": f"only known to be >= {self.low:.3g}x",
-                 "upper_bound": f"only known to be <= {self.high:.3g}x",
-                 "unknown": "not bounded on either side"}[self.kind]
+        known = {
+            "estimate": f"{self.value:.3g}x as a point, but anywhere in {span} with probe noise",
+            "lower_bound": f"only known to be >= {self.low:.3g}x",
+            "upper_bound": f"only known to be <= {self.high:.3g}x",
+            "unknown": "not bounded on either side",
+        }[self.kind]
         notes = f" ({'; '.join(self.notes)})" if self.notes else ""
-        return "undecidable", (f"undecidable: the ratio is {known}, which cannot say whether it reaches "
-                               f"{min_ratio:g}{notes}")
+        return "undecidable", (
+            f"undecidable: the ratio is {known}, which cannot say whether it reaches {min_ratio:g}{notes}"
+        )
 
     def describe(self) -> str:
-        text = {"estimate": f"{self.value:.2f}x", "lower_bound": f">= {self.value:.2f}x",
-                "upper_bound": f"<= {self.value:.2f}x", "unknown": "unknown"}[self.kind]
+        text = {
+            "estimate": f"{self.value:.2f}x",
+            "lower_bound": f">= {self.value:.2f}x",
+            "upper_bound": f"<= {self.value:.2f}x",
+            "unknown": "unknown",
+        }[self.kind]
         notes = list(self.notes)
         if self.kind == "estimate":  # what the two brackets allow, for a reader weighing a near miss
             notes.insert(0, f"{self.low:.2f}-{self.high:.2f}x with probe noise")
@@ -81,10 +89,16 @@ def ratio_of(reference: Capacity, speculative: Capacity) -> CapacityRatio:
     (ref_low, ref_high), (sd_low, sd_high) = reference.limits, speculative.limits
     low, high = _div(sd_low, ref_high), _div(sd_high, ref_low)
     (ref_in, ref_out), (sd_in, sd_out) = reference.noise_interval, speculative.noise_interval
-    notes = [f"{name} {cap.describe()}" for name, cap in (("SD", speculative), ("reference", reference))
-             if cap.bound or cap.not_offered()]
-    notes += [f"{name} capacity curve is non-monotone" for name, cap in
-              (("reference", reference), ("SD", speculative)) if cap.non_monotone]
+    notes = [
+        f"{name} {cap.describe()}"
+        for name, cap in (("SD", speculative), ("reference", reference))
+        if cap.bound or cap.not_offered()
+    ]
+    notes += [
+        f"{name} capacity curve is non-monotone"
+        for name, cap in (("reference", reference), ("SD", speculative))
+        if cap.non_monotone
+    ]
     if low == high:
         kind, value = "estimate", low
     elif high == math.inf and low > 0:
@@ -103,4 +117,3 @@ def capacity_ratio(reference: Capacity, speculative: Capacity) -> tuple[float, s
     ``lower bound``, ``upper bound`` or ``unknown`` otherwise (value NaN when unknown)."""
     ratio = ratio_of(reference, speculative)
     return ratio.value, "; ".join(ratio.notes) or None
-

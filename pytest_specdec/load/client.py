@@ -15,12 +15,36 @@ from typing import Any
 
 from .conversations import run_conversations
 from .patterns import AccessPattern
-from .streaming import (LoadRun, PromptLike, RequestOptions, RequestRecord, completion_body,  # noqa: F401 - re-exported
-                        count_output_tokens, dispatched, request_slots, run_schedule, send_request)
+from .streaming import (
+    LoadRun,
+    PromptLike,
+    RequestOptions,
+    RequestRecord,
+    completion_body,
+    count_output_tokens,
+    dispatched,
+    request_slots,
+    run_schedule,
+    send_request,
+)
 from .workers import run_in_workers
 from ..engines.server_spec import DEFAULT_ENGINE
 
-__all__ = ["LoadRun", "PromptLike", "RequestOptions", "RequestRecord", "generate_load", "run_load", "run_schedule"]
+# Re-exported: the request-level names callers have imported from here.
+__all__ = [
+    "LoadRun",
+    "PromptLike",
+    "RequestOptions",
+    "RequestRecord",
+    "completion_body",
+    "count_output_tokens",
+    "dispatched",
+    "generate_load",
+    "request_slots",
+    "run_load",
+    "run_schedule",
+    "send_request",
+]
 
 
 async def run_load(
@@ -52,16 +76,23 @@ async def run_load(
     schedule = list(enumerate(pattern.offsets_for(prompts, seed)))
     options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine)
     if any(getattr(p, "turns", ()) for p in prompts):
-        return await run_conversations(base_url, model, prompts, schedule, pattern, time.perf_counter(), options,
-                                       on_progress)
-    return await run_schedule(base_url, model, prompts, schedule, pattern.max_concurrency, time.perf_counter(),
-                              options, on_progress)
+        return await run_conversations(
+            base_url, model, prompts, schedule, pattern, time.perf_counter(), options, on_progress
+        )
+    return await run_schedule(
+        base_url, model, prompts, schedule, pattern.max_concurrency, time.perf_counter(), options, on_progress
+    )
 
 
-
-
-def generate_load(base_url: str, model: str, prompts: Sequence[PromptLike], pattern: AccessPattern,
-                  *, workers: int = 1, **options: Any) -> LoadRun:
+def generate_load(
+    base_url: str,
+    model: str,
+    prompts: Sequence[PromptLike],
+    pattern: AccessPattern,
+    *,
+    workers: int = 1,
+    **options: Any,
+) -> LoadRun:
     """Blocking :func:`run_load` (same keyword options); usable from inside a running event loop too.
     ``workers`` > 1 spreads the requests over that many client processes
     (`workers.run_in_workers`), for loads one process cannot follow.

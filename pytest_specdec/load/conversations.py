@@ -22,16 +22,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .streaming import (LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots,
-                     send_request)
+from .streaming import LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots, send_request
 from .patterns import AccessPattern
 from .workloads import conversation_prompt
 from .transport import Transport
 
 
-async def run_conversations(base_url: str, model: str, prompts: Sequence[Any], schedule: Sequence[tuple[int, float]],
-                            pattern: AccessPattern, start: float, options: RequestOptions,
-                            on_progress: Callable[[int, int], None] | None = None) -> LoadRun:
+async def run_conversations(
+    base_url: str,
+    model: str,
+    prompts: Sequence[Any],
+    schedule: Sequence[tuple[int, float]],
+    pattern: AccessPattern,
+    start: float,
+    options: RequestOptions,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> LoadRun:
     from ..engines import engine_named
 
     engine = engine_named(options.engine)
@@ -70,7 +76,19 @@ async def run_conversations(base_url: str, model: str, prompts: Sequence[Any], s
 
 
 def _not_sent(index: int, turn: int, prompt: Any, failed: RequestRecord) -> RequestRecord:
-    return RequestRecord(index=index, prompt_len=0, output_tokens=0, start_time=failed.start_time, ttft=0.0, itl=[],
-                         latency=0.0, token_ids=[], text="", top_logprobs=None, success=False,
-                         error=f"not sent: turn {failed.turn} of this conversation failed ({failed.error})",
-                         category=getattr(prompt, "category", None), turn=turn)
+    return RequestRecord(
+        index=index,
+        prompt_len=0,
+        output_tokens=0,
+        start_time=failed.start_time,
+        ttft=0.0,
+        itl=[],
+        latency=0.0,
+        token_ids=[],
+        text="",
+        top_logprobs=None,
+        success=False,
+        error=f"not sent: turn {failed.turn} of this conversation failed ({failed.error})",
+        category=getattr(prompt, "category", None),
+        turn=turn,
+    )

@@ -51,8 +51,9 @@ class Crossover:
     def describe(self) -> str:
         if self.status == "crosses":
             a, b = self.between
-            text = (f"SD stops paying at ≈ {_fmt(self.value)} concurrent requests"
-                    f" (linear between {_fmt(a)} and {_fmt(b)})")
+            text = (
+                f"SD stops paying at ≈ {_fmt(self.value)} concurrent requests (linear between {_fmt(a)} and {_fmt(b)})"
+            )
         elif self.status == "never":
             text = f"SD pays up to the highest measured concurrency {_fmt(self.highest)}"
         elif self.status == "below_from_start":
@@ -87,8 +88,14 @@ def crossover(points: Sequence[tuple[float, float]]) -> Crossover:
         else:
             skipped.append(level)
     if len(finite) < 2:
-        return Crossover("unavailable", None, None, None, skipped=tuple(skipped),
-                         reason=f"{len(finite)} point(s) with a finite speedup; a crossover needs two")
+        return Crossover(
+            "unavailable",
+            None,
+            None,
+            None,
+            skipped=tuple(skipped),
+            reason=f"{len(finite)} point(s) with a finite speedup; a crossover needs two",
+        )
     args = dict(lowest=finite[0][0], highest=finite[-1][0], skipped=tuple(skipped))
     first_below = next((i for i, (_, s) in enumerate(finite) if s < 1), None)
     if first_below is None:

@@ -13,8 +13,16 @@ import os
 from typing import Any, Callable, Iterator
 
 from .synthetic import Tok, random_prompt, rng_for
-from .workloads import (DEFAULT_FILE_OUTPUT_LEN, TEXT_FILE_BUILDER, Prompt, Workload, WorkloadError, data_path_env_var,
-                        register_builder, conversation_prompt)
+from .workloads import (
+    DEFAULT_FILE_OUTPUT_LEN,
+    TEXT_FILE_BUILDER,
+    Prompt,
+    Workload,
+    WorkloadError,
+    data_path_env_var,
+    register_builder,
+    conversation_prompt,
+)
 
 
 def _error(w: Workload, where: str, problem: str) -> WorkloadError:
@@ -28,8 +36,10 @@ def _type_problem(key: str, value: Any, expected: str) -> str:
 def _open(w: Workload):
     path = os.path.expanduser(w.path)  # type: ignore[arg-type]
     if not os.path.isfile(path):
-        raise WorkloadError(f"workload {w.name!r}: data file not found: {w.path} "
-                            f"(give another with path=... or {data_path_env_var(w.name)})")
+        raise WorkloadError(
+            f"workload {w.name!r}: data file not found: {w.path} "
+            f"(give another with path=... or {data_path_env_var(w.name)})"
+        )
     return open(path, encoding="utf-8-sig", newline="")
 
 
@@ -85,7 +95,7 @@ def _entries_spec_bench(w: Workload) -> list[tuple[Any, int, str | None]]:
         if w.turns == 1:
             out.append((turns[0], output, category))
         elif len(turns) >= w.turns:  # a conversation: shorter ones are not used
-            out.append(([(turn, output) for turn in turns[:w.turns]], output, category))
+            out.append(([(turn, output) for turn in turns[: w.turns]], output, category))
     return out
 
 
@@ -121,13 +131,16 @@ def _entries_sharegpt(w: Workload) -> list[tuple[Any, Any, None]]:
                 if not isinstance(turn[key], str):
                     raise _error(w, where, _type_problem(key, turn[key], "a string"))
         # Usable: human turns that an assistant reply follows (the first alone, or the first `w.turns`).
-        pairs = [(turns[j]["value"], turns[j + 1]["value"]) for j in range(len(turns) - 1)
-                 if turns[j]["from"] in _HUMAN and turns[j + 1]["from"] in _ASSISTANT and turns[j]["value"]]
+        pairs = [
+            (turns[j]["value"], turns[j + 1]["value"])
+            for j in range(len(turns) - 1)
+            if turns[j]["from"] in _HUMAN and turns[j + 1]["from"] in _ASSISTANT and turns[j]["value"]
+        ]
         h = next((j for j, t in enumerate(turns) if t["from"] in _HUMAN), len(turns))
         if w.turns == 1 and h + 1 < len(turns) and turns[h + 1]["from"] in _ASSISTANT and turns[h]["value"]:
             out.append((turns[h]["value"], turns[h + 1]["value"], None))
         elif w.turns > 1 and len(pairs) >= w.turns:
-            out.append((pairs[:w.turns], None, None))
+            out.append((pairs[: w.turns], None, None))
     return out
 
 
@@ -153,8 +166,11 @@ def _entries_burstgpt(w: Workload) -> list[tuple[int, int]]:
                 counts = [_token_count(row.get(col)) for col in columns]
                 for col, value in zip(columns, counts):
                     if value is None:
-                        raise _error(w, f"line {reader.line_num}",
-                                     f"column {col!r} must be a whole token count >= 1, got {row.get(col)!r}")
+                        raise _error(
+                            w,
+                            f"line {reader.line_num}",
+                            f"column {col!r} must be a whole token count >= 1, got {row.get(col)!r}",
+                        )
                 rows.append((counts[0], counts[1]))
         except csv.Error as e:
             raise _error(w, f"line {reader.line_num}", f"malformed CSV ({e})") from None
@@ -174,7 +190,7 @@ def _cap(tok: Tok, text: str, cap: int | None) -> tuple[str, int]:
     length = tok.count(text)
     while cap is not None and length > cap and text:
         ids = tok.encode(text)
-        text = tok.decode(ids[:max(0, len(ids) - (length - cap))])
+        text = tok.decode(ids[: max(0, len(ids) - (length - cap))])
         length = tok.count(text)
     return text, length
 
@@ -215,7 +231,10 @@ def build_burstgpt(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Promp
 
 
 _ENTRY_READERS: dict[str, Callable[[Workload], list]] = {  # each entry: (text or turns, output, category)
-    "sharegpt": _entries_sharegpt, "spec_bench": _entries_spec_bench, "jsonl": _entries_jsonl}
+    "sharegpt": _entries_sharegpt,
+    "spec_bench": _entries_spec_bench,
+    "jsonl": _entries_jsonl,
+}
 
 
 register_builder((TEXT_FILE_BUILDER,), build_text_file, Tok)

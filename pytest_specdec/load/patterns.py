@@ -19,16 +19,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "CATALOG",
-    "AccessPattern",
-    "PatternError",
-    "concurrency_sweep",
-    "resolve_pattern",
-]
+__all__ = ["CATALOG", "AccessPattern", "PatternError", "concurrency_sweep", "resolve_pattern"]
 
-OVERRIDABLE = ("request_rate", "burstiness", "max_concurrency", "num_prompts", "search_start", "max_load",
-               "bracket_probes", "bisect_probes", "max_probes", "resolution", "replay_speed", "think_time_s")
+OVERRIDABLE = (
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "num_prompts",
+    "search_start",
+    "max_load",
+    "bracket_probes",
+    "bisect_probes",
+    "max_probes",
+    "resolution",
+    "replay_speed",
+    "think_time_s",
+)
 SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes", "resolution")
 # What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
 SEARCH_OVER = ("request_rate", "max_concurrency")
@@ -109,16 +115,15 @@ class AccessPattern:
         object.__setattr__(self, "request_rate", _check_rate("request_rate", self.request_rate))
         object.__setattr__(self, "burstiness", _check_rate("burstiness", self.burstiness))
         object.__setattr__(
-            self,
-            "max_concurrency",
-            _check_count("max_concurrency", self.max_concurrency, allow_none=True),
+            self, "max_concurrency", _check_count("max_concurrency", self.max_concurrency, allow_none=True)
         )
         object.__setattr__(self, "num_prompts", _check_count("num_prompts", self.num_prompts))
         if self.replay_speed is not None:
             speed = _check_rate("replay_speed", self.replay_speed)
             if math.isinf(speed) or self.search is not None:
-                raise PatternError(f"replay_speed must be a finite number > 0 (and no capacity search), "
-                                   f"got {self.replay_speed!r}")
+                raise PatternError(
+                    f"replay_speed must be a finite number > 0 (and no capacity search), got {self.replay_speed!r}"
+                )
             object.__setattr__(self, "replay_speed", speed)
         think = self.think_time_s
         if isinstance(think, bool) or not isinstance(think, Real) or not 0 <= think < math.inf:
@@ -130,20 +135,28 @@ class AccessPattern:
             start = 1.0 if self.search_start is None else self.search_start
             start = _check_rate("search_start", start)
             if math.isinf(start) or (self.search == "max_concurrency" and not float(start).is_integer()):
-                raise PatternError(f"search_start must be a finite {'whole ' if self.search != 'request_rate' else ''}"
-                                   f"number > 0, got {self.search_start!r}")
+                raise PatternError(
+                    f"search_start must be a finite {'whole ' if self.search != 'request_rate' else ''}"
+                    f"number > 0, got {self.search_start!r}"
+                )
             object.__setattr__(self, "search_start", start)
             self._check_search_budget()
 
     def _check_search_budget(self) -> None:
         whole = self.search == "max_concurrency"
         if self.max_load is not None:
-            ok = (not isinstance(self.max_load, bool) and isinstance(self.max_load, Real)
-                  and math.isfinite(self.max_load) and self.max_load >= self.search_start
-                  and (not whole or float(self.max_load).is_integer()))
+            ok = (
+                not isinstance(self.max_load, bool)
+                and isinstance(self.max_load, Real)
+                and math.isfinite(self.max_load)
+                and self.max_load >= self.search_start
+                and (not whole or float(self.max_load).is_integer())
+            )
             if not ok:
-                raise PatternError(f"max_load must be a finite {'whole ' if whole else ''}number >= search_start "
-                                   f"({self.search_start:g}) or None, got {self.max_load!r}")
+                raise PatternError(
+                    f"max_load must be a finite {'whole ' if whole else ''}number >= search_start "
+                    f"({self.search_start:g}) or None, got {self.max_load!r}"
+                )
             object.__setattr__(self, "max_load", float(self.max_load))
         for key, least, none in (("bracket_probes", 2, False), ("bisect_probes", 0, False), ("max_probes", 2, True)):
             value = getattr(self, key)
@@ -151,15 +164,24 @@ class AccessPattern:
                 continue
             if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
                 raise PatternError(f"{key} must be an int >= {least}{' or None' if none else ''}, got {value!r}")
-        if (isinstance(self.resolution, bool) or not isinstance(self.resolution, (int, float))
-                or not 0 < self.resolution < 1):
+        if (
+            isinstance(self.resolution, bool)
+            or not isinstance(self.resolution, (int, float))
+            or not 0 < self.resolution < 1
+        ):
             raise PatternError(f"resolution must be a number in (0, 1), got {self.resolution!r}")
 
     def search_bounds(self) -> dict[str, Any]:
         """The capacity search's keyword arguments (load.capacity.CapacitySearch)."""
-        return dict(over=self.search, start=self.search_start, max_load=self.max_load,
-                    bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
-                    max_probes=self.max_probes, resolution=self.resolution)
+        return dict(
+            over=self.search,
+            start=self.search_start,
+            max_load=self.max_load,
+            bracket_probes=self.bracket_probes,
+            bisect_probes=self.bisect_probes,
+            max_probes=self.max_probes,
+            resolution=self.resolution,
+        )
 
     def at_load(self, load: float) -> AccessPattern:
         """One probe of a capacity search: this pattern at request rate (or concurrency) `load`."""
@@ -167,21 +189,23 @@ class AccessPattern:
             raise PatternError(f"{self.name!r} is not a capacity search (search is None)")
         if self.search == "request_rate":
             return replace(self, name=f"{self.name}@{load:g}/s", request_rate=float(load), search=None)
-        return replace(self, name=f"{self.name}@c{int(load)}", request_rate=math.inf, max_concurrency=int(load),
-                       search=None)
+        return replace(
+            self, name=f"{self.name}@c{int(load)}", request_rate=math.inf, max_concurrency=int(load), search=None
+        )
 
     def with_overrides(self, **overrides: Any) -> AccessPattern:
         """A copy with some of request_rate, burstiness, max_concurrency, num_prompts changed."""
         for key in overrides:
             if key not in OVERRIDABLE:
                 raise PatternError(
-                    f"unknown access-pattern override {key!r} for {self.name!r}; "
-                    f"allowed: {', '.join(OVERRIDABLE)}"
+                    f"unknown access-pattern override {key!r} for {self.name!r}; allowed: {', '.join(OVERRIDABLE)}"
                 )
         searching = [key for key in overrides if key in SEARCH_ONLY]
         if searching and self.search is None:
-            raise PatternError(f"{', '.join(searching)} only apply to capacity searches (slo_capacity, "
-                               f"slo_capacity_concurrency); {self.name!r} sends one load")
+            raise PatternError(
+                f"{', '.join(searching)} only apply to capacity searches (slo_capacity, "
+                f"slo_capacity_concurrency); {self.name!r} sends one load"
+            )
         if not overrides:
             return self
         return replace(self, **overrides)
@@ -215,12 +239,7 @@ class AccessPattern:
 
     def bench_flags(self) -> list[str]:
         """The equivalent `vllm bench serve` flags."""
-        flags = [
-            "--request-rate",
-            _fmt(self.request_rate),
-            "--burstiness",
-            _fmt(self.burstiness),
-        ]
+        flags = ["--request-rate", _fmt(self.request_rate), "--burstiness", _fmt(self.burstiness)]
         if self.max_concurrency is not None:
             flags += ["--max-concurrency", str(self.max_concurrency)]
         flags += ["--num-prompts", str(self.num_prompts)]
@@ -245,12 +264,19 @@ class AccessPattern:
             "arrivals": arrivals,
         }
         if self.search is not None:
-            described.update(search=self.search, search_start=self.search_start, max_load=self.max_load,
-                             bracket_probes=self.bracket_probes, bisect_probes=self.bisect_probes,
-                             max_probes=self.max_probes, resolution=self.resolution)
+            described.update(
+                search=self.search,
+                search_start=self.search_start,
+                max_load=self.max_load,
+                bracket_probes=self.bracket_probes,
+                bisect_probes=self.bisect_probes,
+                max_probes=self.max_probes,
+                resolution=self.resolution,
+            )
         if self.replay_speed is not None:
-            described.update(arrivals=f"the trace's own times / {_fmt(self.replay_speed)}",
-                             replay_speed=self.replay_speed)
+            described.update(
+                arrivals=f"the trace's own times / {_fmt(self.replay_speed)}", replay_speed=self.replay_speed
+            )
         if self.think_time_s:
             described["think_time_s"] = self.think_time_s
         return described
@@ -261,8 +287,10 @@ class AccessPattern:
             return self.arrival_offsets(seed)
         times = [getattr(prompts[i % len(prompts)], "arrival_s", None) for i in range(self.num_prompts)]
         if any(t is None for t in times):
-            raise PatternError(f"{self.name!r} replays arrival times, and these prompts have none: give it a trace "
-                               "workload (kind mooncake_trace)")
+            raise PatternError(
+                f"{self.name!r} replays arrival times, and these prompts have none: give it a trace "
+                "workload (kind mooncake_trace)"
+            )
         return [t / self.replay_speed for t in times]
 
 
@@ -297,9 +325,7 @@ CATALOG: dict[str, AccessPattern] = {
 
 
 def concurrency_sweep(
-    levels: Iterable[int] = (1, 5, 25, 50, 100, 200),
-    num_prompts: int | None = None,
-    prompts_per_level: int = 4,
+    levels: Iterable[int] = (1, 5, 25, 50, 100, 200), num_prompts: int | None = None, prompts_per_level: int = 4
 ) -> list[AccessPattern]:
     """One pattern per concurrency level, rate inf, named ``concurrency_<level>``.
 
@@ -338,9 +364,7 @@ def resolve_pattern(
     if isinstance(name_or_pattern, AccessPattern):
         return name_or_pattern.with_overrides(**overrides)
     if not isinstance(name_or_pattern, str):
-        raise PatternError(
-            f"access pattern must be a catalog name or an AccessPattern, got {name_or_pattern!r}"
-        )
+        raise PatternError(f"access pattern must be a catalog name or an AccessPattern, got {name_or_pattern!r}")
     known = {**CATALOG, **(registered or {})}
     pattern = known.get(name_or_pattern)
     if pattern is None and (match := _SWEEP_NAME.match(name_or_pattern)):
@@ -349,7 +373,6 @@ def resolve_pattern(
             (pattern,) = concurrency_sweep([level])
     if pattern is None:
         raise PatternError(
-            f"unknown access pattern {name_or_pattern!r}; known: "
-            f"{', '.join(sorted(known))} (and concurrency_<N>)"
+            f"unknown access pattern {name_or_pattern!r}; known: {', '.join(sorted(known))} (and concurrency_<N>)"
         )
     return pattern.with_overrides(**overrides)

@@ -57,8 +57,12 @@ def _t_975(dof: int) -> float:
     # Student's t, two-sided 95%: the normal quantile with the Cornish-Fisher correction
     # terms in 1/dof: within 0.1% of the exact value from 6 degrees of freedom (MIN_POINTS - 2) up.
     z = 1.959963984540054
-    return (z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * dof ** 3))
+    return (
+        z
+        + (z**3 + z) / (4 * dof)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * dof**3)
+    )
 
 
 def _rising(x: list[float], y: list[float]) -> tuple[float, bool]:
@@ -82,9 +86,10 @@ def over_saturation(records) -> Saturation:
     counts every request sent and not yet finished, queued ones included (the
     client's view: it cannot see the server's queue).
     """
-    done = sorted((r for r in records if r.success and getattr(r, "start_time", None) is not None),
-                  key=lambda r: r.start_time)
-    judged = done[int(len(done) * RAMP_FRACTION):]
+    done = sorted(
+        (r for r in records if r.success and getattr(r, "start_time", None) is not None), key=lambda r: r.start_time
+    )
+    judged = done[int(len(done) * RAMP_FRACTION) :]
     if len(judged) < MIN_POINTS:
         return Saturation(False, f"not judged: {len(judged)} requests after the ramp-up, fewer than {MIN_POINTS}")
     first = done[0].start_time
@@ -96,10 +101,15 @@ def over_saturation(records) -> Saturation:
     span = x[-1] - x[0]
     queue_rise, ttft_rise = queue_slope * span, ttft_slope * span
     median_ttft = statistics.median(ttft_ms)
-    saturated = (queue_up and ttft_up and queue_rise >= MIN_QUEUE_RISE
-                 and ttft_rise >= MIN_TTFT_RISE * median_ttft)
-    facts = (f"requests in flight rose by {queue_rise:.1f} and TTFT by {ttft_rise:.0f} ms over "
-             f"{span:.1f} s of the run ({len(judged)} requests after the ramp-up)")
-    reason = (f"over-saturated: {facts}; the queue kept growing, so the percentiles measured how long "
-              "the run lasted, not the load" if saturated else f"not over-saturated: {facts}")
+    saturated = queue_up and ttft_up and queue_rise >= MIN_QUEUE_RISE and ttft_rise >= MIN_TTFT_RISE * median_ttft
+    facts = (
+        f"requests in flight rose by {queue_rise:.1f} and TTFT by {ttft_rise:.0f} ms over "
+        f"{span:.1f} s of the run ({len(judged)} requests after the ramp-up)"
+    )
+    reason = (
+        f"over-saturated: {facts}; the queue kept growing, so the percentiles measured how long "
+        "the run lasted, not the load"
+        if saturated
+        else f"not over-saturated: {facts}"
+    )
     return Saturation(saturated, reason, queue_slope, ttft_slope, len(judged))

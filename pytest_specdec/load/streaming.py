@@ -42,7 +42,6 @@ except ImportError:  # pragma: no cover - msgspec is a dependency; a broken inst
     _decode_event = json.loads
 
 
-
 _BODY_EXCERPT = 500
 
 
@@ -132,6 +131,7 @@ def count_output_tokens(records: list[RequestRecord], tokenizer: Callable[[], An
         record.output_tokens_from = "tokenized text"
     return len(uncounted)
 
+
 async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, engine: Any) -> None:
     """Fill ``record`` from one streamed completion (`engine` reads its events); raises on transport errors."""
     want_logprobs = record.top_logprobs is not None
@@ -204,8 +204,6 @@ def _reason(status: int) -> str:
         return ""
 
 
-
-
 @dataclass(frozen=True)
 class RequestOptions:
     """What every request of a run asks for, and how long one may take."""
@@ -226,16 +224,30 @@ def completion_body(model: str, prompt: str, max_tokens: int, options: RequestOp
     vLLM, trtllm-serve and llama-server all accept); an engine adds its own in `completion_payload`
     (engines/), so no engine is sent another's field (trtllm-serve refuses any it does not know)."""
     payload: dict[str, Any] = {
-        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": options.temperature,
-        "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": options.ignore_eos,
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": options.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": options.ignore_eos,
     }
     if options.logprobs is not None:
         payload["logprobs"] = options.logprobs
     return payload
 
 
-async def send_request(transport: Transport, engine: Any, model: str, index: int, prompt: PromptLike,
-                       options: RequestOptions, slots: Any, due: float, text: str | None = None) -> RequestRecord:
+async def send_request(
+    transport: Transport,
+    engine: Any,
+    model: str,
+    index: int,
+    prompt: PromptLike,
+    options: RequestOptions,
+    slots: Any,
+    due: float,
+    text: str | None = None,
+) -> RequestRecord:
     """One streamed request for `prompt` (its `text` unless given: a conversation's turn), timed from the moment
     a concurrency slot is free; never raises for a failing request (the record says why)."""
     woke = time.perf_counter()  # the event loop ran this task: late by woke - due
@@ -243,10 +255,20 @@ async def send_request(transport: Transport, engine: Any, model: str, index: int
     body = json.dumps(engine.completion_payload(payload)).encode()
     async with slots:
         slot_at = time.perf_counter()
-        record = RequestRecord(index=index, prompt_len=prompt.prompt_len, output_tokens=0,
-                               start_time=time.perf_counter(), ttft=0.0, itl=[], latency=0.0, token_ids=[], text="",
-                               top_logprobs=[] if options.logprobs is not None else None, success=False,
-                               category=getattr(prompt, "category", None))
+        record = RequestRecord(
+            index=index,
+            prompt_len=prompt.prompt_len,
+            output_tokens=0,
+            start_time=time.perf_counter(),
+            ttft=0.0,
+            itl=[],
+            latency=0.0,
+            token_ids=[],
+            text="",
+            top_logprobs=[] if options.logprobs is not None else None,
+            success=False,
+            category=getattr(prompt, "category", None),
+        )
         record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
         try:
             await asyncio.wait_for(_stream_one(transport, body, record, engine), options.request_timeout)
@@ -285,8 +307,7 @@ async def run_schedule(
 
     async def one(index: int, due: float) -> RequestRecord:
         nonlocal done
-        record = await send_request(transport, engine, model, index, prompts[index % len(prompts)], options, slots,
-                                    due)
+        record = await send_request(transport, engine, model, index, prompts[index % len(prompts)], options, slots, due)
         done += 1
         if on_progress is not None:
             on_progress(done, total)
@@ -295,8 +316,9 @@ async def run_schedule(
     return await dispatched(transport, schedule, start, one)
 
 
-async def dispatched(transport: Transport, schedule: Sequence[tuple[int, float]], start: float,
-                     one: Callable[[int, float], Any]) -> LoadRun:
+async def dispatched(
+    transport: Transport, schedule: Sequence[tuple[int, float]], start: float, one: Callable[[int, float], Any]
+) -> LoadRun:
     """`dispatch` over one transport, closed at the end: the run's records, duration and wall-clock start."""
     started_at = time.time() - (time.perf_counter() - start)
     try:

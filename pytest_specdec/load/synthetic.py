@@ -70,8 +70,15 @@ def _word_ids(tokenizer: Any) -> np.ndarray:
     return words if len(words) else _allowed_ids(tokenizer)
 
 
-def _fit(tok: Tok, rng: np.random.Generator, target: int, make: Callable[[str], str], first: list[int],
-         pool: np.ndarray, who: str) -> str:
+def _fit(
+    tok: Tok,
+    rng: np.random.Generator,
+    target: int,
+    make: Callable[[str], str],
+    first: list[int],
+    pool: np.ndarray,
+    who: str,
+) -> str:
     """Adjust filler ids until len(tokenizer(make(decode(ids))).input_ids) == target.
 
     Decoding and re-encoding random ids does not round-trip (merges, split
@@ -90,7 +97,7 @@ def _fit(tok: Tok, rng: np.random.Generator, target: int, make: Callable[[str], 
         if miss > 0:
             if miss > len(ids):
                 raise WorkloadError(f"{who}: {target} tokens is too few for this prompt's fixed text")
-            ids = ids[:len(ids) - miss]
+            ids = ids[: len(ids) - miss]
         else:
             src = pool if round_no < 3 else tok.word_ids()
             ids += [int(i) for i in rng.choice(src, -miss)]
@@ -112,16 +119,58 @@ def rng_for(base: list[int], *more: int) -> np.random.Generator:
 def build_synthetic(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
     make, stream = (random_prompt, 1) if w.kind == "random" else (_code_prompt, 2)
     # One generator per prompt: prompt i stays the same whatever num_prompts is.
-    return [Prompt(make(tok, rng_for(base, stream, i), w.input_len, f"workload {w.name!r}"),  # type: ignore[arg-type]
-                   w.input_len, w.output_len) for i in range(n)]  # type: ignore[arg-type]
+    return [
+        Prompt(
+            make(tok, rng_for(base, stream, i), w.input_len, f"workload {w.name!r}"),  # type: ignore[arg-type]
+            w.input_len,
+            w.output_len,
+        )
+        for i in range(n)
+    ]  # type: ignore[arg-type]
 
 
 # --- code_edit ---
 
-_VERBS = ["compute", "parse", "load", "merge", "filter", "count", "format", "normalize", "scale",
-          "validate", "collect", "render", "split", "rank", "summarize", "clean", "group", "encode"]
-_NOUNS = ["items", "records", "scores", "totals", "names", "values", "rows", "tokens", "prices",
-          "events", "users", "orders", "lines", "labels", "weights", "samples", "paths", "files"]
+_VERBS = [
+    "compute",
+    "parse",
+    "load",
+    "merge",
+    "filter",
+    "count",
+    "format",
+    "normalize",
+    "scale",
+    "validate",
+    "collect",
+    "render",
+    "split",
+    "rank",
+    "summarize",
+    "clean",
+    "group",
+    "encode",
+]
+_NOUNS = [
+    "items",
+    "records",
+    "scores",
+    "totals",
+    "names",
+    "values",
+    "rows",
+    "tokens",
+    "prices",
+    "events",
+    "users",
+    "orders",
+    "lines",
+    "labels",
+    "weights",
+    "samples",
+    "paths",
+    "files",
+]
 _PARAMS = ["data", "entries", "batch", "source", "table", "payload", "chunk", "series"]
 _TEMPLATES = [
     "def {f}({p}, factor={k}):\n    result = 0\n    for item in {p}:\n        result += item * factor\n"
@@ -158,9 +207,13 @@ def _code_prompt(tok: Tok, rng: np.random.Generator, input_len: int, who: str) -
 
     def block(j: int, template: int) -> tuple[str, str, str]:
         f, p = names[int(order[j])], _PARAMS[int(rng.integers(len(_PARAMS)))]
-        src = _TEMPLATES[template].format(f=f, p=p, k=int(rng.integers(2, 99)),
-                                          n=_NOUNS[int(rng.integers(len(_NOUNS)))],
-                                          c="".join(s.title() for s in f.split("_")))
+        src = _TEMPLATES[template].format(
+            f=f,
+            p=p,
+            k=int(rng.integers(2, 99)),
+            n=_NOUNS[int(rng.integers(len(_NOUNS)))],
+            c="".join(s.title() for s in f.split("_")),
+        )
         return src, f, p
 
     # The instruction names the first block's function and parameter, so that
@@ -183,8 +236,10 @@ def _code_prompt(tok: Tok, rng: np.random.Generator, input_len: int, who: str) -
                 break
     while (length := tok.count(render(blocks, ""))) > input_len - 2:
         if len(blocks) == 1:
-            raise WorkloadError(f"{who}: input_len {input_len} is too small for a code_edit prompt "
-                                f"(one function plus the instruction take {length} tokens)")
+            raise WorkloadError(
+                f"{who}: input_len {input_len} is too small for a code_edit prompt "
+                f"(one function plus the instruction take {length} tokens)"
+            )
         blocks.pop()
     first = [int(i) for i in rng.choice(tok.word_ids(), 2)]
     return _fit(tok, rng, input_len, lambda s: render(blocks, s), first, tok.word_ids(), who)

@@ -56,8 +56,9 @@ def _trace_entries(w: Workload, n: int) -> list[dict[str, Any]]:
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp < 0:
             raise _error(w, where, _type_problem("timestamp", stamp, "a number of milliseconds >= 0"))
         if previous is not None and stamp < previous:
-            raise _error(w, where, f"timestamp {stamp} is earlier than the line before ({previous}): a trace is "
-                                   "in arrival order")
+            raise _error(
+                w, where, f"timestamp {stamp} is earlier than the line before ({previous}): a trace is in arrival order"
+            )
         for key in ("input_length", "output_length"):
             value = obj[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -70,8 +71,9 @@ def _trace_entries(w: Workload, n: int) -> list[dict[str, Any]]:
         if len(entries) == n:
             break
     if len(entries) < n:
-        raise WorkloadError(f"workload {w.name!r}: {w.path}: the trace has {len(entries)} requests, "
-                            f"num_prompts asks for {n}")
+        raise WorkloadError(
+            f"workload {w.name!r}: {w.path}: the trace has {len(entries)} requests, num_prompts asks for {n}"
+        )
     return entries
 
 
@@ -86,8 +88,10 @@ def build_trace(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
     for i, entry in enumerate(entries):
         length = min(entry["input_length"], w.input_len or entry["input_length"])
         if length <= tok.n_special:
-            raise WorkloadError(f"workload {w.name!r}: {w.path}, {entry['where']}: input_length {length} leaves "
-                                "no room beside the tokenizer's special tokens")
+            raise WorkloadError(
+                f"workload {w.name!r}: {w.path}, {entry['where']}: input_length {length} leaves "
+                "no room beside the tokenizer's special tokens"
+            )
         ids: list[int] = []
         for block in entry.get("hash_ids", []):
             if block not in blocks:  # seeded by the id alone: the same block wherever it recurs
@@ -105,9 +109,16 @@ def build_trace(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
 
 def trace_line(prompt: Prompt) -> str:
     """A prompt as a line of the replay file `reproduce` writes (text, lengths, arrival, category, turns)."""
-    return json.dumps({"prompt": prompt.text, "output_tokens": prompt.output_len, "prompt_len": prompt.prompt_len,
-                       "arrival_s": prompt.arrival_s, "category": prompt.category,
-                       "turns": [list(turn) for turn in prompt.turns]})
+    return json.dumps(
+        {
+            "prompt": prompt.text,
+            "output_tokens": prompt.output_len,
+            "prompt_len": prompt.prompt_len,
+            "arrival_s": prompt.arrival_s,
+            "category": prompt.category,
+            "turns": [list(turn) for turn in prompt.turns],
+        }
+    )
 
 
 register_builder(("shared_prefix",), build_shared_prefix, Tok)

@@ -137,7 +137,7 @@ class _Connection(asyncio.Protocol):
                 self._buffer = buffer
                 return
             self._head(buffer[:end])
-            buffer = buffer[end + 4:]
+            buffer = buffer[end + 4 :]
             self._state = "body"
             if self._remaining == 0:
                 self._finish()
@@ -146,7 +146,7 @@ class _Connection(asyncio.Protocol):
         if self._chunked:
             self._dechunk(buffer, now)
         elif self._remaining is not None:
-            take = buffer[:self._remaining]
+            take = buffer[: self._remaining]
             self._remaining -= len(take)
             self._feed(take, now)
             if self._remaining == 0:
@@ -187,7 +187,7 @@ class _Connection(asyncio.Protocol):
                     # be taken for the start of the next response on this connection.
                     self._finish()
                     return
-                buffer = buffer[end + 2:]  # a trailer field: not used
+                buffer = buffer[end + 2 :]  # a trailer field: not used
                 continue
             if self._crlf:  # the CRLF that ends a chunk's data
                 skip = min(self._crlf, len(buffer))
@@ -200,14 +200,14 @@ class _Connection(asyncio.Protocol):
                     self._buffer = buffer
                     return
                 size = int(buffer[:end].split(b";", 1)[0], 16)
-                buffer = buffer[end + 2:]
+                buffer = buffer[end + 2 :]
                 if size == 0:
                     self._chunk_left = -1  # the last chunk: trailers and the final CRLF follow
                     continue
                 self._chunk_left = size
                 continue
-            take = buffer[:self._chunk_left]
-            buffer = buffer[len(take):]
+            take = buffer[: self._chunk_left]
+            buffer = buffer[len(take) :]
             self._chunk_left -= len(take)
             if self._chunk_left == 0:
                 self._chunk_left, self._crlf = None, 2
@@ -258,9 +258,11 @@ class Transport:
         self._ssl = (ssl_context or ssl.create_default_context()) if parts.scheme == "https" else None
         path = parts.path or "/"
         host = self.host if ":" not in self.host else f"[{self.host}]"
-        self._head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\nUser-Agent: pytest-specdec\r\n"
-                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                      "Accept-Encoding: identity\r\nConnection: keep-alive\r\n")
+        self._head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\nUser-Agent: pytest-specdec\r\n"
+            "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            "Accept-Encoding: identity\r\nConnection: keep-alive\r\n"
+        )
         self._free: list[_Connection] = []
         self._all: list[_Connection] = []
 

@@ -72,13 +72,23 @@ def assign(offsets: Sequence[float], caps: Sequence[int | None]) -> list[list[tu
     return schedules
 
 
-def _worker(conn: Connection, base_url: str, model: str, prompts: list[_Prompt],
-            schedule: list[tuple[int, float]], cap: int | None, options: RequestOptions) -> None:
+def _worker(
+    conn: Connection,
+    base_url: str,
+    model: str,
+    prompts: list[_Prompt],
+    schedule: list[tuple[int, float]],
+    cap: int | None,
+    options: RequestOptions,
+) -> None:
     try:
         conn.send(("ready",))
         _, start = conn.recv()
-        run = asyncio.run(run_schedule(base_url, model, prompts, schedule, cap, start, options,
-                                       lambda done, total: conn.send(("done",))))
+        run = asyncio.run(
+            run_schedule(
+                base_url, model, prompts, schedule, cap, start, options, lambda done, total: conn.send(("done",))
+            )
+        )
         conn.send(("finished", run.records, start + run.duration_s))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which owns the error
         try:
@@ -112,8 +122,10 @@ def run_in_workers(
     if not plain:
         raise ValueError("run_in_workers needs at least one prompt")
     if any(getattr(p, "turns", ()) for p in prompts):
-        raise ValueError("conversations are sent by one client process: each turn waits for the reply before "
-                         "it (use --specdec-client-workers 1)")
+        raise ValueError(
+            "conversations are sent by one client process: each turn waits for the reply before "
+            "it (use --specdec-client-workers 1)"
+        )
     offsets = pattern.offsets_for(list(prompts), seed)
     caps = split_concurrency(pattern.max_concurrency, min(workers, len(offsets)))
     schedules = assign(offsets, caps)
@@ -124,8 +136,12 @@ def run_in_workers(
     try:
         for w, (schedule, cap) in enumerate(zip(schedules, caps)):
             parent, child = context.Pipe()
-            process = context.Process(target=_worker, name=f"specdec-client-{w}", daemon=True,
-                                      args=(child, base_url, model, plain, schedule, cap, request_options))
+            process = context.Process(
+                target=_worker,
+                name=f"specdec-client-{w}",
+                daemon=True,
+                args=(child, base_url, model, plain, schedule, cap, request_options),
+            )
             process.start()
             child.close()
             conns[parent] = w
@@ -137,9 +153,16 @@ def run_in_workers(
                 processes[w].join(5)
                 message = ("exited", processes[w].exitcode)
             if message[0] != "ready":
-                raise RuntimeError(f"client worker {w} did not start: " + (
-                    f"no word within {START_TIMEOUT_S:g} s" if message[0] == "timeout" else
-                    f"exit code {message[1]}" if message[0] == "exited" else str(message[1])))
+                raise RuntimeError(
+                    f"client worker {w} did not start: "
+                    + (
+                        f"no word within {START_TIMEOUT_S:g} s"
+                        if message[0] == "timeout"
+                        else f"exit code {message[1]}"
+                        if message[0] == "exited"
+                        else str(message[1])
+                    )
+                )
         # Every worker has imported what it needs: none starts late.
         start = time.perf_counter() + 0.01
         for conn in conns:
@@ -168,8 +191,9 @@ def run_in_workers(
                 ends.append(time.perf_counter())
                 for index, offset in schedules[w]:
                     if index not in records:
-                        records[index] = _failed(index, plain, start + offset,
-                                                 f"client worker {w} failed: {message[1]}")
+                        records[index] = _failed(
+                            index, plain, start + offset, f"client worker {w} failed: {message[1]}"
+                        )
     finally:
         for process in processes:
             if process.is_alive():
@@ -177,11 +201,27 @@ def run_in_workers(
             process.join(5)
         for conn in conns:
             conn.close()
-    return LoadRun(records=[records[i] for i in range(total)], duration_s=max(ends) - start,
-                   started_at=time.time() - (time.perf_counter() - start), start_perf=start)
+    return LoadRun(
+        records=[records[i] for i in range(total)],
+        duration_s=max(ends) - start,
+        started_at=time.time() - (time.perf_counter() - start),
+        start_perf=start,
+    )
 
 
 def _failed(index: int, prompts: list[_Prompt], due: float, error: str) -> RequestRecord:
     prompt = prompts[index % len(prompts)]
-    return RequestRecord(index=index, prompt_len=prompt.prompt_len, output_tokens=0, start_time=due, ttft=0.0,
-                         itl=[], latency=0.0, token_ids=[], text="", top_logprobs=None, success=False, error=error)
+    return RequestRecord(
+        index=index,
+        prompt_len=prompt.prompt_len,
+        output_tokens=0,
+        start_time=due,
+        ttft=0.0,
+        itl=[],
+        latency=0.0,
+        token_ids=[],
+        text="",
+        top_logprobs=None,
+        success=False,
+        error=error,
+    )

@@ -48,12 +48,19 @@ def repeat_seed(seed: int, repeat: int) -> int:
     return seed + repeat * REPEAT_SEED_STRIDE
 
 
-
 SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
 FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
 KINDS = SYNTHETIC_KINDS + FILE_KINDS + ("custom_builder",)
-OVERRIDE_KEYS = ("input_len", "output_len", "path", "ignore_eos", "turns", "prefix_len", "num_prefixes",
-                 "category_field")
+OVERRIDE_KEYS = (
+    "input_len",
+    "output_len",
+    "path",
+    "ignore_eos",
+    "turns",
+    "prefix_len",
+    "num_prefixes",
+    "category_field",
+)
 CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
 DEFAULT_FILE_OUTPUT_LEN = 256
 
@@ -128,8 +135,10 @@ class Workload:
             raise WorkloadError(f"workload {self.name!r}: kind {self.kind!r} needs input_len and output_len")
         _check_len(self.name, "turns", self.turns)
         if self.turns > 1 and self.kind not in CONVERSATION_KINDS:
-            raise WorkloadError(f"workload {self.name!r}: turns > 1 needs a file of conversations "
-                                f"({', '.join(CONVERSATION_KINDS)}), not kind {self.kind!r}")
+            raise WorkloadError(
+                f"workload {self.name!r}: turns > 1 needs a file of conversations "
+                f"({', '.join(CONVERSATION_KINDS)}), not kind {self.kind!r}"
+            )
         if self.kind == "shared_prefix":
             for key in ("prefix_len", "num_prefixes"):
                 if getattr(self, key) is None:
@@ -138,8 +147,9 @@ class Workload:
         elif self.prefix_len is not None or self.num_prefixes is not None:
             raise WorkloadError(f"workload {self.name!r}: prefix_len and num_prefixes are for kind 'shared_prefix'")
         if not isinstance(self.category_field, str) or not self.category_field:
-            raise WorkloadError(f"workload {self.name!r}: category_field must be a non-empty string, "
-                                f"got {self.category_field!r}")
+            raise WorkloadError(
+                f"workload {self.name!r}: category_field must be a non-empty string, got {self.category_field!r}"
+            )
         if (self.kind == "custom_builder") != (self.builder is not None):
             raise WorkloadError(f"workload {self.name!r}: a builder goes with kind 'custom_builder' and only with it")
         if self.path is not None and self.kind not in FILE_KINDS:
@@ -170,8 +180,14 @@ class Workload:
         return replace(self, **changes) if changes else self
 
     def describe(self) -> dict:
-        out = {"name": self.name, "kind": self.kind, "input_len": self.input_len,
-               "output_len": self.output_len, "path": self.path, "ignore_eos": self.ignore_eos}
+        out = {
+            "name": self.name,
+            "kind": self.kind,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "path": self.path,
+            "ignore_eos": self.ignore_eos,
+        }
         # Only where they apply: older reports and baselines describe the same workloads unchanged.
         if self.turns != 1:
             out["turns"] = self.turns
@@ -203,8 +219,10 @@ class Workload:
     def _build_custom(self, tokenizer: Any, num_prompts: int, seed: int) -> list[Prompt]:
         prompts = list(self.builder(tokenizer, num_prompts, seed))  # type: ignore[misc]
         if len(prompts) != num_prompts or not all(isinstance(p, Prompt) for p in prompts):
-            raise WorkloadError(f"workload {self.name!r}: builder must return {num_prompts} Prompt objects, "
-                                f"got {len(prompts)} items of types {sorted({type(p).__name__ for p in prompts})}")
+            raise WorkloadError(
+                f"workload {self.name!r}: builder must return {num_prompts} Prompt objects, "
+                f"got {len(prompts)} items of types {sorted({type(p).__name__ for p in prompts})}"
+            )
         if self.output_len is not None:
             prompts = [replace(p, output_len=self.output_len) for p in prompts]
         return prompts
@@ -219,33 +237,43 @@ def data_path_ini_key(name: str) -> str:
 
 
 def _no_path_message(name: str) -> str:
-    return (f"workload {name!r} reads a data file but no path was given: pass "
-            f"@pytest.mark.workload({name!r}, path=...), set {data_path_env_var(name)}, "
-            f"or set the ini key {data_path_ini_key(name)}")
+    return (
+        f"workload {name!r} reads a data file but no path was given: pass "
+        f"@pytest.mark.workload({name!r}, path=...), set {data_path_env_var(name)}, "
+        f"or set the ini key {data_path_ini_key(name)}"
+    )
 
 
-CATALOG: dict[str, Workload] = {w.name: w for w in [
-    Workload("random_s", "random", input_len=1024, output_len=256),     # single-turn chat
-    Workload("random_m", "random", input_len=10240, output_len=256),    # long chat, sub-agent
-    Workload("random_l", "random", input_len=2048, output_len=2048),    # reasoning
-    Workload("random_x", "random", input_len=10240, output_len=2048),   # agent
-    Workload("code_edit", "code_edit", input_len=512, output_len=256),
-    # Many requests over a few long common prefixes (a system prompt, a document, a repository).
-    Workload("shared_prefix", "shared_prefix", input_len=128, output_len=256, prefix_len=2048, num_prefixes=4),
-    Workload("sharegpt", "sharegpt"),
-    Workload("spec_bench", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
-    Workload("spec_bench_multiturn", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN, turns=2),
-    Workload("sharegpt_multiturn", "sharegpt", turns=3),
-    Workload("mooncake_trace", "mooncake_trace"),
-    Workload("burstgpt", "burstgpt"),
-    Workload("swe_bench", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
-    Workload("mlperf", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
-    Workload("custom", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
-]}
+CATALOG: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload("random_s", "random", input_len=1024, output_len=256),  # single-turn chat
+        Workload("random_m", "random", input_len=10240, output_len=256),  # long chat, sub-agent
+        Workload("random_l", "random", input_len=2048, output_len=2048),  # reasoning
+        Workload("random_x", "random", input_len=10240, output_len=2048),  # agent
+        Workload("code_edit", "code_edit", input_len=512, output_len=256),
+        # Many requests over a few long common prefixes (a system prompt, a document, a repository).
+        Workload("shared_prefix", "shared_prefix", input_len=128, output_len=256, prefix_len=2048, num_prefixes=4),
+        Workload("sharegpt", "sharegpt"),
+        Workload("spec_bench", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
+        Workload("spec_bench_multiturn", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN, turns=2),
+        Workload("sharegpt_multiturn", "sharegpt", turns=3),
+        Workload("mooncake_trace", "mooncake_trace"),
+        Workload("burstgpt", "burstgpt"),
+        Workload("swe_bench", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+        Workload("mlperf", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+        Workload("custom", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+    ]
+}
 
 
-def resolve_workload(name_or_workload: str | Workload, overrides: Mapping[str, Any] | None = None, *,
-                     registered: Mapping[str, Workload] = {}, paths: Mapping[str, str] = {}) -> Workload:
+def resolve_workload(
+    name_or_workload: str | Workload,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    registered: Mapping[str, Workload] = {},
+    paths: Mapping[str, str] = {},
+) -> Workload:
     """Name or Workload + overrides -> the Workload to build; no tokenizer or file needed.
 
     Registered workloads shadow catalog entries of the same name, so a
@@ -269,6 +297,7 @@ def resolve_workload(name_or_workload: str | Workload, overrides: Mapping[str, A
             raise MissingDataPath(_no_path_message(workload.name))
         workload = replace(workload, path=os.fspath(path))
     return workload
+
 
 # The catalog's data-file workloads: each takes a path (marker, environment or ini).
 DATA_FILE_WORKLOADS = tuple(name for name, w in CATALOG.items() if w.kind in FILE_KINDS)

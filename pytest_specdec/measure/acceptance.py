@@ -58,9 +58,11 @@ LENGTH_SPREAD = 1.5
 MAX_LENGTH_CLASSES = 4
 PERCENTILES = (5, 10, 25, 50, 75, 95)
 # What `oracle_speedup` is, wherever it is shown (the key keeps its name: baselines store it).
-ORACLE_LABEL = ("oracle at k: each step proposing exactly what it accepted, spans capped at k, a lower bound on "
-                "the oracle of \"Speculative Decoding: Performance or Illusion?\" (Sec. 8.1, Fig. 9), whose spans "
-                "run to 20 proposed tokens")
+ORACLE_LABEL = (
+    "oracle at k: each step proposing exactly what it accepted, spans capped at k, a lower bound on "
+    "the oracle of \"Speculative Decoding: Performance or Illusion?\" (Sec. 8.1, Fig. 9), whose spans "
+    "run to 20 proposed tokens"
+)
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,9 @@ def _length_classes(requests: list[RequestSteps], classes: int | None) -> dict[s
     return groups
 
 
-def acceptance_by_position(requests: Iterable[RequestSteps], bins: int = 10,
-                           classes: int | None = None) -> dict[str, list[float]]:
+def acceptance_by_position(
+    requests: Iterable[RequestSteps], bins: int = 10, classes: int | None = None
+) -> dict[str, list[float]]:
     """Mean tokens per drafted step (``a + 1``) in each of `bins` stretches of the output, pooled over requests.
 
     Keyed by length class: one class ``"all"`` when output lengths stay within
@@ -271,9 +274,12 @@ def why_no_prediction(requests: Iterable[RequestSteps], timing: StepTiming, meas
     accepted = [a for r in requests for a in r.accepted]
     if not accepted:
         return "no request had a drafted step, so there is no acceptance to re-draft"
-    checks = (("reference decode time per token", timing.reference_step_ms, True),
-              ("SD decode time", timing.sd_decode_ms, True), ("SD prefill time", timing.sd_prefill_ms, False),
-              ("measured speedup", measured_speedup, True))
+    checks = (
+        ("reference decode time per token", timing.reference_step_ms, True),
+        ("SD decode time", timing.sd_decode_ms, True),
+        ("SD prefill time", timing.sd_prefill_ms, False),
+        ("measured speedup", measured_speedup, True),
+    )
     for name, value, positive in checks:
         if not (_finite(value) and (value > 0 if positive else value >= 0)):
             return f"the {name} is {value!r}, not a finite number {'> 0' if positive else '>= 0'}"
@@ -281,8 +287,10 @@ def why_no_prediction(requests: Iterable[RequestSteps], timing: StepTiming, meas
         return f"a step accepted {max(accepted)} tokens, more than k={timing.k}: the steps are from another k"
     undrafted = sum(r.undrafted_steps for r in requests)
     if timing.sd_decode_ms <= undrafted * timing.reference_step_ms:
-        return (f"the {undrafted} undrafted steps at {timing.reference_step_ms:.3g} ms take the whole SD decode time "
-                f"({timing.sd_decode_ms:.3g} ms), leaving nothing for the drafted steps")
+        return (
+            f"the {undrafted} undrafted steps at {timing.reference_step_ms:.3g} ms take the whole SD decode time "
+            f"({timing.sd_decode_ms:.3g} ms), leaving nothing for the drafted steps"
+        )
     return None
 
 
@@ -301,8 +309,7 @@ def _model(requests: list[RequestSteps], timing: StepTiming):
     return accepted, timing.sd_prefill_ms + undrafted * t_ref, lambda j: t_ref + (t_k - t_ref) * j / timing.k
 
 
-def predict_speedups(requests: Iterable[RequestSteps], timing: StepTiming,
-                     measured_speedup: float) -> dict[int, float]:
+def predict_speedups(requests: Iterable[RequestSteps], timing: StepTiming, measured_speedup: float) -> dict[int, float]:
     """Predicted speedup at each ``k' = 1..k`` (the module docstring's model); all NaN when unpredictable."""
     requests = list(requests)
     if why_no_prediction(requests, timing, measured_speedup):

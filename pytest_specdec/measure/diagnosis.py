@@ -18,8 +18,15 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .theory import (MEASURED, break_even_length, expected_decode_speedup, falls_short, position_break_even,
-                     shortfall_margin, speedups_by_draft_length)
+from .theory import (
+    MEASURED,
+    break_even_length,
+    expected_decode_speedup,
+    falls_short,
+    position_break_even,
+    shortfall_margin,
+    speedups_by_draft_length,
+)
 
 # Tukey's "far out" fence (Exploratory Data Analysis, 1977): a value beyond
 # Q3 + 3 IQR of the others is one their ordinary spread does not explain.
@@ -81,8 +88,11 @@ def low_acceptance(figures: Mapping[str, Any]) -> Cause | None:
     rate = _number(figures, "acceptance_rate")
     share = f" ({rate:.0%} of drafts accepted)" if rate is not None else ""
     expected = expected_decode_speedup(length, k, c, u)
-    return Cause("low_acceptance", f"acceptance length {length:.2f} tokens per drafted step{share}, not above the "
-                                   f"break-even 1 + k·c = {even:.3f} (k={k}, {how}): expected {expected:.3f}x")
+    return Cause(
+        "low_acceptance",
+        f"acceptance length {length:.2f} tokens per drafted step{share}, not above the "
+        f"break-even 1 + k·c = {even:.3f} (k={k}, {how}): expected {expected:.3f}x",
+    )
 
 
 def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
@@ -113,13 +123,18 @@ def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
     evens = ", ".join(f"{position_break_even(rates, j, c, u):.0%}" for j in dropped)
     where = f"position {k} accepts" if best + 1 == k else f"positions {best + 1}..{k} accept"
     their = "its break-even" if best + 1 == k else "their break-evens"
-    figure = (f"{where} {shown}{estimated if figures.get('rates_estimated') else ''}, under {their} {evens} "
-              f"(c·E_(j-1) / (1 + (j-1)·c), {how}): k={best} raises the expected speedup from "
-              f"{speedups[k]:.3f}x to {speedups[best]:.3f}x")
+    figure = (
+        f"{where} {shown}{estimated if figures.get('rates_estimated') else ''}, under {their} {evens} "
+        f"(c·E_(j-1) / (1 + (j-1)·c), {how}): k={best} raises the expected speedup from "
+        f"{speedups[k]:.3f}x to {speedups[best]:.3f}x"
+    )
     step_best, step_speedup = _number(figures, "best_k"), _number(figures, "predicted_best_speedup")
     if step_best is not None and step_best < k:
-        figure += (f"; the step times predict best k={int(step_best)}"
-                   + (f" ({step_speedup:.2f}x)" if step_speedup is not None else "") + estimated)
+        figure += (
+            f"; the step times predict best k={int(step_best)}"
+            + (f" ({step_speedup:.2f}x)" if step_speedup is not None else "")
+            + estimated
+        )
     return Cause("acceptance_collapse", figure)
 
 
@@ -139,10 +154,13 @@ def verification_cost(figures: Mapping[str, Any]) -> Cause | None:
     margin = _margin(figures, "shortfall_margin")
     if not falls_short(measured, expected, margin):
         return None
-    return Cause("verification_cost", f"decode speedup {measured:.2f}x (median TPOT) is {measured / expected:.0%} of "
-                                      f"the {expected:.2f}x expected at this acceptance with {cost[1]}, short by more "
-                                      f"than the {margin:.0%} noise margin: drafting or verifying costs more than "
-                                      "that c")
+    return Cause(
+        "verification_cost",
+        f"decode speedup {measured:.2f}x (median TPOT) is {measured / expected:.0%} of "
+        f"the {expected:.2f}x expected at this acceptance with {cost[1]}, short by more "
+        f"than the {margin:.0%} noise margin: drafting or verifying costs more than "
+        "that c",
+    )
 
 
 def client_bound(figures: Mapping[str, Any]) -> Cause | None:
@@ -161,8 +179,11 @@ def warm_up(figures: Mapping[str, Any]) -> Cause | None:
     fence = q3 + FAR_OUT_IQRS * (q3 - q1)
     if first <= fence or median <= 0:
         return None
-    return Cause("warm_up", f"first request {first:.1f} ms per output token, {first / median:.1f}x the others' "
-                            f"median {median:.1f} ms, beyond their far-out fence {fence:.1f} ms (Q3 + 3 IQR)")
+    return Cause(
+        "warm_up",
+        f"first request {first:.1f} ms per output token, {first / median:.1f}x the others' "
+        f"median {median:.1f} ms, beyond their far-out fence {fence:.1f} ms (Q3 + 3 IQR)",
+    )
 
 
 def high_concurrency(figures: Mapping[str, Any]) -> Cause | None:
@@ -182,12 +203,20 @@ def high_concurrency(figures: Mapping[str, Any]) -> Cause | None:
     (low_c, low_s), (high_c, high_s) = min(points), max(points)
     if not falls_short(high_s, low_s, _margin(figures, "sweep_margin")):
         return None
-    return Cause("high_concurrency", f"speedup {low_s:.2f}x at concurrency {low_c:g} falls to {high_s:.2f}x at "
-                                     f"concurrency {high_c:g}")
+    return Cause(
+        "high_concurrency",
+        f"speedup {low_s:.2f}x at concurrency {low_c:g} falls to {high_s:.2f}x at concurrency {high_c:g}",
+    )
 
 
 RULES: tuple[Callable[[Mapping[str, Any]], Cause | None], ...] = (
-    low_acceptance, acceptance_collapse, verification_cost, client_bound, warm_up, high_concurrency)
+    low_acceptance,
+    acceptance_collapse,
+    verification_cost,
+    client_bound,
+    warm_up,
+    high_concurrency,
+)
 
 
 def diagnose(figures: Mapping[str, Any]) -> list[Cause]:

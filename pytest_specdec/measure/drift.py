@@ -36,8 +36,11 @@ class DriftCheck:
     drifted: bool
 
     def describe(self) -> str:
-        moves = ", ".join(f"{name} {self.first[name]:.4g} -> {self.again[name]:.4g} ({self.change[name]:+.1%})"
-                          for name in FIGURES if math.isfinite(self.change.get(name, math.nan)))
+        moves = ", ".join(
+            f"{name} {self.first[name]:.4g} -> {self.again[name]:.4g} ({self.change[name]:+.1%})"
+            for name in FIGURES
+            if math.isfinite(self.change.get(name, math.nan))
+        )
         verdict = f"MOVED beyond the {self.noise:.0%} noise" if self.drifted else f"within the {self.noise:.0%} noise"
         return f"reference {self.target} on {self.traffic}: {moves or 'no figure to compare'}; {verdict}"
 
@@ -60,8 +63,10 @@ def spread(runs, figure: str) -> float:
 def compare(target: str, traffic: str, first_runs, again) -> DriftCheck:
     """The first reference run against the same traffic measured again (`again`, one run)."""
     first, later = _figures(first_runs[0]), _figures(again)
-    change = {name: (later[name] / first[name] - 1) if first[name] > 0 and math.isfinite(later[name]) else math.nan
-              for name in FIGURES}
+    change = {
+        name: (later[name] / first[name] - 1) if first[name] > 0 and math.isfinite(later[name]) else math.nan
+        for name in FIGURES
+    }
     noise = max([MIN_NOISE] + [spread(first_runs, name) for name in FIGURES])
     drifted = any(math.isfinite(c) and abs(c) > noise for c in change.values())
     return DriftCheck(target, traffic, first, later, change, noise, drifted)
@@ -78,8 +83,13 @@ def flag_drifted_rows(rows: list[dict], checks: list[DriftCheck]) -> None:
         check = moved.get(row.get("target"))
         if check is not None:
             row.setdefault("fairness_flags", []).append(
-                {"kind": "drift", "message": check.describe(), "fix": "run again on a quiet machine; on a GPU, "
-                 "check clocks and other jobs", "describe": f"drift: {check.describe()}"})
+                {
+                    "kind": "drift",
+                    "message": check.describe(),
+                    "fix": "run again on a quiet machine; on a GPU, check clocks and other jobs",
+                    "describe": f"drift: {check.describe()}",
+                }
+            )
 
 
 def drift_sections(checks: list[DriftCheck]) -> list[tuple[str, list[str]]]:

@@ -46,14 +46,20 @@ def schedule_of(speculative_config: Mapping[str, Any] | None) -> Schedule | None
 def switch_points(schedule: Schedule | Mapping[str, Any]) -> list[Switch]:
     """Every batch size at which the k changes (a gap keeps the earlier k; equal neighbours are no switch)."""
     rows = schedule_of(schedule) if isinstance(schedule, Mapping) else check_k_schedule(schedule)
-    return [Switch(start - 1, start, before[2], k)
-            for before, (start, _, k) in zip(rows or [], (rows or [])[1:]) if k != before[2]]
+    return [
+        Switch(start - 1, start, before[2], k)
+        for before, (start, _, k) in zip(rows or [], (rows or [])[1:])
+        if k != before[2]
+    ]
 
 
 def levels_around_switches(schedule: Schedule | Mapping[str, Any], max_level: int | None = None) -> list[int]:
     """The concurrency levels to measure: each switch's two sides and one level beyond each, where they exist."""
-    levels = {level for s in switch_points(schedule)
-              for level in (s.last_before - 1, s.last_before, s.first_after, s.first_after + 1)}
+    levels = {
+        level
+        for s in switch_points(schedule)
+        for level in (s.last_before - 1, s.last_before, s.first_after, s.first_after + 1)
+    }
     return sorted(level for level in levels if level >= 1 and (max_level is None or level <= max_level))
 
 
@@ -66,8 +72,10 @@ def _throughputs(sweep: Any) -> tuple[dict[int, float], dict[int, float], dict[i
         if why := result.unavailable("output_throughput"):
             missing[level] = why
             continue
-        sd[level], reference[level] = (result.speculative_metric("output_throughput"),
-                                       result.reference_metric("output_throughput"))
+        sd[level], reference[level] = (
+            result.speculative_metric("output_throughput"),
+            result.reference_metric("output_throughput"),
+        )
     return sd, reference, missing
 
 
@@ -92,9 +100,11 @@ class SwitchCheck:
     def table(self) -> str:
         lines = [f"{'switch':<34} {'before tok/s':>13} {'after tok/s':>12} {'change':>8} {'ref change':>11}  verdict"]
         for row in self.rows:
-            lines.append(f"{row['switch'].describe():<34} {_num(row['before'], '13.1f')} "
-                         f"{_num(row['after'], '12.1f')} {_num(row['change'], '+8.1%')} "
-                         f"{_num(row['reference_change'], '+11.1%')}  {row['verdict']}")
+            lines.append(
+                f"{row['switch'].describe():<34} {_num(row['before'], '13.1f')} "
+                f"{_num(row['after'], '12.1f')} {_num(row['change'], '+8.1%')} "
+                f"{_num(row['reference_change'], '+11.1%')}  {row['verdict']}"
+            )
         levels = ", ".join(f"c{level}: {value:.1f}" for level, value in sorted(self.throughput.items()))
         lines.append(f"SD output tok/s by concurrency: {levels or 'none'}")
         if self.reference:
@@ -102,12 +112,16 @@ class SwitchCheck:
         return "\n".join(lines + self.problems)
 
     def describe(self) -> str:
-        return (f"no fall of more than {self.tolerance:.0%} across any k switch" if self.ok else
-                f"throughput falls (or was not measured) across a k switch, tolerance {self.tolerance:.0%}")
+        return (
+            f"no fall of more than {self.tolerance:.0%} across any k switch"
+            if self.ok
+            else f"throughput falls (or was not measured) across a k switch, tolerance {self.tolerance:.0%}"
+        )
 
 
-def check_no_fall_across_switches(sweep: Any, schedule: Schedule | Mapping[str, Any],
-                                  tolerance: float = 0.10) -> SwitchCheck:
+def check_no_fall_across_switches(
+    sweep: Any, schedule: Schedule | Mapping[str, Any], tolerance: float = 0.10
+) -> SwitchCheck:
     """Output throughput at the first level after each switch against the last level before it.
 
     `sweep` is a `SweepResult` (SD's median tok/s per level; the reference's change beside it shows
@@ -121,27 +135,43 @@ def check_no_fall_across_switches(sweep: Any, schedule: Schedule | Mapping[str, 
     sd, reference, missing = _throughputs(sweep)
     check = SwitchCheck(tolerance, throughput=sd, reference=reference)
     if not switches:
-        check.problems.append("the schedule switches k nowhere (after vLLM's clamp to num_speculative_tokens): "
-                              "nothing to check")
+        check.problems.append(
+            "the schedule switches k nowhere (after vLLM's clamp to num_speculative_tokens): nothing to check"
+        )
     for switch in switches:
         before, after = (sd.get(level, math.nan) for level in (switch.last_before, switch.first_after))
-        unmeasured = [f"concurrency {level} not measured" + (f" ({missing[level]})" if level in missing else "")
-                      for level, value in ((switch.last_before, before), (switch.first_after, after))
-                      if not math.isfinite(value)]
+        unmeasured = [
+            f"concurrency {level} not measured" + (f" ({missing[level]})" if level in missing else "")
+            for level, value in ((switch.last_before, before), (switch.first_after, after))
+            if not math.isfinite(value)
+        ]
         change = after / before - 1 if not unmeasured and before > 0 else math.nan
         ref_before, ref_after = (reference.get(lv, math.nan) for lv in (switch.last_before, switch.first_after))
         ref_change = ref_after / ref_before - 1 if ref_before > 0 else math.nan
         ok = not unmeasured and math.isfinite(change) and change >= -tolerance
         verdict = "; ".join(unmeasured) or (
-            "ok" if ok else f"FALLS {-change:.1%} (> {tolerance:.0%})"
-            + (f"; the reference fell too ({ref_change:+.1%})" if math.isfinite(ref_change) and ref_change < 0 else ""))
-        check.rows.append(dict(switch=switch, before=before, after=after, change=change,
-                               reference_change=ref_change, ok=ok, verdict=verdict))
+            "ok"
+            if ok
+            else f"FALLS {-change:.1%} (> {tolerance:.0%})"
+            + (f"; the reference fell too ({ref_change:+.1%})" if math.isfinite(ref_change) and ref_change < 0 else "")
+        )
+        check.rows.append(
+            dict(
+                switch=switch,
+                before=before,
+                after=after,
+                change=change,
+                reference_change=ref_change,
+                ok=ok,
+                verdict=verdict,
+            )
+        )
     return check
 
 
-def assert_no_fall_across_switches(sweep: Any, schedule: Schedule | Mapping[str, Any],
-                                   tolerance: float = 0.10) -> SwitchCheck:
+def assert_no_fall_across_switches(
+    sweep: Any, schedule: Schedule | Mapping[str, Any], tolerance: float = 0.10
+) -> SwitchCheck:
     """`check_no_fall_across_switches`, raising AssertionError with its table when it fails."""
     check = check_no_fall_across_switches(sweep, schedule, tolerance)
     if not check.ok:
@@ -207,10 +237,13 @@ class Recommendation(list):
         ks = sorted({c.k for pick in picks for c in pick.candidates})
         lines = [f"{'concurrency':>11} " + " ".join(f"{f'k={k} tok/s (min-max)':>24}" for k in ks) + "  best"]
         for pick in picks:
-            cells = [f"{f'{s.median:.1f} ({s.low:.1f}-{s.high:.1f})' if s else 'none valid':>24}"
-                     for s in map(pick.stats, ks)]
+            cells = [
+                f"{f'{s.median:.1f} ({s.low:.1f}-{s.high:.1f})' if s else 'none valid':>24}"
+                for s in map(pick.stats, ks)
+            ]
             note = (f", {pick.discarded} repeat(s) discarded" if pick.discarded else "") + (
-                f"; {pick.tie}" if pick.tie else "")
+                f"; {pick.tie}" if pick.tie else ""
+            )
             lines.append(f"{pick.concurrency:>11} " + " ".join(cells) + f"  k={pick.k}{note}")
         lines += [f"no k at {why}" for why in self.skipped]
         return "\n".join(lines + [f"num_speculative_tokens_per_batch_size: {self.as_schedule()}"])
@@ -246,8 +279,10 @@ def recommend_k(measurements: Iterable[KMeasurement | tuple], tie_within: float 
     bands = Recommendation()
     for level in sorted(by_level):
         runs = by_level[level]
-        stats = [KStats(k, statistics.median(v), min(v), max(v), len(v))
-                 for k, v in ((k, list(runs[k].values())) for k in sorted(runs))]
+        stats = [
+            KStats(k, statistics.median(v), min(v), max(v), len(v))
+            for k, v in ((k, list(runs[k].values())) for k in sorted(runs))
+        ]
         if not stats:
             bands.skipped.append(f"concurrency {level}: every repeat failed ({discarded[level]} discarded)")
             continue
@@ -262,8 +297,10 @@ def recommend_k(measurements: Iterable[KMeasurement | tuple], tie_within: float 
         else:
             bands.append(Band(level if bands else 1, level, pick.k, [pick]))
     if not bands:
-        raise ValueError("recommend_k needs at least one valid measurement; "
-                         + ("; ".join(bands.skipped) if bands.skipped else "none given"))
+        raise ValueError(
+            "recommend_k needs at least one valid measurement; "
+            + ("; ".join(bands.skipped) if bands.skipped else "none given")
+        )
     return bands
 
 
@@ -276,6 +313,9 @@ def measurements_from(results: Iterable[Any], include_reference: bool = True) ->
         if include_reference and level not in seen:
             seen.add(level)
             sides.append((0, result.reference_runs))
-        out += [KMeasurement(k, level, run.metrics.output_throughput, run.metrics.failed, run.repeat)
-                for k, runs in sides for run in runs]
+        out += [
+            KMeasurement(k, level, run.metrics.output_throughput, run.metrics.failed, run.repeat)
+            for k, runs in sides
+            for run in runs
+        ]
     return out

@@ -105,33 +105,48 @@ def _spread(values: list[float]) -> float:
 
 def flags(result) -> list[Flag]:
     """Every reason the comparison in `result` may not be SD's alone (empty: fair as far as measured)."""
-    found = [Flag("confound", f"{c.fact}: reference {c.reference}, SD {c.speculative}", c.fix)
-             for c in engine_confounds(result)]
+    found = [
+        Flag("confound", f"{c.fact}: reference {c.reference}, SD {c.speculative}", c.fix)
+        for c in engine_confounds(result)
+    ]
     for side, runs in (("reference", result.reference_runs), ("SD", result.speculative_runs)):
         steady = getattr(runs[0], "warm_up", None) if runs else None
         if steady is not None and not steady.steady:
-            found.append(Flag("not_steady", f"the {side} server's warm-up never settled: {steady.describe()}",
-                              "a longer warm-up (the server may still be compiling or be shared with other work)"))
+            found.append(
+                Flag(
+                    "not_steady",
+                    f"the {side} server's warm-up never settled: {steady.describe()}",
+                    "a longer warm-up (the server may still be compiling or be shared with other work)",
+                )
+            )
     if _closed_loop_concurrency_1(result):
         ttft = result.speedup("median_ttft_ms")
         method = _method(result)
         if math.isfinite(ttft) and (ttft > TTFT_BAND or (method in NO_PREFILL_METHODS and ttft < 1 / TTFT_BAND)):
             what = "does not touch prefill" if method in NO_PREFILL_METHODS else "cannot make prefill faster"
-            found.append(Flag("ttft_at_concurrency_1",
-                              f"TTFT speedup {ttft:.2f}x one request at a time, where {method or 'SD'} {what}: "
-                              "one side was cold, drifting or ran another engine path",
-                              "warm both servers to a steady state; compare engine facts of both sides"))
+            found.append(
+                Flag(
+                    "ttft_at_concurrency_1",
+                    f"TTFT speedup {ttft:.2f}x one request at a time, where {method or 'SD'} {what}: "
+                    "one side was cold, drifting or ran another engine path",
+                    "warm both servers to a steady state; compare engine facts of both sides",
+                )
+            )
     ceiling = tokens_per_forward(result)
     if math.isfinite(ceiling):
         for metric in ("median_tpot_ms", "output_throughput"):
             speedup = result.speedup(metric)
             room = max(CEILING_ROOM, _spread(result.repeat_speedups(metric)))
             if math.isfinite(speedup) and speedup > ceiling * (1 + room):
-                found.append(Flag("above_ceiling",
-                                  f"{metric} speedup {speedup:.2f}x is above the {ceiling:.2f} tokens each forward "
-                                  f"pass yielded (the most SD can give with a free draft, +{room:.0%} for noise): "
-                                  "the reference was slow (cold, drifting, another engine path)",
-                                  "warm both servers to a steady state; compare engine facts of both sides"))
+                found.append(
+                    Flag(
+                        "above_ceiling",
+                        f"{metric} speedup {speedup:.2f}x is above the {ceiling:.2f} tokens each forward "
+                        f"pass yielded (the most SD can give with a free draft, +{room:.0%} for noise): "
+                        "the reference was slow (cold, drifting, another engine path)",
+                        "warm both servers to a steady state; compare engine facts of both sides",
+                    )
+                )
     return found
 
 
@@ -150,22 +165,31 @@ def unfair_speedup(result) -> str | None:
     if not standing:
         return None
     kinds = ", ".join(repr(kind) for kind in dict.fromkeys(flag.kind for flag in standing))
-    return ("not compared: measured again (both sides warmed and run again) and still flagged: "
-            + "; ".join(flag.describe() for flag in standing)
-            + f" (a test that accepts it says result.accept_flags({kinds}))")
+    return (
+        "not compared: measured again (both sides warmed and run again) and still flagged: "
+        + "; ".join(flag.describe() for flag in standing)
+        + f" (a test that accepts it says result.accept_flags({kinds}))"
+    )
 
 
 def as_rows(result) -> dict[str, Any]:
     """The flags and both sides' engine facts, for result rows and results.json."""
-    facts = {side: dict(getattr(runs[0], "engine_facts", None) or {}) if runs else {}
-             for side, runs in (("reference", result.reference_runs), ("speculative", result.speculative_runs))}
-    warm = {side: (runs[0].warm_up.as_dict() if runs and getattr(runs[0], "warm_up", None) else None)
-            for side, runs in (("reference", result.reference_runs), ("speculative", result.speculative_runs))}
-    return {"fairness_flags": [f.as_dict() for f in flags(result)],
-            "remeasured": list(getattr(result, "remeasured", None) or []),
-            "accepted_flags": sorted(getattr(result, "accepted_flags", None) or []),
-            "confounds": [c.as_dict() for c in engine_confounds(result)],
-            "engine_facts": facts, "warm_up": warm}
+    facts = {
+        side: dict(getattr(runs[0], "engine_facts", None) or {}) if runs else {}
+        for side, runs in (("reference", result.reference_runs), ("speculative", result.speculative_runs))
+    }
+    warm = {
+        side: (runs[0].warm_up.as_dict() if runs and getattr(runs[0], "warm_up", None) else None)
+        for side, runs in (("reference", result.reference_runs), ("speculative", result.speculative_runs))
+    }
+    return {
+        "fairness_flags": [f.as_dict() for f in flags(result)],
+        "remeasured": list(getattr(result, "remeasured", None) or []),
+        "accepted_flags": sorted(getattr(result, "accepted_flags", None) or []),
+        "confounds": [c.as_dict() for c in engine_confounds(result)],
+        "engine_facts": facts,
+        "warm_up": warm,
+    }
 
 
 class FairComparison:
@@ -195,14 +219,17 @@ class FairComparison:
         """Both sides ran the same engine path: no engine fact differs except those in `allow`."""
         found = [c for c in self.confounds() if c.fact not in set(allow)]
         if found:
-            raise AssertionError(f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
-                                 "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found))
+            raise AssertionError(
+                f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
+                "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found)
+            )
         return self
 
     def assert_fair_comparison(self, allow: Sequence[str] = ()):
         """No fairness flag (confound, cold server, TTFT at concurrency 1, speedup above its ceiling) but `allow`'s kinds."""
         found = [f for f in self.fairness_flags() if f.kind not in set(allow)]
         if found:
-            raise AssertionError(f"not a fair comparison for {self.spec.label()}:\n"
-                                 + "\n".join(f"  - {f.describe()}" for f in found))
+            raise AssertionError(
+                f"not a fair comparison for {self.spec.label()}:\n" + "\n".join(f"  - {f.describe()}" for f in found)
+            )
         return self

@@ -32,13 +32,24 @@ from dataclasses import asdict, dataclass
 from numbers import Real
 from typing import Any
 
-__all__ = ["SLO_KEYS", "Goodput", "SLOPercentiles", "describe_objectives", "goodput", "is_relative",
-           "parse_objectives", "parse_slo", "resolve_slo"]
+__all__ = [
+    "SLO_KEYS",
+    "Goodput",
+    "SLOPercentiles",
+    "describe_objectives",
+    "goodput",
+    "is_relative",
+    "parse_objectives",
+    "parse_slo",
+    "resolve_slo",
+]
 
 SLO_KEYS = ("ttft", "tpot", "e2el")
 RELATIVE = "_x"
-_VALID = ("valid keys: ttft, tpot, e2el, in milliseconds >= 0 (bare or with _ms) or as a multiple > 0 of the "
-          "reference's unloaded median (with _x, e.g. tpot_x=2)")
+_VALID = (
+    "valid keys: ttft, tpot, e2el, in milliseconds >= 0 (bare or with _ms) or as a multiple > 0 of the "
+    "reference's unloaded median (with _x, e.g. tpot_x=2)"
+)
 
 
 def parse_slo(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
@@ -53,8 +64,10 @@ def parse_slo(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, float]:
     """
     parsed = parse_objectives(slo)
     if relative := [key for key in parsed if key.endswith(RELATIVE)]:
-        raise ValueError(f"SLO key {relative[0]!r} is relative to the reference's unloaded run and has no "
-                         "milliseconds yet: resolve it first (goodput.resolve_slo); an SLO capacity search does so")
+        raise ValueError(
+            f"SLO key {relative[0]!r} is relative to the reference's unloaded run and has no "
+            "milliseconds yet: resolve it first (goodput.resolve_slo); an SLO capacity search does so"
+        )
     return parsed
 
 
@@ -83,7 +96,7 @@ def parse_objectives(slo: Mapping[str, Any] | Iterable[str] | str) -> dict[str, 
     spelled: dict[str, tuple[Any, bool]] = {}
     for key, value in items:
         relative = isinstance(key, str) and key.endswith(RELATIVE)
-        name = key[:-len(RELATIVE)] if relative else key[:-3] if isinstance(key, str) and key.endswith("_ms") else key
+        name = key[: -len(RELATIVE)] if relative else key[:-3] if isinstance(key, str) and key.endswith("_ms") else key
         if name not in SLO_KEYS:
             raise ValueError(f"unknown SLO key {key!r}; {_VALID}")
         if name in spelled:
@@ -109,8 +122,9 @@ def _slo_value(key: str, value: Any, relative: bool = False) -> float:
     else:
         number = math.nan
     if relative and not (math.isfinite(number) and number > 0):
-        raise ValueError(f"SLO {key!r} must be a finite multiple > 0 of the reference's unloaded median, "
-                         f"got {value!r}; {_VALID}")
+        raise ValueError(
+            f"SLO {key!r} must be a finite multiple > 0 of the reference's unloaded median, got {value!r}; {_VALID}"
+        )
     if math.isnan(number) or number < 0:
         raise ValueError(f"SLO {key!r} must be a number of milliseconds >= 0, got {value!r}; {_VALID}")
     return number
@@ -121,8 +135,9 @@ def is_relative(objectives: Mapping[str, float]) -> bool:
     return any(key.endswith(RELATIVE) for key in objectives)
 
 
-def resolve_slo(objectives: Mapping[str, Any] | Iterable[str] | str,
-                unloaded_ms: Mapping[str, float] | None = None) -> tuple[dict[str, float], dict[str, dict]]:
+def resolve_slo(
+    objectives: Mapping[str, Any] | Iterable[str] | str, unloaded_ms: Mapping[str, float] | None = None
+) -> tuple[dict[str, float], dict[str, dict]]:
     """Each objective in milliseconds, and how it was reached.
 
     ``unloaded_ms`` holds the reference's unloaded medians (``{"tpot": 33.1,
@@ -141,14 +156,20 @@ def resolve_slo(objectives: Mapping[str, Any] | Iterable[str] | str,
             limits[key] = value
             how[key] = {"objective": f"{key}_ms={value:g}", "ms": value}
             continue
-        name = key[:-len(RELATIVE)]
+        name = key[: -len(RELATIVE)]
         median = (unloaded_ms or {}).get(name, math.nan)
         if not (isinstance(median, Real) and math.isfinite(median) and median > 0):
-            raise ValueError(f"SLO {key}={value:g} needs the reference's unloaded median {name} and it has none "
-                             f"({median!r}): the unloaded reference run measured no {name}")
+            raise ValueError(
+                f"SLO {key}={value:g} needs the reference's unloaded median {name} and it has none "
+                f"({median!r}): the unloaded reference run measured no {name}"
+            )
         limits[name] = value * float(median)
-        how[name] = {"objective": f"{key}={value:g}", "ms": limits[name], "multiple": value,
-                     "unloaded_p50_ms": float(median)}
+        how[name] = {
+            "objective": f"{key}={value:g}",
+            "ms": limits[name],
+            "multiple": value,
+            "unloaded_p50_ms": float(median),
+        }
     return limits, how
 
 
@@ -159,8 +180,10 @@ def describe_objectives(how: Mapping[str, Mapping[str, Any]], percentile: float 
     for key, record in how.items():
         text = f"{label}{key} <= {record['ms']:.4g} ms"
         if "multiple" in record:
-            text += (f" ({record['objective']}: {record['multiple']:g} x the reference's unloaded median "
-                     f"{record['unloaded_p50_ms']:.4g} ms)")
+            text += (
+                f" ({record['objective']}: {record['multiple']:g} x the reference's unloaded median "
+                f"{record['unloaded_p50_ms']:.4g} ms)"
+            )
         parts.append(text)
     return ", ".join(parts)
 

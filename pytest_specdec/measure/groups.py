@@ -27,8 +27,10 @@ from typing import Any, Callable
 
 from ..engines.per_request import ACCEPTED, DRAFTED, STEPS
 
-GROUPINGS = {"category": lambda record: getattr(record, "category", None),
-             "turn": lambda record: getattr(record, "turn", None)}
+GROUPINGS = {
+    "category": lambda record: getattr(record, "category", None),
+    "turn": lambda record: getattr(record, "turn", None),
+}
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,20 @@ class GroupFigures:
         def number(value):
             return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
-        return {"name": self.name, "requests": self.requests, "acceptance_rate": number(self.acceptance_rate),
-                "acceptance_length": number(self.acceptance_length),
-                "speedup_median_tpot": number(self.speedup_median_tpot),
-                "reference_median_tpot_ms": number(self.reference_median_tpot_ms),
-                "speculative_median_tpot_ms": number(self.speculative_median_tpot_ms),
-                "reference_median_ttft_ms": number(self.reference_median_ttft_ms),
-                "speculative_median_ttft_ms": number(self.speculative_median_ttft_ms), "problem": self.problem,
-                "request_rate_range": [number(self.request_rate_low), number(self.request_rate_high)],
-                "request_rates": [number(rate) for rate in self.request_rates]}
+        return {
+            "name": self.name,
+            "requests": self.requests,
+            "acceptance_rate": number(self.acceptance_rate),
+            "acceptance_length": number(self.acceptance_length),
+            "speedup_median_tpot": number(self.speedup_median_tpot),
+            "reference_median_tpot_ms": number(self.reference_median_tpot_ms),
+            "speculative_median_tpot_ms": number(self.speculative_median_tpot_ms),
+            "reference_median_ttft_ms": number(self.reference_median_ttft_ms),
+            "speculative_median_ttft_ms": number(self.speculative_median_ttft_ms),
+            "problem": self.problem,
+            "request_rate_range": [number(self.request_rate_low), number(self.request_rate_high)],
+            "request_rates": [number(rate) for rate in self.request_rates],
+        }
 
 
 def _tpot_ms(record) -> float | None:
@@ -99,8 +106,10 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
         if not sd_ok:
             problem = "no SD request of this group completed"
         elif any(not f or DRAFTED not in f for f in figures):
-            problem = ("a request has no per-request SD figures (vLLM's --per-request-spec-decode-metrics; "
-                       "other engines' own per-request fields)")
+            problem = (
+                "a request has no per-request SD figures (vLLM's --per-request-spec-decode-metrics; "
+                "other engines' own per-request fields)"
+            )
         else:
             drafted = sum(f[DRAFTED] for f in figures)
             accepted = sum(f.get(ACCEPTED, 0) for f in figures)
@@ -113,11 +122,23 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
                 problem = "nothing was drafted for this group's requests"
         ref_tpot, sd_tpot = _median(map(_tpot_ms, ref)), _median(map(_tpot_ms, sd))
         name = f"turn {key + 1}" if isinstance(key, int) else str(key)
-        out.append(GroupFigures(
-            name, len(sd), rate, length, ref_tpot / sd_tpot if sd_tpot and math.isfinite(sd_tpot) else math.nan,
-            ref_tpot, sd_tpot, _median(r.ttft * 1000.0 for r in ref if r.success),
-            _median(r.ttft * 1000.0 for r in sd if r.success), problem,
-            min(per_request, default=math.nan), max(per_request, default=math.nan), tuple(per_request)))
+        out.append(
+            GroupFigures(
+                name,
+                len(sd),
+                rate,
+                length,
+                ref_tpot / sd_tpot if sd_tpot and math.isfinite(sd_tpot) else math.nan,
+                ref_tpot,
+                sd_tpot,
+                _median(r.ttft * 1000.0 for r in ref if r.success),
+                _median(r.ttft * 1000.0 for r in sd if r.success),
+                problem,
+                min(per_request, default=math.nan),
+                max(per_request, default=math.nan),
+                tuple(per_request),
+            )
+        )
     return out
 
 
@@ -127,7 +148,7 @@ def _permutation_p(a: tuple[float, ...], b: tuple[float, ...], rounds: int = 400
     pooled, generator, hits = list(a + b), random.Random(seed), 0
     for _ in range(rounds):
         generator.shuffle(pooled)
-        hits += abs(statistics.fmean(pooled[:len(a)]) - statistics.fmean(pooled[len(a):])) >= observed - 1e-12
+        hits += abs(statistics.fmean(pooled[: len(a)]) - statistics.fmean(pooled[len(a) :])) >= observed - 1e-12
     return (hits + 1) / (rounds + 1)
 
 
@@ -146,9 +167,11 @@ def difference(groups: list[GroupFigures], alpha: float = 0.05) -> str:
     low = min(rated, key=lambda g: g.acceptance_rate)
     pairs = len(rated) * (len(rated) - 1) // 2
     p = min(1.0, _permutation_p(high.request_rates, low.request_rates) * pairs)
-    figures = (f"{high.name} {high.acceptance_rate:.0%} ({len(high.request_rates)} requests) against {low.name} "
-               f"{low.acceptance_rate:.0%} ({len(low.request_rates)}); permutation test, p = {p:.3g} after "
-               f"{pairs} comparisons")
+    figures = (
+        f"{high.name} {high.acceptance_rate:.0%} ({len(high.request_rates)} requests) against {low.name} "
+        f"{low.acceptance_rate:.0%} ({len(low.request_rates)}); permutation test, p = {p:.3g} after "
+        f"{pairs} comparisons"
+    )
     if p < alpha:
         return f"differs: {figures}"
     return f"no difference measurable: the highest and lowest groups' requests overlap too much: {figures}"
@@ -166,17 +189,26 @@ class GroupedFigures:
             raise ValueError(f"grouping must be one of {', '.join(GROUPINGS)}, got {grouping!r}")
         return breakdown(self.reference_runs, self.speculative_runs, GROUPINGS[grouping])
 
-    def assert_group(self, grouping: str, name: str, *, min_rate: float | None = None,
-                     min_length: float | None = None, min_speedup: float | None = None):
+    def assert_group(
+        self,
+        grouping: str,
+        name: str,
+        *,
+        min_rate: float | None = None,
+        min_length: float | None = None,
+        min_speedup: float | None = None,
+    ):
         """One category's (or turn's: ``"turn 2"``) acceptance rate, length and TPOT speedup at least these."""
         groups = {g.name: g for g in self.by(grouping)}
         if name not in groups:
             raise AssertionError(f"no {grouping} {name!r} in this result; it has: {', '.join(groups) or 'none'}")
         group = groups[name]
         rows = []
-        for label, floor, value in (("acceptance_rate", min_rate, group.acceptance_rate),
-                                    ("acceptance_length", min_length, group.acceptance_length),
-                                    ("speedup_median_tpot", min_speedup, group.speedup_median_tpot)):
+        for label, floor, value in (
+            ("acceptance_rate", min_rate, group.acceptance_rate),
+            ("acceptance_length", min_length, group.acceptance_length),
+            ("speedup_median_tpot", min_speedup, group.speedup_median_tpot),
+        ):
             if floor is None:
                 continue
             if not math.isfinite(value):

@@ -31,6 +31,7 @@ from .progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
+from .reference_runs import ReferenceRuns
 from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
 from ..engines import engine_named
 from ..serving.engine_facts import read_engine_facts
@@ -62,17 +63,24 @@ def check_run(server, spec: ServerSpec, records, what: str) -> None:
         except subprocess.TimeoutExpired:
             code = None
     if code is not None:
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() else \
-            f"exit code {code}"
-        raise RunError(f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
-                       f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}")
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code < 0 and -code in signal.valid_signals()
+            else f"exit code {code}"
+        )
+        raise RunError(
+            f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
+            f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}"
+        )
     if failed:
         where = f"server log: {server.log_path}\n{server.log_tail()}" if server.log_path else f"endpoint: {server.url}"
-        raise RunError(f"{what}: {len(failed)} of {len(records)} requests failed on {spec.label()}; first error: "
-                       f"{failed[0].error}\n{where}")
+        raise RunError(
+            f"{what}: {len(failed)} of {len(records)} requests failed on {spec.label()}; first error: "
+            f"{failed[0].error}\n{where}"
+        )
 
 
-class Measurements:
+class Measurements(ReferenceRuns):
     def __init__(
         self,
         pool: ServerPool,
@@ -136,8 +144,9 @@ class Measurements:
             write_atomic(path, text)
         return path
 
-    def _warm_up(self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern,
-                 seed: int) -> SteadyState:
+    def _warm_up(
+        self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int
+    ) -> SteadyState:
         # The first requests on a fresh server pay for lazy initialisation; a measured run must not.
         # Rounds of short requests until two agree (measure/warm_up.py); they use prompts of their own,
         # never ones a measured run sends.
@@ -147,13 +156,24 @@ class Measurements:
         warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
 
         def send_round(index: int):
-            load = generate_load(server.url, server.model, warm, AccessPattern("warmup", num_prompts=len(warm)),
-                                 request_timeout=self.request_timeout, ignore_eos=True, engine=spec.engine)
+            load = generate_load(
+                server.url,
+                server.model,
+                warm,
+                AccessPattern("warmup", num_prompts=len(warm)),
+                request_timeout=self.request_timeout,
+                ignore_eos=True,
+                engine=spec.engine,
+            )
             check_run(server, spec, load.records, f"warm-up of {spec.label()} (round {index + 1})")
             return load.records
 
-        steady = warm_until_steady(send_round, max_rounds=self.warm_up_rounds, max_seconds=self.warm_up_seconds,
-                                   requested_tokens=min(warm[0].output_len, WARMUP_TOKENS) if warm else None)
+        steady = warm_until_steady(
+            send_round,
+            max_rounds=self.warm_up_rounds,
+            max_seconds=self.warm_up_seconds,
+            requested_tokens=min(warm[0].output_len, WARMUP_TOKENS) if warm else None,
+        )
         self.on_event(f"warm-up of {spec.label()}: {steady.describe()}")
         self._warmed[server] = steady
         return steady
@@ -188,8 +208,10 @@ class Measurements:
             if repeat:
                 prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
             before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
-            label = (f"{what or spec.label()} on {workload.name}/{pattern.name}"
-                     f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}")
+            label = (
+                f"{what or spec.label()} on {workload.name}/{pattern.name}"
+                f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}"
+            )
             live = self.progress.start(label, pattern.num_prompts)
             try:
                 load = generate_load(
@@ -220,90 +242,48 @@ class Measurements:
             except CounterError as exc:
                 raise RunError(f"{label}: {exc}") from None
             if counted := count_output_tokens(load.records, lambda: self.tokenizer(spec.model)):
-                self.on_event(f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
-                              "their output tokens were counted by tokenizing the text, as vllm bench serve does")
+                self.on_event(
+                    f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
+                    "their output tokens were counted by tokenizing the text, as vllm bench serve does"
+                )
             metrics = summarize(load.records, load.duration_s)
-            runs.append(Run(spec, repeat, metrics, load.records, counters, server.command, load.started_at,
-                            warm_up=steady, engine_facts=self._facts[server]))
+            runs.append(
+                Run(
+                    spec,
+                    repeat,
+                    metrics,
+                    load.records,
+                    counters,
+                    server.command,
+                    load.started_at,
+                    warm_up=steady,
+                    engine_facts=self._facts[server],
+                )
+            )
             self.on_event(
                 f"{label}: {metrics.completed} requests in {metrics.duration_s:.1f} s, "
                 f"{metrics.output_throughput:.1f} output tok/s, median TPOT {metrics.tpot.median:.1f} ms"
             )
         return runs
 
-    @staticmethod
-    def _reference_key(spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int, logprobs) -> str:
-        return json.dumps(
-            [spec.target, workload.describe(), pattern.describe(), seed, logprobs],
-            sort_keys=True,
-            default=str,
-        )
-
-    def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
-        """Announce a reference run a later test will need.
-
-        When the reference server is up for one test, every announced
-        reference run of the same target is measured right then, so the
-        reference server starts once however the SD tests are ordered.
-        """
-        queue = self._planned.setdefault(spec.target, [])
-        key = self._reference_key(spec, workload, pattern, seed, None)
-        if all(self._reference_key(*job, None) != key for job in queue):
-            queue.append((spec, workload, pattern, seed))
-
-    def measure_planned_references(self, spec: ServerSpec) -> None:
-        """Measure every announced reference run of `spec`'s target that is still missing.
-
-        Called before an SD server of that target is first needed, so the
-        reference server (often already up) serves all its runs in one go.
-        """
-        for job in self._planned.pop(spec.target, []):
-            key = self._reference_key(*job, None)
-            if key not in self._references:
-                job_spec, workload, pattern, seed = job
-                prompts = self.prompts(job_spec.model, workload, pattern, seed)
-                self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
-
-    def reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, prompts: list, *,
-                  seed: int = 0, logprobs: int | None = None) -> list[Run]:
-        """The no-SD runs for `spec`'s target; measured once per session per traffic."""
-        key = self._reference_key(spec, workload, pattern, seed, logprobs)
-        if key not in self._references:
-            self.measure_planned_references(spec)
-        if key not in self._references:
-            self._measure_reference(key, spec, workload, pattern, prompts, seed, logprobs)
-        return self._references[key]
-
-    def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
-        reference = spec.reference()
-        self.reference_measurements[spec.target] += 1
-        self._reference_jobs[key] = (spec, workload, pattern, prompts, seed, logprobs)
-        self._references[key] = self.measure(
-            reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
-        )
-
-    def check_drift(self) -> list:
-        """Each reference traffic of the session measured once more, against its first run (measure.drift)."""
-        from .drift import compare
-
-        checks = []
-        for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():
-            (again,) = self.measure(spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs,
-                                    what="reference again (drift check)", repeats=1)
-            check = compare(spec.target, f"{workload.name}/{pattern.name} (seed {seed})", self._references[key], again)
-            self.on_event(f"drift check: {check.describe()}")
-            checks.append(check)
-        return checks
-
-    def run(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, *, seed: int = 0,
-            logprobs: int | None = None, slo: dict | None = None) -> SpecDecResult:
+    def run(
+        self,
+        spec: ServerSpec,
+        workload: Workload,
+        pattern: AccessPattern,
+        *,
+        seed: int = 0,
+        logprobs: int | None = None,
+        slo: dict | None = None,
+    ) -> SpecDecResult:
         if spec.speculative_config is None and spec.endpoints:
             raise RunError(
                 f"{spec.label()} has no speculative_config. In endpoint mode the plugin starts nothing: "
                 f"speculative_config describes what the speculative endpoint ({dict(spec.endpoints)['speculative']}) "
                 "runs, and its method and k feed the theory column and the report. Add it to the marker, e.g. "
                 "@pytest.mark.specdec(model=..., speculative_config={'method': 'eagle3', 'model': "
-                "'<draft model>', 'num_speculative_tokens': 3})")
+                "'<draft model>', 'num_speculative_tokens': 3})"
+            )
         if spec.speculative_config is None:
             raise RunError(f"{spec.label()} has no speculative_config: nothing to compare with the reference")
         if spec.endpoints:  # running servers: fail in seconds on a bad URL, before any tokenizer loads
@@ -314,8 +294,12 @@ class Measurements:
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
         tokenizer = self.tokenizer(spec.model)
         # Repeat i of SD against repeat i of the reference: they sent the same prompts.
-        outputs_per_repeat = [compare_outputs(reference_runs[min(i, len(reference_runs) - 1)].records, run.records,
-                                              decode=tokenizer.decode) for i, run in enumerate(speculative_runs)]
+        outputs_per_repeat = [
+            compare_outputs(
+                reference_runs[min(i, len(reference_runs) - 1)].records, run.records, decode=tokenizer.decode
+            )
+            for i, run in enumerate(speculative_runs)
+        ]
         server = self.pool.get(spec)
         result = SpecDecResult(
             spec=spec,
@@ -327,9 +311,17 @@ class Measurements:
             outputs=outputs_per_repeat[0],
             outputs_per_repeat=outputs_per_repeat,
             reproduce=reproduce_commands(
-                reference_runs[0], speculative_runs[0], server, pattern, self.prompts_file(prompts),
-                self.pool.model_resolver(spec.model), seed, workload.ignore_eos, logprobs,
-                replay=pattern.replay_speed is not None or any(p.turns for p in prompts), engine=spec.engine,
+                reference_runs[0],
+                speculative_runs[0],
+                server,
+                pattern,
+                self.prompts_file(prompts),
+                self.pool.model_resolver(spec.model),
+                seed,
+                workload.ignore_eos,
+                logprobs,
+                replay=pattern.replay_speed is not None or any(p.turns for p in prompts),
+                engine=spec.engine,
             ),
             seed=seed,
             server_log=str(server.log_path or ""),
@@ -340,29 +332,55 @@ class Measurements:
             result = self._measure_again(result, cold, workload, pattern, prompts, seed, logprobs, tokenizer)
         return result
 
-    def _measure_again(self, result: SpecDecResult, cold: list, workload: Workload, pattern: AccessPattern,
-                       prompts: list, seed: int, logprobs, tokenizer) -> SpecDecResult:
+    def _measure_again(
+        self,
+        result: SpecDecResult,
+        cold: list,
+        workload: Workload,
+        pattern: AccessPattern,
+        prompts: list,
+        seed: int,
+        logprobs,
+        tokenizer,
+    ) -> SpecDecResult:
         """A comparison flagged cold or drifting, measured again before any verdict: both servers warmed
         again, the reference run again, then SD, and the new runs replace the flagged ones (the reference's
         for every later test of the same traffic too).  Flags that stay make its speedups not compared."""
         spec = result.spec
         self.remeasures[spec.key] += 1  # each costs a start of both servers where one runs at a time
-        self.on_event(f"{spec.label()}: measuring both sides again before any verdict: "
-                      + "; ".join(flag.describe() for flag in cold))
+        self.on_event(
+            f"{spec.label()}: measuring both sides again before any verdict: "
+            + "; ".join(flag.describe() for flag in cold)
+        )
         for server in [s for s in self._warmed if getattr(s, "spec", None) in (spec, spec.reference())]:
             del self._warmed[server]  # warm these two again; every other server stays warm
         key = self._reference_key(spec, workload, pattern, seed, logprobs)
-        reference_runs = self.measure(spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs,
-                                      what="reference again")
+        reference_runs = self.measure(
+            spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference again"
+        )
         self._references[key] = reference_runs
-        speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs,
-                                        what="SD again")
-        outputs = [compare_outputs(reference_runs[min(i, len(reference_runs) - 1)].records, run.records,
-                                   decode=tokenizer.decode) for i, run in enumerate(speculative_runs)]
-        again = replace(result, reference_runs=reference_runs, speculative_runs=speculative_runs,
-                        outputs=outputs[0], outputs_per_repeat=outputs, remeasured=[f.describe() for f in cold])
+        speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD again")
+        outputs = [
+            compare_outputs(
+                reference_runs[min(i, len(reference_runs) - 1)].records, run.records, decode=tokenizer.decode
+            )
+            for i, run in enumerate(speculative_runs)
+        ]
+        again = replace(
+            result,
+            reference_runs=reference_runs,
+            speculative_runs=speculative_runs,
+            outputs=outputs[0],
+            outputs_per_repeat=outputs,
+            remeasured=[f.describe() for f in cold],
+        )
         standing = cold_flags(again)
-        self.on_event(f"{spec.label()}: measured again: " + (
-            "no longer flagged" if not standing else
-            "still flagged, its speedups are not compared: " + "; ".join(f.kind for f in standing)))
+        self.on_event(
+            f"{spec.label()}: measured again: "
+            + (
+                "no longer flagged"
+                if not standing
+                else "still flagged, its speedups are not compared: " + "; ".join(f.kind for f in standing)
+            )
+        )
         return again

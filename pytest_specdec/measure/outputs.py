@@ -66,10 +66,14 @@ def compare_outputs(reference_records, speculative_records, decode=None) -> Outp
             f"runs differ in request count: reference {len(reference_records)}, SD {len(speculative_records)}"
         )
     by_text = _lacks_ids(reference_records) or _lacks_ids(speculative_records)
-    if by_text and any(record.output_tokens > 0 and not record.text
-                       for record in [*reference_records, *speculative_records]):
-        return OutputComparison([], basis=None, problem="a server sent neither token ids nor text for its output, "
-                                "so outputs cannot be compared")
+    if by_text and any(
+        record.output_tokens > 0 and not record.text for record in [*reference_records, *speculative_records]
+    ):
+        return OutputComparison(
+            [],
+            basis=None,
+            problem="a server sent neither token ids nor text for its output, so outputs cannot be compared",
+        )
     compared = []
     for ref, sd in zip(reference_records, speculative_records):
         a, b = (ref.text, sd.text) if by_text else (list(ref.token_ids), list(sd.token_ids))
@@ -82,6 +86,17 @@ def compare_outputs(reference_records, speculative_records, decode=None) -> Outp
         if by_text:
             compared.append(RequestComparison(ref.index, False, position, len(a), len(b), [], [], a[lo:hi], b[lo:hi]))
             continue
-        compared.append(RequestComparison(ref.index, False, position, len(a), len(b), a[lo:hi], b[lo:hi],
-                                          decode(a[lo:hi]) if decode else "", decode(b[lo:hi]) if decode else ""))
+        compared.append(
+            RequestComparison(
+                ref.index,
+                False,
+                position,
+                len(a),
+                len(b),
+                a[lo:hi],
+                b[lo:hi],
+                decode(a[lo:hi]) if decode else "",
+                decode(b[lo:hi]) if decode else "",
+            )
+        )
     return OutputComparison(compared, basis="text" if by_text else "token ids")

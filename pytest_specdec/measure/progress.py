@@ -10,6 +10,8 @@ sink at all.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import time
 from dataclasses import dataclass
@@ -31,8 +33,14 @@ def progress_text(what: str, done: int, total: int, elapsed: float) -> str:
 class LiveProgress:
     """Rewrites one terminal line as requests complete (at most every `interval` seconds)."""
 
-    def __init__(self, rewrite: Callable[[str], None], clear: Callable[[], None], *,
-                 clock: Callable[[], float] = time.monotonic, interval: float = 0.5):
+    def __init__(
+        self,
+        rewrite: Callable[[str], None],
+        clear: Callable[[], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        interval: float = 0.5,
+    ):
         self._rewrite, self._clear, self._clock, self._interval = rewrite, clear, clock, interval
         self._what, self._started, self._shown_at = "", 0.0, None
 
@@ -81,3 +89,25 @@ class Terminal:
     write_line: Callable[[str], None] | None = None  # a message on its own line (server starts, runs)
     rewrite: Callable[[str], None] | None = None  # one line rewritten in place (live progress)
     interactive: bool = False  # a terminal where rewriting a line works
+
+
+def terminal_on(reporter, capture) -> Terminal:
+    """A `Terminal` writing through pytest's terminal reporter past output capturing (`capture`, pytest's
+    capture manager, may be None); a plain one when there is no reporter (quiet runs)."""
+    if reporter is None:
+        return Terminal()
+
+    def uncaptured():
+        return capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+
+    def write_line(message: str) -> None:
+        with uncaptured():
+            reporter.ensure_newline()
+            reporter.write_line(f"[specdec] {message}")
+
+    def rewrite(line: str) -> None:
+        with uncaptured():
+            reporter.ensure_newline()
+            reporter.rewrite(line, erase=True)
+
+    return Terminal(write_line, rewrite, interactive=reporter.isatty)

@@ -20,8 +20,7 @@ from ..load.patterns import AccessPattern, PatternError
 from ..load.workloads import Prompt
 from ..engines.server_spec import DEFAULT_ENGINE
 
-PATTERN_KEYS = ("name", "request_rate", "burstiness", "max_concurrency", "num_prompts", "replay_speed",
-                "think_time_s")
+PATTERN_KEYS = ("name", "request_rate", "burstiness", "max_concurrency", "num_prompts", "replay_speed", "think_time_s")
 
 
 def load_prompts(path: Path) -> list[Prompt]:
@@ -31,9 +30,16 @@ def load_prompts(path: Path) -> list[Prompt]:
             continue
         try:
             obj = json.loads(line)
-            prompts.append(Prompt(obj["prompt"], int(obj.get("prompt_len") or 0), int(obj["output_tokens"]),
-                                  obj.get("category"), obj.get("arrival_s"),
-                                  tuple((str(t), int(n)) for t, n in obj.get("turns") or ())))
+            prompts.append(
+                Prompt(
+                    obj["prompt"],
+                    int(obj.get("prompt_len") or 0),
+                    int(obj["output_tokens"]),
+                    obj.get("category"),
+                    obj.get("arrival_s"),
+                    tuple((str(t), int(n)) for t, n in obj.get("turns") or ()),
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}, line {line_no}: not a prompts line ({type(exc).__name__}: {exc})") from None
     if not prompts:
@@ -68,8 +74,15 @@ def replay_main(argv: Sequence[str]) -> int:
     from .metrics import summarize
     from ..load.client import generate_load
 
-    load = generate_load(options.base_url, options.model, prompts, pattern, seed=options.seed,
-                         ignore_eos=options.ignore_eos, engine=options.engine)
+    load = generate_load(
+        options.base_url,
+        options.model,
+        prompts,
+        pattern,
+        seed=options.seed,
+        ignore_eos=options.ignore_eos,
+        engine=options.engine,
+    )
     metrics = summarize(load.records, load.duration_s)
     print(json.dumps({"failed": len(load.failures), **metrics.as_dict()}, indent=1, default=str))
     return 1 if load.failures else 0

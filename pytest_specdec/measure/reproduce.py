@@ -22,9 +22,19 @@ if TYPE_CHECKING:
     from .result import Run
 
 
-def reproduce_commands(reference: Run, speculative: Run, server: ManagedServer, pattern: AccessPattern,
-                       prompts_file: Path, tokenizer: str, seed: int, ignore_eos: bool,
-                       logprobs: int | None = None, replay: bool = False, engine: str = DEFAULT_ENGINE) -> dict[str, str]:
+def reproduce_commands(
+    reference: Run,
+    speculative: Run,
+    server: ManagedServer,
+    pattern: AccessPattern,
+    prompts_file: Path,
+    tokenizer: str,
+    seed: int,
+    ignore_eos: bool,
+    logprobs: int | None = None,
+    replay: bool = False,
+    engine: str = DEFAULT_ENGINE,
+) -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
     The servers' commands are exactly what was run.  The load is `vllm bench
@@ -35,20 +45,43 @@ def reproduce_commands(reference: Run, speculative: Run, server: ManagedServer, 
     the plugin's own client, sending what it sent.
     """
     cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
-    bench = [reference.server_command[0], "-m", "pytest_specdec", "bench"] if cpu_build and \
-        reference.server_command else ["vllm", "bench", "serve"]
+    bench = (
+        [reference.server_command[0], "-m", "pytest_specdec", "bench"]
+        if cpu_build and reference.server_command
+        else ["vllm", "bench", "serve"]
+    )
     bench += bench_serve_flags(server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs)
     # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
     # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
     # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
     if replay or not engine_named(engine).bench_serve:
         python = reference.server_command[0] if reference.server_command and cpu_build else "python"
-        bench = [python, "-m", "pytest_specdec", "replay", "--base-url", server.url, "--model", server.model,
-                 "--prompts", str(prompts_file), "--pattern", json.dumps(pattern.describe(), sort_keys=True),
-                 "--seed", str(seed), "--engine", engine, *(["--ignore-eos"] if ignore_eos else [])]
+        bench = [
+            python,
+            "-m",
+            "pytest_specdec",
+            "replay",
+            "--base-url",
+            server.url,
+            "--model",
+            server.model,
+            "--prompts",
+            str(prompts_file),
+            "--pattern",
+            json.dumps(pattern.describe(), sort_keys=True),
+            "--seed",
+            str(seed),
+            "--engine",
+            engine,
+            *(["--ignore-eos"] if ignore_eos else []),
+        ]
+
     def started(run: Run) -> str:
-        return shlex.join(run.server_command) if run.server_command else \
-            f"(a running endpoint, not started by pytest-specdec: {run.spec.endpoint})"
+        return (
+            shlex.join(run.server_command)
+            if run.server_command
+            else f"(a running endpoint, not started by pytest-specdec: {run.spec.endpoint})"
+        )
 
     return {
         "reference_server": started(reference),
@@ -57,24 +90,42 @@ def reproduce_commands(reference: Run, speculative: Run, server: ManagedServer, 
     }
 
 
-def bench_serve_flags(base_url: str, model: str, tokenizer: str, prompts_file: Path, pattern: AccessPattern,
-                      seed: int = 0, ignore_eos: bool = True, logprobs: int | None = None) -> list[str]:
+def bench_serve_flags(
+    base_url: str,
+    model: str,
+    tokenizer: str,
+    prompts_file: Path,
+    pattern: AccessPattern,
+    seed: int = 0,
+    ignore_eos: bool = True,
+    logprobs: int | None = None,
+) -> list[str]:
     """`vllm bench serve` flags that send the plugin's prompts (a custom dataset file, in order) with the
     pattern's arrivals: the same seed gives the same arrival times (see `AccessPattern.arrival_offsets`)."""
     flags = [
-        "--backend", "vllm",
-        "--base-url", base_url,
-        "--endpoint", "/v1/completions",
-        "--model", model,
-        "--tokenizer", tokenizer,
-        "--dataset-name", "custom",
-        "--dataset-path", str(prompts_file),
-        "--custom-output-len", "-1",
+        "--backend",
+        "vllm",
+        "--base-url",
+        base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(prompts_file),
+        "--custom-output-len",
+        "-1",
         "--skip-chat-template",
         "--disable-shuffle",
         *pattern.bench_flags(),
-        "--seed", str(seed),
-        "--temperature", "0",
+        "--seed",
+        str(seed),
+        "--temperature",
+        "0",
     ]
     if ignore_eos:
         flags.append("--ignore-eos")

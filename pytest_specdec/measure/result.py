@@ -9,20 +9,29 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..engines.server_spec import ServerSpec
 from ..engines.counters import SpecDecodeCounters
-from ..verdict.metric_names import (SPEEDUP_METRICS, SPEEDUP_PREFIX, derived_metrics, speedup as speedup_of, speedup_metric,
-                      speedup_name)
+from ..verdict.metric_names import (
+    SPEEDUP_METRICS,
+    SPEEDUP_PREFIX,
+    derived_metrics,
+    speedup as speedup_of,
+    speedup_metric,
+    speedup_name,
+)
 from ..load.workloads import REPEAT_SEED_STRIDE, repeat_seed  # noqa: F401 - re-exported
 from .metrics import RunMetrics
+
 # Output comparison lives in `outputs`; these names stay importable from here.
 from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
 from .analysis import ANALYSIS_FIGURES
 from .groups import GroupedFigures
 from .fairness import FairComparison
+from .result_checks import ResultChecks
 from .goodput import goodput as goodput_of, is_relative
+
 
 @dataclass
 class Run:
@@ -42,8 +51,10 @@ class Run:
 def why_no_value(metric: str) -> str:
     """Why a run metric (vllm bench serve's keys) has no value in a run that completed."""
     if "tpot" in metric:
-        return ("TPOT needs requests with more than one output token, streamed in more than one event "
-                "(a whole output in one event leaves no time between tokens to measure)")
+        return (
+            "TPOT needs requests with more than one output token, streamed in more than one event "
+            "(a whole output in one event leaves no time between tokens to measure)"
+        )
     if "itl" in metric:
         return "ITL needs at least two streamed chunks in a request"
     return "no request of the run completed"
@@ -56,7 +67,7 @@ def _median_metric(runs: list[Run], metric: str) -> float:
 
 
 @dataclass
-class SpecDecResult(GroupedFigures, FairComparison):
+class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     """The reference and SD runs of one test, with the figures derived from them."""
 
     spec: ServerSpec
@@ -118,9 +129,11 @@ class SpecDecResult(GroupedFigures, FairComparison):
         for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
             for run in runs:
                 if run.metrics.client_bound(self.dispatch_lag_limit_ms):
-                    return (f"client-bound: the {side} run (repeat {run.repeat + 1}) had a p99 dispatch lag of "
-                            f"{run.metrics.dispatch_lag.p99:.1f} ms, over the {self.dispatch_lag_limit_ms:g} ms limit: the load generator, "
-                            "not the server, set its pace (fewer concurrent streams, or a bigger client machine)")
+                    return (
+                        f"client-bound: the {side} run (repeat {run.repeat + 1}) had a p99 dispatch lag of "
+                        f"{run.metrics.dispatch_lag.p99:.1f} ms, over the {self.dispatch_lag_limit_ms:g} ms limit: the load generator, "
+                        "not the server, set its pace (fewer concurrent streams, or a bigger client machine)"
+                    )
         return None
 
     @property
@@ -128,8 +141,11 @@ class SpecDecResult(GroupedFigures, FairComparison):
         """SD counter deltas summed over every SD repeat; unavailable if any repeat's are."""
         total = SpecDecodeCounters()
         for run in self.speculative_runs:
-            total = total + (run.counters if run.counters is not None else
-                             SpecDecodeCounters.unavailable("the SD run recorded no counters"))
+            total = total + (
+                run.counters
+                if run.counters is not None
+                else SpecDecodeCounters.unavailable("the SD run recorded no counters")
+            )
         return total
 
     def unavailable(self, metric: str) -> str | None:
@@ -151,9 +167,11 @@ class SpecDecResult(GroupedFigures, FairComparison):
             if not self.slo:
                 return "no SLO declared for this test (@pytest.mark.specdec_slo or the ini's specdec_slo)"
             if is_relative(self.slo):
-                return (f"the SLO is relative ({', '.join(k for k in self.slo if k.endswith('_x'))}): its "
-                        "milliseconds come from the reference's unloaded run, which only an SLO capacity search "
-                        "measures; goodput needs absolute objectives (e.g. tpot_ms=...)")
+                return (
+                    f"the SLO is relative ({', '.join(k for k in self.slo if k.endswith('_x'))}): its "
+                    "milliseconds come from the reference's unloaded run, which only an SLO capacity search "
+                    "measures; goodput needs absolute objectives (e.g. tpot_ms=...)"
+                )
             if not any(math.isfinite(v) for v in self.repeat_goodput_ratios()):
                 return "no reference request met the SLO, so SD's goodput has nothing to be compared with"
             return None
@@ -165,14 +183,18 @@ class SpecDecResult(GroupedFigures, FairComparison):
         for side, runs in (("reference", self.reference_runs), ("SD", self.speculative_runs)):
             missing = [run.repeat + 1 for run in runs if not math.isfinite(run.metrics.as_dict().get(name, math.nan))]
             if missing:
-                return (f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
-                        f"(repeat {', '.join(map(str, missing))}): " + why_no_value(name))
+                return (
+                    f"{name} has no value in the {side} run{'s' if len(missing) > 1 else ''} "
+                    f"(repeat {', '.join(map(str, missing))}): " + why_no_value(name)
+                )
         if metric.startswith(SPEEDUP_PREFIX):
             for reference, speculative in self.repeat_pairs():
                 ref, sd = reference.metrics.as_dict()[name], speculative.metrics.as_dict()[name]
                 if not math.isfinite(speedup_of(name, ref, sd)):
-                    return (f"{metric} is undefined in repeat {speculative.repeat + 1}: "
-                            f"{name} is {ref:g} for the reference and {sd:g} for SD")
+                    return (
+                        f"{metric} is undefined in repeat {speculative.repeat + 1}: "
+                        f"{name} is {ref:g} for the reference and {sd:g} for SD"
+                    )
         return None
 
     @property
@@ -212,8 +234,10 @@ class SpecDecResult(GroupedFigures, FairComparison):
 
     def repeat_speedups(self, metric: str = "output_throughput") -> list[float]:
         """Each repeat's speedup on `metric`, in repeat order (NaN where a side has no value)."""
-        return [speedup_of(metric, ref.metrics.as_dict().get(metric, math.nan),
-                           sd.metrics.as_dict().get(metric, math.nan)) for ref, sd in self.repeat_pairs()]
+        return [
+            speedup_of(metric, ref.metrics.as_dict().get(metric, math.nan), sd.metrics.as_dict().get(metric, math.nan))
+            for ref, sd in self.repeat_pairs()
+        ]
 
     def goodput(self, side: str = "speculative", unit: str = "requests") -> float:
         """Requests per second that met every SLO (`vllm bench serve --goodput`), or with ``unit="tokens"``
@@ -222,8 +246,11 @@ class SpecDecResult(GroupedFigures, FairComparison):
             raise ValueError(f"goodput unit must be 'requests' or 'tokens', got {unit!r}")
         runs = self.speculative_runs if side == "speculative" else self.reference_runs
         figure = "request_goodput" if unit == "requests" else "output_goodput"
-        values = [getattr(goodput_of(run.records, run.metrics.duration_s, self.slo), figure) for run in runs] \
-            if self.slo and not is_relative(self.slo) else []
+        values = (
+            [getattr(goodput_of(run.records, run.metrics.duration_s, self.slo), figure) for run in runs]
+            if self.slo and not is_relative(self.slo)
+            else []
+        )
         values = [v for v in values if math.isfinite(v)]
         return statistics.median(values) if values else math.nan
 
@@ -245,8 +272,10 @@ class SpecDecResult(GroupedFigures, FairComparison):
 
     def repeat_pairs(self) -> list[tuple[Run, Run]]:
         """(reference run, SD run) per repeat; a reference with fewer repeats reuses its last one."""
-        return [(self.reference_runs[min(i, len(self.reference_runs) - 1)], sd)
-                for i, sd in enumerate(self.speculative_runs)]
+        return [
+            (self.reference_runs[min(i, len(self.reference_runs) - 1)], sd)
+            for i, sd in enumerate(self.speculative_runs)
+        ]
 
     def repeats(self) -> list[dict[str, dict[str, float]]]:
         """One entry per repeat, as baselines store them: both sides' metrics and the derived figures."""
@@ -276,67 +305,6 @@ class SpecDecResult(GroupedFigures, FairComparison):
             return math.nan
         requests = [r for c in comparisons for r in c.requests]
         return sum(r.identical for r in requests) / len(requests) if requests else math.nan
-
-    # --- checks: ordinary AssertionErrors with a table, see assertions.py ---
-
-    def assert_speedup(self, min: float, metric: str = "output_throughput") -> "SpecDecResult":
-        """SD must be at least `min` times better on `metric` (latencies inverted)."""
-        from ..verdict.assertions import check_speedup
-
-        check_speedup(self, min, metric)
-        return self
-
-    def assert_acceptance(self, min_rate: float | None = None, min_length: float | None = None,
-                          min_per_position: list[float] | None = None, *,
-                          min_request_p10_length: float | None = None,
-                          min_request_p50_length: float | None = None) -> "SpecDecResult":
-        """Acceptance rate and length (fractions, not percent), per-position rates, and the
-        per-request acceptance length's 10th percentile and median (tokens per drafted step)."""
-        from ..verdict.assertions import check_acceptance, check_request_lengths
-
-        per_request = min_request_p10_length is not None or min_request_p50_length is not None
-        if not per_request or min_rate is not None or min_length is not None or min_per_position is not None:
-            check_acceptance(self, min_rate, min_length, min_per_position)
-        if per_request:
-            check_request_lengths(self, min_request_p10_length, min_request_p50_length)
-        return self
-
-    def assert_best_k(self, expected: int | Sequence[int]) -> "SpecDecResult":
-        """The draft length predicted best from this run (see `acceptance.predict_speedups`) is
-        `expected`, or one of them."""
-        from ..verdict.assertions import check_best_k
-
-        check_best_k(self, expected)
-        return self
-
-    def assert_outputs_equivalent(self, min_match: float = 1.0, ignore_numerical_ties: bool = True,
-                                  tie_threshold: float | None = None) -> "SpecDecResult":
-        """At least `min_match` of requests produce the reference's token ids.
-
-        With reference logprobs (``specdec.run(logprobs=2)``), a divergence
-        where the reference's top two candidates were within `tie_threshold`
-        nats is a numerical near-tie, counted as a match unless
-        ``ignore_numerical_ties=False``.
-        """
-        from ..verdict.assertions import TIE_THRESHOLD, check_outputs_equivalent
-
-        check_outputs_equivalent(self, min_match, ignore_numerical_ties,
-                                 TIE_THRESHOLD if tie_threshold is None else tie_threshold)
-        return self
-
-    def assert_no_regression(self, metrics: list[str] | None = None,
-                             tolerance: float | dict[str, float] | None = None,
-                             allow_unavailable: Sequence[str] = ()) -> "SpecDecResult":
-        """Compare with this test's stored baseline (recorded with --specdec-update-baselines).
-
-        A gated figure this run could not measure fails the check ("unavailable:
-        <why>") unless it is named in `allow_unavailable`.
-        """
-        if self.gate is None:
-            raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture, "
-                               "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate")
-        self.gate.check(self, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
-        return self
 
     def derived(self) -> dict[str, float]:
         """The ratios that compare across environments: speedups and acceptance."""

@@ -151,9 +151,13 @@ class CapacityResult:
 
     def derived(self) -> dict[str, float]:
         """The figures exports carry: each side's capacity, the ratio, and the limits with what they came from."""
-        figures = {"capacity_ratio": self.capacity_ratio(),
-                   **{f"{side}_capacity": math.nan if cap.capacity is None else float(cap.capacity)
-                      for side, cap in (("reference", self.reference), ("speculative", self.speculative))}}
+        figures = {
+            "capacity_ratio": self.capacity_ratio(),
+            **{
+                f"{side}_capacity": math.nan if cap.capacity is None else float(cap.capacity)
+                for side, cap in (("reference", self.reference), ("speculative", self.speculative))
+            },
+        }
         for key, record in self.objectives.items():
             figures[f"slo_{key}_ms"] = record["ms"]
             if "multiple" in record:
@@ -164,21 +168,37 @@ class CapacityResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe summary: the objectives as given and resolved, both capacities and the ratio."""
         ratio = self.ratio()
-        return _json_safe({"slo": self.slo, "percentile": self.percentile, "objectives": self.objectives,
-                           "unloaded_reference_ms": self.unloaded_ms, "reference": self.reference.as_dict(),
-                           "speculative": self.speculative.as_dict(),
-                           "ratio": {"value": ratio.value, "kind": ratio.kind, "low": ratio.low, "high": ratio.high,
-                                     "notes": ratio.notes},
-                           "describe": self.describe()})
+        return _json_safe(
+            {
+                "slo": self.slo,
+                "percentile": self.percentile,
+                "objectives": self.objectives,
+                "unloaded_reference_ms": self.unloaded_ms,
+                "reference": self.reference.as_dict(),
+                "speculative": self.speculative.as_dict(),
+                "ratio": {
+                    "value": ratio.value,
+                    "kind": ratio.kind,
+                    "low": ratio.low,
+                    "high": ratio.high,
+                    "notes": ratio.notes,
+                },
+                "describe": self.describe(),
+            }
+        )
 
     def repeat_seeds(self) -> list[int]:
         return [self.seed]
 
     def repeats(self) -> list[dict[str, dict[str, float]]]:
         """One entry, as baselines store figures: each side's capacity and the ratio."""
-        sides = {side: {"capacity": math.nan if cap.capacity is None else float(cap.capacity),
-                        "output_throughput_at_capacity": self.output_throughput_at_capacity(side)}
-                 for side, cap in (("reference", self.reference), ("speculative", self.speculative))}
+        sides = {
+            side: {
+                "capacity": math.nan if cap.capacity is None else float(cap.capacity),
+                "output_throughput_at_capacity": self.output_throughput_at_capacity(side),
+            }
+            for side, cap in (("reference", self.reference), ("speculative", self.speculative))
+        }
         return [{**sides, "derived": {"capacity_ratio": self.capacity_ratio()}}]
 
     def assert_capacity(self, min_ratio: float = 1.0) -> "CapacityResult":
@@ -196,54 +216,80 @@ class CapacityResult:
         if verdict == "pass":
             return self
         if verdict == "undecidable":
-            remedy = ("Bracket both sides: raise the pattern's max_load or bracket_probes "
-                      f"(now max_load={self.pattern.get('max_load')}, "
-                      f"bracket_probes={self.pattern.get('bracket_probes')}), or lower search_start where a side "
-                      "failed at the lowest load")
+            remedy = (
+                "Bracket both sides: raise the pattern's max_load or bracket_probes "
+                f"(now max_load={self.pattern.get('max_load')}, "
+                f"bracket_probes={self.pattern.get('bracket_probes')}), or lower search_start where a side "
+                "failed at the lowest load"
+            )
             if ratio.kind == "estimate":  # both bracketed, the threshold inside the interval
-                remedy = (f"Both sides are bracketed, but {min_ratio:g}x lies within the interval: narrow it with "
-                          f"a finer resolution in the access pattern (now {self.pattern.get('resolution', 0.1)}; "
-                          "each halving costs about one more probe per side, and raise bisect_probes, now "
-                          f"{self.pattern.get('bisect_probes')}, to pay for it), or gate a threshold the interval "
-                          "can decide")
+                remedy = (
+                    f"Both sides are bracketed, but {min_ratio:g}x lies within the interval: narrow it with "
+                    f"a finer resolution in the access pattern (now {self.pattern.get('resolution', 0.1)}; "
+                    "each halving costs about one more probe per side, and raise bisect_probes, now "
+                    f"{self.pattern.get('bisect_probes')}, to pay for it), or gate a threshold the interval "
+                    "can decide"
+                )
             if self.reference.not_offered() or self.speculative.not_offered():
-                remedy = ("The client could not offer the load it was asked to (its p99 dispatch lag stayed over "
-                          "--specdec-max-dispatch-lag-ms in every run of a probe): spread the load over client "
-                          "processes with --specdec-client-workers, or find what else is busy on this machine")
-            raise AssertionError(failure_message(
-                f"SD's SLO capacity against {min_ratio:g}x the reference's is undecidable for {self.spec.label()}: "
-                f"{why}. {remedy}", [], self, extra=self.describe()))
-        raise AssertionError(failure_message(
-            f"SD's SLO capacity is below {min_ratio:g}x the reference's for {self.spec.label()}",
-            [Row("capacity_ratio", min_ratio, ratio.value, ok=False, note="; ".join(ratio.notes))], self,
-            extra=self.describe()))
+                remedy = (
+                    "The client could not offer the load it was asked to (its p99 dispatch lag stayed over "
+                    "--specdec-max-dispatch-lag-ms in every run of a probe): spread the load over client "
+                    "processes with --specdec-client-workers, or find what else is busy on this machine"
+                )
+            raise AssertionError(
+                failure_message(
+                    f"SD's SLO capacity against {min_ratio:g}x the reference's is undecidable for {self.spec.label()}: "
+                    f"{why}. {remedy}",
+                    [],
+                    self,
+                    extra=self.describe(),
+                )
+            )
+        raise AssertionError(
+            failure_message(
+                f"SD's SLO capacity is below {min_ratio:g}x the reference's for {self.spec.label()}",
+                [Row("capacity_ratio", min_ratio, ratio.value, ok=False, note="; ".join(ratio.notes))],
+                self,
+                extra=self.describe(),
+            )
+        )
 
-    def assert_no_regression(self, metrics: Sequence[str] | None = None, tolerance=None,
-                             allow_unavailable: Sequence[str] = ()) -> "CapacityResult":
+    def assert_no_regression(
+        self, metrics: Sequence[str] | None = None, tolerance=None, allow_unavailable: Sequence[str] = ()
+    ) -> "CapacityResult":
         """Compare the capacity ratio with this test's stored baseline."""
         if self.gate is None:
             raise RuntimeError("assert_no_regression needs a baseline gate: use the specdec fixture")
-        self.gate.check(self, metrics=list(metrics or CAPACITY_METRICS), tolerance=tolerance,
-                        allow_unavailable=allow_unavailable)
+        self.gate.check(
+            self, metrics=list(metrics or CAPACITY_METRICS), tolerance=tolerance, allow_unavailable=allow_unavailable
+        )
         return self
 
     def describe(self) -> str:
-        lines = [f"SLO: {describe_objectives(self.objectives, self.percentile)}",
-                 f"reference: {self.reference.describe()}",
-                 f"SD:        {self.speculative.describe()}",
-                 f"capacity ratio: {self.ratio().describe()}"]
+        lines = [
+            f"SLO: {describe_objectives(self.objectives, self.percentile)}",
+            f"reference: {self.reference.describe()}",
+            f"SD:        {self.speculative.describe()}",
+            f"capacity ratio: {self.ratio().describe()}",
+        ]
         for side, capacity in (("reference", self.reference), ("SD", self.speculative)):
-            lines += [f"  {side} probe at {p.load:g}: {'held' if p.holds else 'failed' if p.offered else 'not offered'}"
-                      f" ({p.detail.get('reason', '')})" for p in capacity.probes]
+            lines += [
+                f"  {side} probe at {p.load:g}: {'held' if p.holds else 'failed' if p.offered else 'not offered'}"
+                f" ({p.detail.get('reason', '')})"
+                for p in capacity.probes
+            ]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return (f"<CapacityResult {self.spec.label()} reference={self.reference.capacity} "
-                f"speculative={self.speculative.capacity} ratio={self.ratio().describe()}>")
+        return (
+            f"<CapacityResult {self.spec.label()} reference={self.reference.capacity} "
+            f"speculative={self.speculative.capacity} ratio={self.ratio().describe()}>"
+        )
 
 
-def resolve_objectives(measurements, spec: ServerSpec, workload, slo, *,
-                       seed: int = 0) -> tuple[dict[str, float], dict[str, dict], dict[str, float]]:
+def resolve_objectives(
+    measurements, spec: ServerSpec, workload, slo, *, seed: int = 0
+) -> tuple[dict[str, float], dict[str, dict], dict[str, float]]:
     """The test's objectives in ms, how each resolved, and the unloaded medians (measured only when needed)."""
     objectives = parse_objectives(slo)
     unloaded = unloaded_reference(measurements, spec, workload, seed=seed) if is_relative(objectives) else {}
@@ -259,17 +305,29 @@ def _judge(measurements, run: Run, limits: dict[str, float], percentile: float) 
     if client_bound:
         # The client, not the server, held requests back (and read their events late): the
         # load was not offered, so the run says nothing of the server either way.
-        holds, why = False, (f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
-                             f"the {measurements.max_dispatch_lag_ms:g} ms limit")
+        holds, why = (
+            False,
+            (
+                f"client-bound: p99 dispatch lag {run.metrics.dispatch_lag.p99:.1f} ms over "
+                f"the {measurements.max_dispatch_lag_ms:g} ms limit"
+            ),
+        )
     elif saturation.over_saturated:
         holds, why = False, f"{saturation.reason}; {why}"
-    return holds, {**percentiles.as_dict(percentile), "reason": why, "over_saturated": saturation.over_saturated,
-                   "saturation": saturation.as_dict(), "output_throughput": run.metrics.output_throughput,
-                   "request_throughput": run.metrics.request_throughput, "client_bound": client_bound}
+    return holds, {
+        **percentiles.as_dict(percentile),
+        "reason": why,
+        "over_saturated": saturation.over_saturated,
+        "saturation": saturation.as_dict(),
+        "output_throughput": run.metrics.output_throughput,
+        "request_throughput": run.metrics.request_throughput,
+        "client_bound": client_bound,
+    }
 
 
-def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dict[str, float], percentile: float,
-                     *, seed: int = 0) -> CapacityResult:
+def measure_capacity(
+    measurements, spec: ServerSpec, workload, pattern, slo: dict[str, float], percentile: float, *, seed: int = 0
+) -> CapacityResult:
     """Search the reference's and SD's capacity under `slo` (see the module docstring)."""
     measurements.measure_planned_references(spec)  # other tests' reference runs, while that server is up
     limits, how, unloaded = resolve_objectives(measurements, spec, workload, slo, seed=seed)
@@ -283,16 +341,19 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
             at = pattern.at_load(load)
             lags = []
             for attempt in range(1, CLIENT_BOUND_ATTEMPTS + 1):
-                (run,) = measurements.measure(side_spec, workload, at, prompts, seed=probe_seed(seed, load),
-                                              what=f"{what} probe", repeats=1)
+                (run,) = measurements.measure(
+                    side_spec, workload, at, prompts, seed=probe_seed(seed, load), what=f"{what} probe", repeats=1
+                )
                 runs[load] = run
                 holds, detail = _judge(measurements, run, limits, percentile)
                 if not detail["client_bound"]:
                     break
                 lags.append(run.metrics.dispatch_lag.p99)
-                measurements.on_event(f"{what} probe at {load:g}: {detail['reason']} (run {attempt} of at most "
-                                      f"{CLIENT_BOUND_ATTEMPTS}): the client set the pace, not the server"
-                                      + ("; running it again" if attempt < CLIENT_BOUND_ATTEMPTS else ""))
+                measurements.on_event(
+                    f"{what} probe at {load:g}: {detail['reason']} (run {attempt} of at most "
+                    f"{CLIENT_BOUND_ATTEMPTS}): the client set the pace, not the server"
+                    + ("; running it again" if attempt < CLIENT_BOUND_ATTEMPTS else "")
+                )
             if lags:
                 detail["client_bound_lags_ms"] = lags
             return Probe(load, holds, detail, offered=not detail["client_bound"])
@@ -303,10 +364,25 @@ def measure_capacity(measurements, spec: ServerSpec, workload, pattern, slo: dic
     speculative, speculative_runs = side(spec, "SD", [p.load for p in reference.probes])
     server = measurements.pool.get(spec)
     # The servers as they were started; each probe is one `vllm bench serve` run at its load (see probes).
-    reproduce = {name: shlex.join(run.server_command) for name, runs in
-                 (("reference_server", reference_runs), ("speculative_server", speculative_runs))
-                 for run in list(runs.values())[:1] if run.server_command}
-    return CapacityResult(spec, workload.describe(), pattern.describe(), limits, percentile, reference,
-                          speculative, reference_runs, speculative_runs, seed=seed, reproduce=reproduce,
-                          server_log=str(getattr(server, "log_path", "") or ""), objectives=how,
-                          unloaded_ms=dict(unloaded))
+    reproduce = {
+        name: shlex.join(run.server_command)
+        for name, runs in (("reference_server", reference_runs), ("speculative_server", speculative_runs))
+        for run in list(runs.values())[:1]
+        if run.server_command
+    }
+    return CapacityResult(
+        spec,
+        workload.describe(),
+        pattern.describe(),
+        limits,
+        percentile,
+        reference,
+        speculative,
+        reference_runs,
+        speculative_runs,
+        seed=seed,
+        reproduce=reproduce,
+        server_log=str(getattr(server, "log_path", "") or ""),
+        objectives=how,
+        unloaded_ms=dict(unloaded),
+    )

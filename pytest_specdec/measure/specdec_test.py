@@ -18,9 +18,16 @@ from .measurements import Measurements, RunError
 class SpecDecTest:
     """One test's speculative configuration, traffic, and the servers behind them."""
 
-    def __init__(self, spec: ServerSpec, measurements: Measurements, workload: Workload | None = None,
-                 pattern: AccessPattern | None = None, gate=None, slo: dict | None = None,
-                 slo_percentile: float = 99.0):
+    def __init__(
+        self,
+        spec: ServerSpec,
+        measurements: Measurements,
+        workload: Workload | None = None,
+        pattern: AccessPattern | None = None,
+        gate=None,
+        slo: dict | None = None,
+        slo_percentile: float = 99.0,
+    ):
         self.spec = spec
         self.measurements = measurements
         self.workload = workload
@@ -62,20 +69,28 @@ class SpecDecTest:
         if self.pattern.search:
             from .slo_capacity import measure_capacity
 
-            result = measure_capacity(self.measurements, self.spec, self.workload, self.pattern, self.slo,
-                                      self.slo_percentile, seed=seed)
+            result = measure_capacity(
+                self.measurements, self.spec, self.workload, self.pattern, self.slo, self.slo_percentile, seed=seed
+            )
             summary = f"SLO capacity ratio {result.ratio().describe()}"  # a bound says its direction
         else:
-            result = self.measurements.run(self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs,
-                                           slo=self.slo)
+            result = self.measurements.run(
+                self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
+            )
             summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
         result.gate = self.gate
         self.results.append(result)
         self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
         return result
 
-    def sweep(self, levels=(1, 5, 25, 50, 100, 200), *, num_prompts: int | None = None,
-              prompts_per_level: int = 4, seed: int = 0):
+    def sweep(
+        self,
+        levels=(1, 5, 25, 50, 100, 200),
+        *,
+        num_prompts: int | None = None,
+        prompts_per_level: int = 4,
+        seed: int = 0,
+    ):
         """The test's workload at each closed-loop concurrency level (see `patterns.concurrency_sweep`);
         returns a `sweep.SweepResult` (speedup per level, the crossover concurrency)."""
         from ..load.patterns import concurrency_sweep

@@ -32,8 +32,10 @@ class SweepResult:
     def speedups(self, metric: str = "output_throughput") -> list[tuple[int, float]]:
         """(concurrency, speedup) per level; NaN where the speedup is unavailable (a client-bound level),
         so the crossover skips it and says so."""
-        return [(level, math.nan if result.unavailable(speedup_name(metric)) else result.speedup(metric))
-                for level, result in zip(self.levels, self.results)]
+        return [
+            (level, math.nan if result.unavailable(speedup_name(metric)) else result.speedup(metric))
+            for level, result in zip(self.levels, self.results)
+        ]
 
     def geometric_mean_speedup(self, metric: str = "output_throughput") -> float:
         """The published studies' one-number summary of a sweep (NaN when no level has a speedup)."""
@@ -59,19 +61,27 @@ class SweepResult:
         if found.status == "never" and found.highest is not None and found.highest >= min_concurrency:
             return self
         if found.status == "never":
-            why = (f"SD paid at every level measured, but the sweep stops at concurrency {found.highest:g}, "
-                   f"below {min_concurrency:g}: nothing was measured there")
+            why = (
+                f"SD paid at every level measured, but the sweep stops at concurrency {found.highest:g}, "
+                f"below {min_concurrency:g}: nothing was measured there"
+            )
         else:
             why = found.describe()
         levels = ", ".join(f"{level}: {value:.2f}x" for level, value in self.speedups())
         result = self.results[-1] if self.results else None
-        message = (f"SD stops paying below concurrency {min_concurrency:g} for "
-                   f"{result.spec.label() if result else 'this sweep'}: {why}\nspeedup by concurrency: {levels}")
+        message = (
+            f"SD stops paying below concurrency {min_concurrency:g} for "
+            f"{result.spec.label() if result else 'this sweep'}: {why}\nspeedup by concurrency: {levels}"
+        )
         raise AssertionError(failure_message(message, [], result) if result else message)
 
     def summary(self) -> dict[str, Any]:
-        return {"levels": self.levels, "speedups": [v for _, v in self.speedups()],
-                "geometric_mean_speedup": self.geometric_mean_speedup(), "crossover": self.crossover().as_dict()}
+        return {
+            "levels": self.levels,
+            "speedups": [v for _, v in self.speedups()],
+            "geometric_mean_speedup": self.geometric_mean_speedup(),
+            "crossover": self.crossover().as_dict(),
+        }
 
     def __repr__(self) -> str:
         return f"<SweepResult {len(self.results)} levels, crossover: {self.crossover().describe()}>"

@@ -53,8 +53,11 @@ class SteadyState:
 
     def describe(self) -> str:
         figures = ", ".join(f"{x:.1f}" for x in self.rounds_ms_per_token)
-        state = (f"steady after {len(self.rounds_ms_per_token)} rounds" if self.steady
-                 else f"NOT steady after {len(self.rounds_ms_per_token)} rounds ({self.reason})")
+        state = (
+            f"steady after {len(self.rounds_ms_per_token)} rounds"
+            if self.steady
+            else f"NOT steady after {len(self.rounds_ms_per_token)} rounds ({self.reason})"
+        )
         return f"{state} in {self.seconds:.1f} s; ms per output token by round: {figures}"
 
     def as_dict(self) -> dict:
@@ -69,6 +72,7 @@ def round_figure(records, requested_tokens: int | None = None) -> tuple[float, f
     A server that streams neither usage nor token ids leaves `output_tokens` at 0 until the text is
     tokenized; warm-up requests ignore EOS, so `requested_tokens` is what each one produced.
     """
+
     def tokens_of(record) -> int:
         return record.output_tokens or (requested_tokens or 0)
 
@@ -82,7 +86,9 @@ def round_figure(records, requested_tokens: int | None = None) -> tuple[float, f
     return figure, spread
 
 
-def agree(previous: tuple[float, float], latest: tuple[float, float], floor: float = MIN_TOLERANCE) -> tuple[bool, float]:
+def agree(
+    previous: tuple[float, float], latest: tuple[float, float], floor: float = MIN_TOLERANCE
+) -> tuple[bool, float]:
     """Whether two rounds' figures agree, and the tolerance used (the larger spread, at least `floor`)."""
     (a, spread_a), (b, spread_b) = previous, latest
     tolerance = max(floor, spread_a if math.isfinite(spread_a) else 0.0, spread_b if math.isfinite(spread_b) else 0.0)
@@ -105,9 +111,14 @@ def settled(figures: Sequence[tuple[float, float]], index: int, floor: float = M
     return best * (1 - tolerance) <= figure <= best * (1 + MAX_SLOWER), tolerance
 
 
-def warm_until_steady(send_round: Callable[[int], Sequence], *, max_rounds: int = MAX_ROUNDS,
-                      max_seconds: float = MAX_SECONDS, clock: Callable[[], float] = time.monotonic,
-                      requested_tokens: int | None = None) -> SteadyState:
+def warm_until_steady(
+    send_round: Callable[[int], Sequence],
+    *,
+    max_rounds: int = MAX_ROUNDS,
+    max_seconds: float = MAX_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    requested_tokens: int | None = None,
+) -> SteadyState:
     """Call ``send_round(index)`` (it returns the round's request records) until the server is steady:
     two consecutive rounds `settled` (at least MIN_ROUNDS rounds in all).
 
@@ -124,14 +135,19 @@ def warm_until_steady(send_round: Callable[[int], Sequence], *, max_rounds: int 
                 return _state(figures, True, tolerance, clock() - began)
         elapsed = clock() - began
         if len(figures) >= max_rounds:
-            return _state(figures, False, tolerance, elapsed,
-                          f"still improving by more than {tolerance:.0%} on the best round, or slowing down, "
-                          f"after {max_rounds} rounds")
+            return _state(
+                figures,
+                False,
+                tolerance,
+                elapsed,
+                f"still improving by more than {tolerance:.0%} on the best round, or slowing down, "
+                f"after {max_rounds} rounds",
+            )
         if elapsed >= max_seconds and len(figures) >= MIN_ROUNDS:
-            return _state(figures, False, tolerance, elapsed,
-                          f"still changing after {elapsed:.0f} s (limit {max_seconds:g} s)")
+            return _state(
+                figures, False, tolerance, elapsed, f"still changing after {elapsed:.0f} s (limit {max_seconds:g} s)"
+            )
 
 
 def _state(figures, steady: bool, tolerance: float, seconds: float, reason: str = "") -> SteadyState:
     return SteadyState(tuple(round(f, 3) for f, _ in figures), steady, tolerance, round(seconds, 3), reason)
-

@@ -36,8 +36,9 @@ def _analysed(rows: Iterable[Row]) -> list[Row]:
 def request_length_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
     """One box per result: the spread of per-request acceptance lengths."""
     analysed = _analysed(rows)
-    series = [(r, [v for v in map(_number, r["per_request"]["per_request_lengths"]) if v is not None])
-              for r in analysed]
+    series = [
+        (r, [v for v in map(_number, r["per_request"]["per_request_lengths"]) if v is not None]) for r in analysed
+    ]
     series = [(r, values) for r, values in series if values]
     if not series:
         return None
@@ -45,8 +46,7 @@ def request_length_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | 
     ax.boxplot([values for _, values in series], whis=(5, 95), showfliers=True, widths=0.5)
     for i, (_, values) in enumerate(series, start=1):
         ax.plot([i] * len(values), values, ".", alpha=0.35, color="tab:blue", markersize=4)
-    ax.set_xticks(range(1, len(series) + 1),
-                  [textwrap.fill(_label(r), 28) for r, _ in series], fontsize=7)
+    ax.set_xticks(range(1, len(series) + 1), [textwrap.fill(_label(r), 28) for r, _ in series], fontsize=7)
     ax.set_ylabel("acceptance length per request (tokens per drafted step)")
     ax.set_title("Per-request acceptance length (box: p25-p75, whiskers: p5-p95)", fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
@@ -73,9 +73,10 @@ def tokens_per_step_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryI
         width = max(len(r) for r in grid_rows)
         grid = np.full((len(grid_rows), width), math.nan)
         for i, positions in enumerate(grid_rows):
-            grid[i, :len(positions)] = positions
-        image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap="Blues", vmin=1, vmax=max(top, 2),
-                          interpolation="nearest")
+            grid[i, : len(positions)] = positions
+        image = ax.imshow(
+            np.ma.masked_invalid(grid), aspect="auto", cmap="Blues", vmin=1, vmax=max(top, 2), interpolation="nearest"
+        )
         ax.set_xlabel("output position (tokens of drafted steps)")
         ax.set_ylabel("request (sorted by length)")
         ax.set_title(textwrap.fill(_label(row), 60), fontsize=8)

@@ -14,9 +14,11 @@ from ..measure.result import why_no_value
 
 def junit_properties(result) -> dict:
     """Key figures as JUnit XML properties (and pytest-benchmark extra info)."""
-    props = {"specdec_config": result.spec.label(),
-             "specdec_workload": result.workload.get("name"),
-             "specdec_pattern": result.pattern.get("name")}
+    props = {
+        "specdec_config": result.spec.label(),
+        "specdec_workload": result.workload.get("name"),
+        "specdec_pattern": result.pattern.get("name"),
+    }
     for key, value in result.derived().items():
         props[f"specdec_{key}"] = _figure(value, 4, lambda: result.unavailable(key))
     if hasattr(result, "analysis"):  # whether best_k, the oracle and per-request figures are the server's or estimated

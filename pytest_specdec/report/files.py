@@ -22,8 +22,11 @@ from .tables import csv_text, markdown_summary
 SCHEMA_VERSION = 2
 # Version 1 (pytest-specdec 0.1) named the speedups speedup / speedup_tpot /
 # speedup_ttft and carried tpot_change / ttft_change (SD / reference - 1).
-_V1_RENAMES = {"speedup": "speedup_output_throughput", "speedup_tpot": "speedup_median_tpot",
-               "speedup_ttft": "speedup_median_ttft"}
+_V1_RENAMES = {
+    "speedup": "speedup_output_throughput",
+    "speedup_tpot": "speedup_median_tpot",
+    "speedup_ttft": "speedup_median_ttft",
+}
 
 
 class ReportError(ValueError):
@@ -73,15 +76,27 @@ def write_report(directory: Path, rows: list[dict], fingerprint: dict | None = N
         raise ReportError(f"--specdec-report: cannot create {directory}: {exc.strerror or exc}") from None
     document = report_document(rows, fingerprint)
     validate_report(document, f"{directory / 'results.json'} (not written)")
-    written = [write_atomic(directory / "results.json",
-                             json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"),
-               write_atomic(directory / "results.csv", csv_text(rows))]
+    written = [
+        write_atomic(
+            directory / "results.json", json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        ),
+        write_atomic(directory / "results.csv", csv_text(rows)),
+    ]
     images = render_plots(rows)  # drawn once: written as files and inlined in report.html
     plots = write_plots(rows, directory, images)
     written.append(write_atomic(directory / "summary.md", markdown_summary(rows, plots)))
-    written.append(write_html(directory / HTML_REPORT, render_html(
-        rows, title=report_title(fingerprint), generated_at=document["generated_at"], plots=images,
-        fingerprint=fingerprint)))
+    written.append(
+        write_html(
+            directory / HTML_REPORT,
+            render_html(
+                rows,
+                title=report_title(fingerprint),
+                generated_at=document["generated_at"],
+                plots=images,
+                fingerprint=fingerprint,
+            ),
+        )
+    )
     return written + plots
 
 
@@ -107,10 +122,16 @@ def migrate_v1(document: dict) -> dict:
     rows = []
     for row in document.get("results") or []:
         if isinstance(row, dict):
-            row = {_V1_RENAMES.get(key, key): value for key, value in row.items()
-                   if key not in ("tpot_change", "ttft_change")}
-            e2el = speedup("median_e2el_ms", (row.get("reference") or {}).get("median_e2el_ms"),
-                           (row.get("speculative") or {}).get("median_e2el_ms"))
+            row = {
+                _V1_RENAMES.get(key, key): value
+                for key, value in row.items()
+                if key not in ("tpot_change", "ttft_change")
+            }
+            e2el = speedup(
+                "median_e2el_ms",
+                (row.get("reference") or {}).get("median_e2el_ms"),
+                (row.get("speculative") or {}).get("median_e2el_ms"),
+            )
             row["speedup_median_e2el"] = None if math.isnan(e2el) else e2el
         rows.append(row)
     return {**document, "schema_version": SCHEMA_VERSION, "results": rows}
@@ -131,13 +152,18 @@ SHARD_TESTS = "tests.json"
 SHARD_BASELINES = "baselines"
 
 
-def write_shard_files(directory: Path, tests: Iterable[str], complete: bool,
-                      baseline_paths: Iterable[Path] = ()) -> list[Path]:
+def write_shard_files(
+    directory: Path, tests: Iterable[str], complete: bool, baseline_paths: Iterable[Path] = ()
+) -> list[Path]:
     """tests.json (the tests this session ran, and whether it ran all it was given) and
     copies of the baselines it wrote, so a merge can make one baseline update of all shards."""
     directory = Path(directory)
-    written = [write_atomic(directory / SHARD_TESTS,
-                             json.dumps({"tests": sorted(set(tests)), "complete": bool(complete)}, indent=1) + "\n")]
+    written = [
+        write_atomic(
+            directory / SHARD_TESTS,
+            json.dumps({"tests": sorted(set(tests)), "complete": bool(complete)}, indent=1) + "\n",
+        )
+    ]
     paths = [Path(p) for p in baseline_paths]
     if paths:
         (directory / SHARD_BASELINES).mkdir(exist_ok=True)
@@ -145,8 +171,9 @@ def write_shard_files(directory: Path, tests: Iterable[str], complete: bool,
     return written
 
 
-def write_session_report(report_dir: Path, rows: list[dict], fingerprint: dict, seen: Iterable[str], complete: bool,
-                         baseline_dir: Path) -> str:
+def write_session_report(
+    report_dir: Path, rows: list[dict], fingerprint: dict, seen: Iterable[str], complete: bool, baseline_dir: Path
+) -> str:
     """Every report file of a session, the shard files and the CI step summary; what happened, in words."""
     from ..verdict.inventory import list_baselines
 

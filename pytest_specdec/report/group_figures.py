@@ -19,18 +19,23 @@ def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
         grouped = [(r, r["groups"][grouping]) for r in rows if (r.get("groups") or {}).get(grouping)]
         if not grouped:
             continue
-        out += [f"**{title}** (acceptance from the server's per-request SD figures; TPOT speedup: the reference's "
-                "median TPOT over the group's requests / SD's; requests over every repeat):", "",
-                f"| test | {grouping} | requests | accepted | per request | length | TPOT speedup | "
-                "TTFT ms ref / SD |", "|---|---|---|---|---|---|---|---|"]
+        out += [
+            f"**{title}** (acceptance from the server's per-request SD figures; TPOT speedup: the reference's "
+            "median TPOT over the group's requests / SD's; requests over every repeat):",
+            "",
+            f"| test | {grouping} | requests | accepted | per request | length | TPOT speedup | TTFT ms ref / SD |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for row, found in grouped:
             for g in found["figures"]:
                 low, high = g["request_rate_range"]
                 spread = "–" if low is None else f"{low:.0%}-{high:.0%}"
-                out.append(f"| {escape(row['test'])} | {escape(g['name'])} | {g['requests']} | "
-                           f"{_fmt(g['acceptance_rate'], '.0%')} | {spread} | {_fmt(g['acceptance_length'], '.2f')} | "
-                           f"{_fmt(g['speedup_median_tpot'], '.2f', 'x')} | {_fmt(g['reference_median_ttft_ms'], '.0f')}"
-                           f" / {_fmt(g['speculative_median_ttft_ms'], '.0f')} |")
+                out.append(
+                    f"| {escape(row['test'])} | {escape(g['name'])} | {g['requests']} | "
+                    f"{_fmt(g['acceptance_rate'], '.0%')} | {spread} | {_fmt(g['acceptance_length'], '.2f')} | "
+                    f"{_fmt(g['speedup_median_tpot'], '.2f', 'x')} | {_fmt(g['reference_median_ttft_ms'], '.0f')}"
+                    f" / {_fmt(g['speculative_median_ttft_ms'], '.0f')} |"
+                )
         out += [""] + [f"- {escape(row['test'])}: {escape(found['difference'])}" for row, found in grouped] + [""]
     return out
 
@@ -40,10 +45,15 @@ def group_lines(rows: list[dict]) -> list[str]:
     lines = []
     for row in rows:
         for grouping, found in (row.get("groups") or {}).items():
-            cells = ", ".join(f"{g['name']} {_fmt(g['acceptance_rate'], '.0%')} / {_fmt(g['acceptance_length'], '.2f')}"
-                              f" / {_fmt(g['speedup_median_tpot'], '.2f', 'x')}" for g in found["figures"])
-            lines += [f"{row['test']} by {grouping} (accepted / length / TPOT speedup): {cells}",
-                      f"  {found['difference']}"]
+            cells = ", ".join(
+                f"{g['name']} {_fmt(g['acceptance_rate'], '.0%')} / {_fmt(g['acceptance_length'], '.2f')}"
+                f" / {_fmt(g['speedup_median_tpot'], '.2f', 'x')}"
+                for g in found["figures"]
+            )
+            lines += [
+                f"{row['test']} by {grouping} (accepted / length / TPOT speedup): {cells}",
+                f"  {found['difference']}",
+            ]
     return lines
 
 

@@ -21,8 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_atomic
-from .html_sections import (breakable, capacity_section, environment_section, escape_html as _e,
-                            failure_sections, flag_section, page_outcome, summary, theory_section)
+from .html_sections import (
+    breakable,
+    capacity_section,
+    environment_section,
+    escape_html as _e,
+    failure_sections,
+    flag_section,
+    page_outcome,
+    summary,
+    theory_section,
+)
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
 
@@ -51,8 +60,11 @@ COLUMNS = (
     ("expected speedup", lambda r: _cell(r, "expected_speedup", ".2f", "x"), "expected_speedup"),
     ("acceptance rate", lambda r: _cell(r, "acceptance_rate", ".0%"), "acceptance_rate"),
     ("acceptance length", lambda r: _cell(r, "acceptance_length", ".2f"), "acceptance_length"),
-    ("match rate", lambda r: _equivalence_text(r) if r.get("match_rate") is not None else _cell(r, "match_rate", ".0%"),
-     "match_rate"),
+    (
+        "match rate",
+        lambda r: _equivalence_text(r) if r.get("match_rate") is not None else _cell(r, "match_rate", ".0%"),
+        "match_rate",
+    ),
     ("capacity ratio", lambda r: _ratio_cell(r) if r.get("capacity") else "", "capacity_ratio"),
 )
 
@@ -140,8 +152,9 @@ def _table(rows: list[dict]) -> list[str]:
             elif header.startswith("workload"):
                 classes.append("traffic")
             elif header == "outcome":
-                classes.append("outcome-not-compared" if text != str(row.get("outcome"))
-                               else f"outcome-{row.get('outcome')}")
+                classes.append(
+                    "outcome-not-compared" if text != str(row.get("outcome")) else f"outcome-{row.get('outcome')}"
+                )
             elif field is not None:
                 classes.append("num")
             if field is not None and text.endswith(" !"):  # a flagged speedup: the mark links to its reasons
@@ -172,24 +185,34 @@ def _not_measured(rows: list[dict]) -> list[str]:
         groups.setdefault(reasons, []).append(str(row.get("test")))
     for reasons, tests in groups.items():
         out.append(f"<h3>{'<br>'.join(breakable(test) for test in tests)}</h3>")
-        out.append('<dl class="reasons">' + "".join(f"<dt>{_e(field)}</dt><dd>{_e(why)}</dd>" for field, why in reasons)
-                   + "</dl>")
+        out.append(
+            '<dl class="reasons">'
+            + "".join(f"<dt>{_e(field)}</dt><dd>{_e(why)}</dd>" for field, why in reasons)
+            + "</dl>"
+        )
     out.append("</section>")
     return out
 
 
 def _figure(title: str, png: bytes, caption: str | None = None) -> list[str]:
-    out = ["<figure>", f"<h3>{_e(title)}</h3>",
-           f'<img src="{_data_uri(png)}" alt="{_e(title)}">']
+    out = ["<figure>", f"<h3>{_e(title)}</h3>", f'<img src="{_data_uri(png)}" alt="{_e(title)}">']
     if caption:
         out.append(f"<figcaption>{_e(caption)}</figcaption>")
     out.append("</figure>")
     return out
 
 
-def render_html(rows: list[dict], *, title: str, generated_at: str, trends: Sequence[TrendFigure] = (),
-                notes: Sequence[str] = (), plots: Sequence[PlotImage] | None = None, fingerprint: dict | None = None,
-                regressions: Sequence[str] = ()) -> str:
+def render_html(
+    rows: list[dict],
+    *,
+    title: str,
+    generated_at: str,
+    trends: Sequence[TrendFigure] = (),
+    notes: Sequence[str] = (),
+    plots: Sequence[PlotImage] | None = None,
+    fingerprint: dict | None = None,
+    regressions: Sequence[str] = (),
+) -> str:
     """The whole page for `rows` (report rows, as results.json holds them), one string.
 
     `plots` are the report's figures already drawn (`plots.render_plots`); left out, they are
@@ -199,11 +222,20 @@ def render_html(rows: list[dict], *, title: str, generated_at: str, trends: Sequ
     """
     rows = list(rows)
     plots = render_plots(rows) if plots is None else list(plots)
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{_e(title)}</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
-           f"<h1>{_e(title)}</h1>", f'<p class="meta">Generated {_e(generated_at)}.</p>']
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(_CSP)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_STYLE}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="meta">Generated {_e(generated_at)}.</p>',
+    ]
     if notes:
         out.append('<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>")
     out += summary(rows, regressions=list(regressions))

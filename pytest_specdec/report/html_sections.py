@@ -13,17 +13,36 @@ import html
 from collections import Counter
 from typing import Any
 
-from .tables import (_cell, _cost_ratio_text, _detect_text, _ratio_cell, _speedup_text, below_theory,
-                     capacity_lines, did_not_pay)
+from .tables import (
+    _cell,
+    _cost_ratio_text,
+    _detect_text,
+    _ratio_cell,
+    _speedup_text,
+    below_theory,
+    capacity_lines,
+    did_not_pay,
+)
 
 # Outcomes as the page names them: a pass whose baseline check compared nothing is not a plain pass.
 NOT_COMPARED = "passed, baseline not compared"
-FLAG_LEGEND = ("! beside a speedup: the comparison measured more than SD alone (an engine setting that differs "
-               "between the two servers, a side that was cold or drifting, or a speedup faster than the "
-               "accepted tokens allow). Each flag below says what it is and how to make the comparison fair.")
+FLAG_LEGEND = (
+    "! beside a speedup: the comparison measured more than SD alone (an engine setting that differs "
+    "between the two servers, a side that was cold or drifting, or a speedup faster than the "
+    "accepted tokens allow). Each flag below says what it is and how to make the comparison fair."
+)
 # The fingerprint's fields a reader asks for first, in this order; the rest follow as recorded.
-ENVIRONMENT_FIELDS = ("engine", "engine_version", "device_kind", "device_name", "device_count", "driver",
-                      "torch_version", "python", "plugin_version")
+ENVIRONMENT_FIELDS = (
+    "engine",
+    "engine_version",
+    "device_kind",
+    "device_name",
+    "device_count",
+    "driver",
+    "torch_version",
+    "python",
+    "plugin_version",
+)
 
 
 def escape_html(value: Any) -> str:
@@ -58,8 +77,11 @@ def summary(rows: list[dict], *, regressions: list[str] = ()) -> list[str]:
     """How many passed, failed, were not compared and were flagged, with a link to each failure."""
     out = ['<section id="summary">', "<h2>Summary</h2>"]
     if regressions:
-        out.append(f'<p class="bad"><strong>{len(regressions)} series regressed</strong> in the history: '
-                   + "; ".join(_e(text) for text in regressions) + ' (<a href="#trends">trends</a>).</p>')
+        out.append(
+            f'<p class="bad"><strong>{len(regressions)} series regressed</strong> in the history: '
+            + "; ".join(_e(text) for text in regressions)
+            + ' (<a href="#trends">trends</a>).</p>'
+        )
     if not rows:
         out.append('<p class="empty">No session results on this page.</p>')
         out.append("</section>")
@@ -73,14 +95,21 @@ def summary(rows: list[dict], *, regressions: list[str] = ()) -> list[str]:
     if NOT_COMPARED in counts:
         items.append(f"{counts.pop(NOT_COMPARED)} passed without comparing their baseline")
     items += [f"{n} {outcome}" for outcome, n in sorted(counts.items())]
-    items += [f'{flagged} flagged <a href="#flags">(!)</a>' if flagged else "0 flagged",
-              f"{unmeasured} with figures not measured"]
+    items += [
+        f'{flagged} flagged <a href="#flags">(!)</a>' if flagged else "0 flagged",
+        f"{unmeasured} with figures not measured",
+    ]
     out.append(f'<p class="counts">{len(rows)} result{"s" if len(rows) != 1 else ""}: ' + ", ".join(items) + ".</p>")
     failed = failures(rows)
     if failed:
-        out.append('<ul class="failed-list">' + "".join(
-            f'<li><a href="#failure-{i}">{breakable(r.get("test"))}</a>: {_e(_first_line(r))}</li>' for i, r in failed)
-            + "</ul>")
+        out.append(
+            '<ul class="failed-list">'
+            + "".join(
+                f'<li><a href="#failure-{i}">{breakable(r.get("test"))}</a>: {_e(_first_line(r))}</li>'
+                for i, r in failed
+            )
+            + "</ul>"
+        )
     out.append("</section>")
     return out
 
@@ -99,16 +128,21 @@ def failure_sections(rows: list[dict]) -> list[str]:
     for index, row in failed:
         out.append(f'<div class="failure" id="failure-{index}">')
         out.append(f"<h3>{breakable(row.get('test'))}</h3>")
-        out.append(f'<p class="meta">{_e(row.get("config"))} · {_e(row.get("workload") or "–")} · '
-                   f'{_e(row.get("access_pattern") or "–")}</p>')
+        out.append(
+            f'<p class="meta">{_e(row.get("config"))} · {_e(row.get("workload") or "–")} · '
+            f'{_e(row.get("access_pattern") or "–")}</p>'
+        )
         figures = row.get("regression_figures") or []
         message = row.get("failure") or ""
         if figures and row.get("regression") == "failed":
             out.append(f'<p class="message">{_e(_first_line(row))}</p>')
             out += _figures_table(figures, row.get("detection") or {})
             comparison = row.get("regression_comparison") or ""
-            out.append('<ul class="comparison">' + "".join(f"<li>{_e(line)}</li>" for line in comparison.splitlines())
-                       + "</ul>")
+            out.append(
+                '<ul class="comparison">'
+                + "".join(f"<li>{_e(line)}</li>" for line in comparison.splitlines())
+                + "</ul>"
+            )
         else:
             out.append(f'<pre class="message">{_e(message or _first_line(row))}</pre>')
         out.append("</div>")
@@ -117,13 +151,17 @@ def failure_sections(rows: list[dict]) -> list[str]:
 
 
 def _figures_table(figures: list[dict], detection: dict) -> list[str]:
-    out = ['<table class="figures"><thead><tr><th>figure</th><th>baseline</th><th>measured</th><th>change</th>'
-           "<th>tolerance</th><th>95% CI</th><th>detects drops of</th><th>verdict</th></tr></thead><tbody>"]
+    out = [
+        '<table class="figures"><thead><tr><th>figure</th><th>baseline</th><th>measured</th><th>change</th>'
+        "<th>tolerance</th><th>95% CI</th><th>detects drops of</th><th>verdict</th></tr></thead><tbody>"
+    ]
     for figure in figures:
         found = detection.get(figure["figure"])
         ci = figure.get("ci")
         cells = [
-            breakable(figure["figure"]), _number(figure.get("baseline")), _number(figure.get("measured")),
+            breakable(figure["figure"]),
+            _number(figure.get("baseline")),
+            _number(figure.get("measured")),
             "–" if figure.get("change") is None else f"{figure['change']:+.1%}",
             "–" if figure.get("tolerance") is None else f"{figure['tolerance']:.0%}",
             "–" if not ci or None in ci else f"{_number(ci[0])} – {_number(ci[1])}",
@@ -147,8 +185,12 @@ def flag_section(rows: list[dict]) -> list[str]:
     flagged = [r for r in rows if r.get("fairness_flags") or r.get("confounds") or r.get("acceptance_note")]
     if not flagged:
         return []
-    out = ['<section id="flags">', "<h2>Flags: not SD alone</h2>", f'<p class="legend">{_e(FLAG_LEGEND)}</p>',
-           '<dl class="reasons">']
+    out = [
+        '<section id="flags">',
+        "<h2>Flags: not SD alone</h2>",
+        f'<p class="legend">{_e(FLAG_LEGEND)}</p>',
+        '<dl class="reasons">',
+    ]
     for row in flagged:
         out.append(f"<dt>{breakable(row.get('test'))} ({_e(_speedup_text(row))})</dt>")
         for flag in row.get("fairness_flags") or []:
@@ -169,12 +211,13 @@ def capacity_section(rows: list[dict]) -> list[str]:
     searched = [r for r in rows if r.get("capacity")]
     if not searched:
         return []
-    out = ['<section id="capacity">', "<h2>SLO capacity</h2>",
-           '<table class="plain"><thead><tr><th>test</th><th>ratio SD / reference</th><th>search</th></tr></thead>'
-           "<tbody>"]
+    out = [
+        '<section id="capacity">',
+        "<h2>SLO capacity</h2>",
+        '<table class="plain"><thead><tr><th>test</th><th>ratio SD / reference</th><th>search</th></tr></thead><tbody>',
+    ]
     for row, line in zip(searched, capacity_lines(searched)):
-        out.append(f"<tr><td>{breakable(row.get('test'))}</td><td>{_e(_ratio_cell(row))}</td>"
-                   f"<td>{_e(line)}</td></tr>")
+        out.append(f"<tr><td>{breakable(row.get('test'))}</td><td>{_e(_ratio_cell(row))}</td><td>{_e(line)}</td></tr>")
     out += ["</tbody></table>", "</section>"]
     return out
 
@@ -185,21 +228,30 @@ def theory_section(rows: list[dict]) -> list[str]:
     lost = did_not_pay(rows)
     if not with_theory and not lost:
         return []
-    out = ['<section id="theory">', "<h2>Theory</h2>",
-           "<p>Expected: Leviathan et al.'s speedup of decoding from the measured acceptance length L, k, the steps "
-           "that drafted nothing and the draft/target cost ratio c; compare it with the TPOT speedup, not the "
-           "throughput speedup, which includes prefill. SD pays when L &gt; 1 + k c.</p>"]
+    out = [
+        '<section id="theory">',
+        "<h2>Theory</h2>",
+        "<p>Expected: Leviathan et al.'s speedup of decoding from the measured acceptance length L, k, the steps "
+        "that drafted nothing and the draft/target cost ratio c; compare it with the TPOT speedup, not the "
+        "throughput speedup, which includes prefill. SD pays when L &gt; 1 + k c.</p>",
+    ]
     if with_theory:
-        out.append('<table class="plain"><thead><tr><th>test</th><th>c</th><th>break-even L</th><th>L</th>'
-                   "<th>expected (decode)</th><th>TPOT speedup</th><th>below theory</th></tr></thead><tbody>")
+        out.append(
+            '<table class="plain"><thead><tr><th>test</th><th>c</th><th>break-even L</th><th>L</th>'
+            "<th>expected (decode)</th><th>TPOT speedup</th><th>below theory</th></tr></thead><tbody>"
+        )
         for row in with_theory:
             info, short = row["theory"], below_theory(row)
             verdict = "–" if short is None else ("yes" if short else "no")
-            cells = [breakable(row.get("test")),
-                     _e(_cost_ratio_text(row)),
-                     _number(info.get("break_even_length")), _number(row.get("acceptance_length")),
-                     _e(_cell(row, "expected_speedup", ".2f", "x")),
-                     _e(_speedup_text(row, "speedup_median_tpot")), verdict]
+            cells = [
+                breakable(row.get("test")),
+                _e(_cost_ratio_text(row)),
+                _number(info.get("break_even_length")),
+                _number(row.get("acceptance_length")),
+                _e(_cell(row, "expected_speedup", ".2f", "x")),
+                _e(_speedup_text(row, "speedup_median_tpot")),
+                verdict,
+            ]
             out.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
         out.append("</tbody></table>")
     if lost:
@@ -207,8 +259,10 @@ def theory_section(rows: list[dict]) -> list[str]:
         out.append('<ul class="causes">')
         for row in lost:
             causes = "; ".join(f"{c['name']}: {c['figure']}" for c in row.get("diagnosis") or [])
-            out.append(f"<li>{breakable(row.get('test'))} ({_e(_speedup_text(row))}): "
-                       f"{_e(causes or 'no cause found among the measured figures')}</li>")
+            out.append(
+                f"<li>{breakable(row.get('test'))} ({_e(_speedup_text(row))}): "
+                f"{_e(causes or 'no cause found among the measured figures')}</li>"
+            )
         out.append("</ul>")
     out.append("</section>")
     return out
@@ -219,7 +273,9 @@ def environment_section(fingerprint: dict | None) -> list[str]:
     if not fingerprint:
         return []
     keys = [k for k in ENVIRONMENT_FIELDS if k in fingerprint]
-    keys += sorted(k for k in fingerprint if k not in ENVIRONMENT_FIELDS and not isinstance(fingerprint[k], (dict, list)))
+    keys += sorted(
+        k for k in fingerprint if k not in ENVIRONMENT_FIELDS and not isinstance(fingerprint[k], (dict, list))
+    )
     out = ['<section id="environment">', "<h2>Environment</h2>", '<dl class="environment">']
     out += [f"<dt>{_e(k)}</dt><dd>{_e(fingerprint[k] if fingerprint[k] is not None else '–')}</dd>" for k in keys]
     probe = fingerprint.get("machine_probe")

@@ -20,8 +20,16 @@ from pathlib import Path, PurePosixPath
 from ..verdict.baselines import Baseline, BaselineError, baseline_filename, write_baseline
 from ..verdict.inventory import list_baselines, remove_baselines
 from ..verdict.fingerprint import fingerprint_differences
-from .files import (SCHEMA_VERSION, SHARD_BASELINES, SHARD_TESTS, load_report, report_document, validate_report,
-                    write_report)
+from .files import (
+    SCHEMA_VERSION,
+    SHARD_BASELINES,
+    SHARD_TESTS,
+    load_report,
+    report_document,
+    validate_report,
+    write_report,
+)
+
 
 class MergeError(ValueError):
     """Shard directories that cannot be combined into one report or baseline update."""
@@ -50,14 +58,18 @@ def merge_reports(directories: Sequence[Path], *, allow_mixed: bool = False) -> 
     for directory in directories:
         document = load_report(directory)
         if document.get("migrated_from"):
-            notes.append(f"{directory / 'results.json'}: schema version {document['migrated_from']}, read as "
-                         f"version {SCHEMA_VERSION} (speedups renamed; the merged report is written as version "
-                         f"{SCHEMA_VERSION})")
+            notes.append(
+                f"{directory / 'results.json'}: schema version {document['migrated_from']}, read as "
+                f"version {SCHEMA_VERSION} (speedups renamed; the merged report is written as version "
+                f"{SCHEMA_VERSION})"
+            )
         # A sweep gives one test several rows, so duplicates count across shards only.
         for test_id in {row["test"] for row in document["results"]}:
             if test_id in owner:
-                raise MergeError(f"test {test_id} is in the reports of both {owner[test_id]} and {directory}; "
-                                 "shards must not overlap (were they given the same --specdec-shard?)")
+                raise MergeError(
+                    f"test {test_id} is in the reports of both {owner[test_id]} and {directory}; "
+                    "shards must not overlap (were they given the same --specdec-shard?)"
+                )
             owner[test_id] = directory
         rows.extend(document["results"])
         if document["fingerprint"]:  # empty: the shard measured nothing, so it cannot mix anything
@@ -84,7 +96,8 @@ def _merged_fingerprint(fingerprints: list[tuple[Path, dict]], allow_mixed: bool
             raise MergeError(
                 f"fingerprint field {name} differs: {a!r} in {first_dir}, {b!r} in {directory}; absolute "
                 "numbers from different environments do not belong in one report "
-                "(--allow-mixed-environments merges them anyway)")
+                "(--allow-mixed-environments merges them anyway)"
+            )
         mixed = True
     if not mixed:
         return dict(first)
@@ -108,8 +121,12 @@ def _shard_baselines(directory: Path) -> dict[str, Baseline]:
         baseline = Baseline.from_json(data, path)
         if path.name != baseline_filename(baseline.test_id):
             # The name is what load_baseline looks for; a renamed copy would be written under another.
-            raise BaselineError(f"{path}: file name does not match its test_id {baseline.test_id!r} "
-                                f"(expected {baseline_filename(baseline.test_id)})", path=path, field="test_id")
+            raise BaselineError(
+                f"{path}: file name does not match its test_id {baseline.test_id!r} "
+                f"(expected {baseline_filename(baseline.test_id)})",
+                path=path,
+                field="test_id",
+            )
         found[baseline.test_id] = baseline
     return found
 
@@ -166,8 +183,9 @@ def _apply_baselines(plan: _BaselinePlan) -> MergeOutcome:
     outcome.deleted = list(plan.stale)
     touched = {p.name for p in outcome.written} | {p.name for p in plan.stale}
     if plan.baseline_dir.is_dir():
-        outcome.left_alone = sorted(p for p in plan.baseline_dir.glob("*.json")
-                                    if not p.name.startswith(".") and p.name not in touched)
+        outcome.left_alone = sorted(
+            p for p in plan.baseline_dir.glob("*.json") if not p.name.startswith(".") and p.name not in touched
+        )
     return outcome
 
 
@@ -203,8 +221,14 @@ def _find_stale(directories: list[Path], baseline_dir: Path, written: set[str]) 
     return sorted(stale), None
 
 
-def merge(out: Path, shards: Sequence[Path], *, update_baselines: bool = False,
-          baseline_dir: Path = Path("baselines"), allow_mixed: bool = False) -> tuple[dict, list[Path], MergeOutcome | None]:
+def merge(
+    out: Path,
+    shards: Sequence[Path],
+    *,
+    update_baselines: bool = False,
+    baseline_dir: Path = Path("baselines"),
+    allow_mixed: bool = False,
+) -> tuple[dict, list[Path], MergeOutcome | None]:
     """Merge shard reports into `out` (and, with `update_baselines`, their baselines into `baseline_dir`).
 
     Returns the merged document, the report files written and what happened to

@@ -41,9 +41,11 @@ def sweeps(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
         closed_loop = row.get("request_rate") in ("inf", float("inf"))
         if closed_loop and isinstance(row.get("max_concurrency"), int):
             groups.setdefault((_config(row), str(row.get("workload"))), []).append(row)
-    return {key: sorted(members, key=lambda r: r["max_concurrency"])
-            for key, members in groups.items()
-            if len({r["max_concurrency"] for r in members}) >= 2}
+    return {
+        key: sorted(members, key=lambda r: r["max_concurrency"])
+        for key, members in groups.items()
+        if len({r["max_concurrency"] for r in members}) >= 2
+    }
 
 
 def speedup_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
@@ -58,10 +60,10 @@ def speedup_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None
     # One norm for all panels keeps colours comparable. The span is symmetric about 1.0 so a
     # marginal 0.98x is not painted deep red just because it happens to be the minimum.
     span = max(0.05, max(abs(v - 1.0) for v in values))
-    norm = TwoSlopeNorm(vcenter=1.0, vmin=max(1e-3, min(min(values), 1.0 - span)),
-                        vmax=max(max(values), 1.0 + span))
-    fig, axes = _figure(len(configs), ncols=min(3, len(configs)),
-                        panel=(1.2 * len(patterns) + 2.0, 0.5 * len(workloads) + 1.6))
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=max(1e-3, min(min(values), 1.0 - span)), vmax=max(max(values), 1.0 + span))
+    fig, axes = _figure(
+        len(configs), ncols=min(3, len(configs)), panel=(1.2 * len(patterns) + 2.0, 0.5 * len(workloads) + 1.6)
+    )
     cmap = _cmap("RdYlGn")
     image = None
     for ax, config in zip(axes, configs):
@@ -71,8 +73,7 @@ def speedup_heatmap(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None
             if not math.isnan(v):
                 r, g, b, _ = cmap(norm(v))
                 dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-                ax.text(j, i, f"{v:.2f}x", ha="center", va="center", fontsize=9,
-                        color="white" if dark else "black")
+                ax.text(j, i, f"{v:.2f}x", ha="center", va="center", fontsize=9, color="white" if dark else "black")
         ax.set_xticks(range(len(patterns)), patterns, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(workloads)), workloads, fontsize=8)
         # Labels of real configs run long (draft paths, flags): wrap, never overlap a neighbour.
@@ -93,8 +94,10 @@ def concurrency_sweep_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO
         at = {c: [r for r in members if r["max_concurrency"] == c] for c in levels}
         gm = geometric_mean(_median(r.get("speedup_output_throughput") for r in at[c]) for c in levels)
         gm_text = f"{gm:.2f}x" if not math.isnan(gm) else "n/a"
-        for ax, metric, ylabel in ((axes[2 * n], "output_throughput", "output throughput (tok/s)"),
-                                   (axes[2 * n + 1], "median_tpot_ms", "median TPOT (ms)")):
+        for ax, metric, ylabel in (
+            (axes[2 * n], "output_throughput", "output throughput (tok/s)"),
+            (axes[2 * n + 1], "median_tpot_ms", "median TPOT (ms)"),
+        ):
             for side, style in (("reference", "o--"), ("speculative", "s-")):
                 points = [(c, _median((r.get(side) or {}).get(metric) for r in at[c])) for c in levels]
                 points = [(c, y) for c, y in points if y is not None]
@@ -156,14 +159,16 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
     from .group_figures import category_plot, turn_plot
     from .slo_plots import capacity_plot
 
-    return (("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
-            ("concurrency_sweep.png", "Throughput and TPOT against concurrency", concurrency_sweep_plot),
-            ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
-            ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),
-            ("tokens_per_step.png", "Tokens emitted per step, request by output position", tokens_per_step_heatmap),
-            ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot),
-            ("per_category.png", "Acceptance length and TPOT speedup per prompt category", category_plot),
-            ("per_turn.png", "Acceptance length and TPOT speedup per conversation turn", turn_plot))
+    return (
+        ("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
+        ("concurrency_sweep.png", "Throughput and TPOT against concurrency", concurrency_sweep_plot),
+        ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
+        ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),
+        ("tokens_per_step.png", "Tokens emitted per step, request by output position", tokens_per_step_heatmap),
+        ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot),
+        ("per_category.png", "Acceptance length and TPOT speedup per prompt category", category_plot),
+        ("per_turn.png", "Acceptance length and TPOT speedup per conversation turn", turn_plot),
+    )
 
 
 def render_plots(rows: Iterable[Row]) -> list[PlotImage]:
@@ -177,13 +182,15 @@ def render_plots(rows: Iterable[Row]) -> list[PlotImage]:
     return made
 
 
-def write_plots(rows: Iterable[Row], directory: str | os.PathLike,
-                images: Iterable[PlotImage] | None = None) -> list[Path]:
+def write_plots(
+    rows: Iterable[Row], directory: str | os.PathLike, images: Iterable[PlotImage] | None = None
+) -> list[Path]:
     """Write every figure the rows support (or the given `images`) into ``directory``; return the written paths."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    return [write_atomic(directory / image.name, image.png)
-            for image in (render_plots(rows) if images is None else images)]
+    return [
+        write_atomic(directory / image.name, image.png) for image in (render_plots(rows) if images is None else images)
+    ]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -224,8 +231,12 @@ def _crossover(at: dict[int, list[Row]], levels: list[int]) -> float | None:
 
 
 def _has_sweep_metrics(members: list[Row]) -> bool:
-    return any(_number((r.get(side) or {}).get(m)) is not None for r in members
-               for side in ("reference", "speculative") for m in ("output_throughput", "median_tpot_ms"))
+    return any(
+        _number((r.get(side) or {}).get(m)) is not None
+        for r in members
+        for side in ("reference", "speculative")
+        for m in ("output_throughput", "median_tpot_ms")
+    )
 
 
 def _cmap(name: str):

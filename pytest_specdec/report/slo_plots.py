@@ -42,8 +42,9 @@ def capacity_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
             index += 1
             for side, colour, marker in SIDES:
                 # A load the client could not offer measured the client: no point on the server's curve.
-                probes = sorted((p for p in info[side].get("probes") or [] if p.get("offered", True)),
-                                key=lambda p: p["load"])
+                probes = sorted(
+                    (p for p in info[side].get("probes") or [] if p.get("offered", True)), key=lambda p: p["load"]
+                )
                 points = [(p["load"], _value(p.get("detail") or {}, key), p["holds"]) for p in probes]
                 points = [(x, y, held) for x, y, held in points if y is not None]
                 if not points:
@@ -63,7 +64,7 @@ def capacity_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO | None:
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
             ax.set_title(textwrap.fill(f"{_config(row)} / {row.get('workload')}: {key}", 60), fontsize=9)
-        for ax in axes[index:index + ncols - len(row["slo"])]:
+        for ax in axes[index : index + ncols - len(row["slo"])]:
             ax.remove()  # this search declared fewer SLO metrics than another
         index += ncols - len(row["slo"])
     return _save(fig, path)

@@ -53,8 +53,10 @@ def check_endpoints(value) -> tuple[tuple[str, str], ...]:
     unknown = sorted(set(value) - set(ROLES))
     missing = [role for role in ROLES if role not in value]
     if unknown or missing:
-        raise ValueError(f"needs exactly the keys {', '.join(ROLES)}; "
-                         + (f"unknown: {', '.join(map(str, unknown))}" if unknown else f"missing: {', '.join(missing)}"))
+        raise ValueError(
+            f"needs exactly the keys {', '.join(ROLES)}; "
+            + (f"unknown: {', '.join(map(str, unknown))}" if unknown else f"missing: {', '.join(missing)}")
+        )
     return tuple((role, check_url(value[role])) for role in ROLES)
 
 
@@ -85,11 +87,14 @@ class ExternalServer:
             response.raise_for_status()
             served = [m.get("id") for m in response.json().get("data", [])]
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            raise EndpointError(f"the {self.role} endpoint {self.url} does not answer /v1/models: "
-                                f"{type(exc).__name__}: {exc}") from None
+            raise EndpointError(
+                f"the {self.role} endpoint {self.url} does not answer /v1/models: {type(exc).__name__}: {exc}"
+            ) from None
         if self.spec.model not in served:
-            raise EndpointError(f"the {self.role} endpoint {self.url} serves {served}, not {self.spec.model!r} "
-                                "(start it with --served-model-name set to the test's model)")
+            raise EndpointError(
+                f"the {self.role} endpoint {self.url} serves {served}, not {self.spec.model!r} "
+                "(start it with --served-model-name set to the test's model)"
+            )
         self.served_names = tuple(name for name in served if isinstance(name, str))
         return self
 

@@ -27,6 +27,7 @@ from ..engines.server_spec import DEFAULT_ENGINE
 # Facts that SD itself brings with it and that are not a change of engine path.
 SD_OWN = frozenset({"speculative_config"})
 
+
 @dataclass(frozen=True)
 class Confound:
     """One engine fact that differs between the reference and SD, with the fix where one is known."""
@@ -90,8 +91,9 @@ def engine_of(server) -> Engine:
     return engine_named(getattr(getattr(server, "spec", None), "engine", DEFAULT_ENGINE))
 
 
-def confounds(reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE
-              ) -> list[Confound]:
+def confounds(
+    reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE
+) -> list[Confound]:
     """Every fact both sides reveal that differs, plus fallbacks one side logged against the other's default
     (the fallbacks and the fixes are the engine's own)."""
     known = engine_named(engine)

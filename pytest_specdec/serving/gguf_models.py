@@ -31,8 +31,10 @@ def resolve_gguf(name: str, cache: Path | None = None) -> str:
     if bundled is None:
         path = Path(name).expanduser()
         if path.suffix != ".gguf" or not path.is_file():
-            raise GgufModelError(f"llama.cpp serves GGUF files: model {name!r} is neither a bundled {PREFIX} name "
-                                 "nor a path to an existing .gguf file")
+            raise GgufModelError(
+                f"llama.cpp serves GGUF files: model {name!r} is neither a bundled {PREFIX} name "
+                "nor a path to an existing .gguf file"
+            )
         return str(path)
     source = _smollm2_source()
     if bundled.layers is None:
@@ -58,8 +60,9 @@ def write_truncated_gguf(source: Path, dest: Path, layers: int) -> None:
     try:
         import gguf
     except ImportError as exc:
-        raise ModelUnavailableError(f"making a truncated GGUF draft needs the gguf package ({exc}): "
-                                    "pip install gguf") from None
+        raise ModelUnavailableError(
+            f"making a truncated GGUF draft needs the gguf package ({exc}): pip install gguf"
+        ) from None
     reader = gguf.GGUFReader(str(source))
     arch = reader.get_field("general.architecture")
     arch_name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else "llama"

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.total,memory.free,driver_version",
-                    "--format=csv,noheader,nounits"]
+NVIDIA_SMI_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,name,memory.total,memory.free,driver_version",
+    "--format=csv,noheader,nounits",
+]
 NVIDIA_SMI_TIMEOUT_S = 10.0
 # CUDA numbers GPUs fastest first unless told otherwise, nvidia-smi by PCI bus:
 # only with this setting do the indices in CUDA_VISIBLE_DEVICES name the GPUs
@@ -58,8 +61,7 @@ def parse_devices(value: str) -> tuple[int, ...]:
 
 
 def _nvidia_smi(args: Sequence[str]) -> str:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S,
-                          check=True).stdout
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
 
 
 def parse_nvidia_smi(text: str) -> list[Gpu]:
@@ -68,10 +70,19 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
     for line in text.strip().splitlines():
         fields = [field.strip() for field in line.split(",")]
         if len(fields) < 5:
-            raise DeviceError(f"unexpected nvidia-smi output line {line!r} (expected index, name, memory.total, "
-                              "memory.free, driver_version)")
-        gpus.append(Gpu(int(fields[0]), ",".join(fields[1:-3]), int(float(fields[-3])), int(float(fields[-2])),
-                        fields[-1] or None))
+            raise DeviceError(
+                f"unexpected nvidia-smi output line {line!r} (expected index, name, memory.total, "
+                "memory.free, driver_version)"
+            )
+        gpus.append(
+            Gpu(
+                int(fields[0]),
+                ",".join(fields[1:-3]),
+                int(float(fields[-3])),
+                int(float(fields[-2])),
+                fields[-1] or None,
+            )
+        )
     return gpus
 
 
@@ -92,8 +103,9 @@ def visible_devices(environ: Mapping[str, str] = os.environ) -> list[str] | None
     return visible
 
 
-def list_gpus(run: Callable[[Sequence[str]], str] = _nvidia_smi,
-              environ: Mapping[str, str] = os.environ) -> tuple[list[Gpu], int]:
+def list_gpus(
+    run: Callable[[Sequence[str]], str] = _nvidia_smi, environ: Mapping[str, str] = os.environ
+) -> tuple[list[Gpu], int]:
     """(nvidia-smi's GPUs narrowed to ``CUDA_VISIBLE_DEVICES``, how many CUDA sees).
 
     Indices narrow the list, in the order given; UUIDs cannot be mapped to
@@ -103,8 +115,9 @@ def list_gpus(run: Callable[[Sequence[str]], str] = _nvidia_smi,
     try:
         gpus = parse_nvidia_smi(run(NVIDIA_SMI_QUERY))
     except (OSError, subprocess.SubprocessError) as exc:
-        raise DeviceError(f"could not list GPUs with nvidia-smi ({exc}): pass --specdec-devices 0,1,... "
-                          "or install the NVIDIA driver") from None
+        raise DeviceError(
+            f"could not list GPUs with nvidia-smi ({exc}): pass --specdec-devices 0,1,... or install the NVIDIA driver"
+        ) from None
     visible = visible_devices(environ)
     if visible is None:
         return gpus, len(gpus)
@@ -115,8 +128,9 @@ def list_gpus(run: Callable[[Sequence[str]], str] = _nvidia_smi,
     return gpus, min(len(visible), len(gpus))
 
 
-def discover_gpus(run: Callable[[Sequence[str]], str] = _nvidia_smi,
-                  environ: Mapping[str, str] = os.environ) -> list[Gpu]:
+def discover_gpus(
+    run: Callable[[Sequence[str]], str] = _nvidia_smi, environ: Mapping[str, str] = os.environ
+) -> list[Gpu]:
     """The GPUs the session may use: `list_gpus`, and an error when there are none."""
     gpus, count = list_gpus(run, environ)
     if not gpus or not count:
@@ -129,8 +143,10 @@ def device_order_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     name, wanted = DEVICE_ORDER
     current = environ.get(name)
     if current not in (None, "", wanted):
-        raise DeviceError(f"{name}={current} numbers GPUs differently from nvidia-smi, so a share of GPU "
-                          f"indices would name other GPUs: unset it or set {name}={wanted}")
+        raise DeviceError(
+            f"{name}={current} numbers GPUs differently from nvidia-smi, so a share of GPU "
+            f"indices would name other GPUs: unset it or set {name}={wanted}"
+        )
     return {name: wanted}
 
 
@@ -157,7 +173,7 @@ def worker_share(devices: Sequence[int], worker_index: int, worker_count: int) -
     if worker_count < 1 or not 0 <= worker_index < worker_count:
         raise ValueError(f"worker {worker_index} of {worker_count} does not exist")
     per_worker = len(devices) // worker_count
-    return tuple(devices[worker_index * per_worker:(worker_index + 1) * per_worker])
+    return tuple(devices[worker_index * per_worker : (worker_index + 1) * per_worker])
 
 
 def cuda_visible_devices(devices: Sequence[int]) -> str:
@@ -170,11 +186,15 @@ def skip_reason(needed: int, share: Sequence[int], all_devices: Sequence[int], w
         return None
     listed = cuda_visible_devices(all_devices)
     if worker_count > 1:
-        return (f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker has "
-                f"{len(share)}: GPUs {listed} split over {worker_count} xdist workers; run with fewer workers (-n) "
-                "or more devices (--specdec-devices)")
-    return f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), {len(share)} available " \
-           f"(GPUs {listed})"
+        return (
+            f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker has "
+            f"{len(share)}: GPUs {listed} split over {worker_count} xdist workers; run with fewer workers (-n) "
+            "or more devices (--specdec-devices)"
+        )
+    return (
+        f"needs {needed} GPUs (tensor_parallel_size / draft_tensor_parallel_size), {len(share)} available "
+        f"(GPUs {listed})"
+    )
 
 
 def servers_at_once(device_count: int, needed: int, worker_count: int) -> int:
@@ -185,6 +205,7 @@ def servers_at_once(device_count: int, needed: int, worker_count: int) -> int:
 def free_memory_query(run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Callable[[], dict[int, int]]:
     def query() -> dict[int, int]:
         return {gpu.index: gpu.memory_free_mib for gpu in parse_nvidia_smi(run(NVIDIA_SMI_QUERY))}
+
     return query
 
 
@@ -205,8 +226,9 @@ def installed_gpu_memory_utilization(find_spec: Callable = None) -> tuple[float,
 
     spec = (find_spec or importlib.util.find_spec)("vllm")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    source = next((Path(loc) / "config" / "cache.py" for loc in locations
-                   if (Path(loc) / "config" / "cache.py").is_file()), None)
+    source = next(
+        (Path(loc) / "config" / "cache.py" for loc in locations if (Path(loc) / "config" / "cache.py").is_file()), None
+    )
     if source is None:
         return FALLBACK_GPU_MEMORY_UTILIZATION, "assumed (vllm/config/cache.py not found)"
     try:
@@ -214,8 +236,12 @@ def installed_gpu_memory_utilization(find_spec: Callable = None) -> tuple[float,
     except (OSError, SyntaxError, ValueError) as exc:
         return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed ({source} unreadable: {exc})"
     for node in ast.walk(tree):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and node.target.id == "gpu_memory_utilization" and node.value is not None):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "gpu_memory_utilization"
+            and node.value is not None
+        ):
             value = node.value
             if isinstance(value, ast.Call):  # Field(default=0.92, gt=0, le=1)
                 value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
@@ -224,8 +250,12 @@ def installed_gpu_memory_utilization(find_spec: Callable = None) -> tuple[float,
     return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed (no gpu_memory_utilization default in {source})"
 
 
-def memory_needed_mib(server_args: Sequence[str], total_mib: int, override_mib: int | None = None,
-                      default_utilization: float | None = None) -> int:
+def memory_needed_mib(
+    server_args: Sequence[str],
+    total_mib: int,
+    override_mib: int | None = None,
+    default_utilization: float | None = None,
+) -> int:
     """Free MiB each GPU needs before the server starts.
 
     vLLM takes ``--gpu-memory-utilization`` of every GPU it uses, whatever the
@@ -253,9 +283,16 @@ def memory_needed_mib(server_args: Sequence[str], total_mib: int, override_mib: 
     return int(utilization * total_mib)
 
 
-def wait_for_memory(devices: Sequence[int], needed_mib: int, query: Callable[[], dict[int, int]], *,
-                    timeout: float = 120.0, poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                    sleep: Callable[[float], None] = time.sleep) -> None:
+def wait_for_memory(
+    devices: Sequence[int],
+    needed_mib: int,
+    query: Callable[[], dict[int, int]],
+    *,
+    timeout: float = 120.0,
+    poll: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Return once every GPU in `devices` has `needed_mib` free; a stopped server frees its memory
     seconds after it exits, so keep asking until `timeout`, then fail with the numbers."""
     deadline = clock() + timeout
@@ -266,14 +303,19 @@ def wait_for_memory(devices: Sequence[int], needed_mib: int, query: Callable[[],
             return
         if clock() >= deadline:
             detail = ", ".join(f"GPU {d}: {mib} MiB free" for d, mib in sorted(short.items()))
-            raise DeviceError(f"not enough free GPU memory to start the server after {timeout:g} s "
-                              f"(needs {needed_mib} MiB per GPU; {detail}): free the GPUs, or lower the "
-                              "requirement with the specdec_gpu_memory_mib ini setting")
+            raise DeviceError(
+                f"not enough free GPU memory to start the server after {timeout:g} s "
+                f"(needs {needed_mib} MiB per GPU; {detail}): free the GPUs, or lower the "
+                "requirement with the specdec_gpu_memory_mib ini setting"
+            )
         sleep(poll)
 
 
-def session_share(devices: Sequence[int] = (), environ: Mapping[str, str] = os.environ,
-                  run: Callable[[Sequence[str]], str] = _nvidia_smi) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+def session_share(
+    devices: Sequence[int] = (),
+    environ: Mapping[str, str] = os.environ,
+    run: Callable[[Sequence[str]], str] = _nvidia_smi,
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(the session's GPUs, this xdist worker's share, how many workers): `devices` or nvidia-smi's."""
     device_order_env(environ)  # fails early when CUDA would number the GPUs differently
     devices = tuple(devices) or tuple(gpu.index for gpu in discover_gpus(run, environ))
@@ -281,8 +323,13 @@ def session_share(devices: Sequence[int] = (), environ: Mapping[str, str] = os.e
     return devices, worker_share(devices, index, count), count
 
 
-def memory_gate(share: Sequence[int], override_for: Callable[[object], int | None], *, timeout: float,
-                run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Callable[[object], None] | None:
+def memory_gate(
+    share: Sequence[int],
+    override_for: Callable[[object], int | None],
+    *,
+    timeout: float,
+    run: Callable[[Sequence[str]], str] = _nvidia_smi,
+) -> Callable[[object], None] | None:
     """What the pool calls before a server starts: wait until the share has what the spec needs.
     None when nvidia-smi cannot be asked (devices given by hand on a machine without it)."""
     try:
@@ -294,7 +341,11 @@ def memory_gate(share: Sequence[int], override_for: Callable[[object], int | Non
 
     def wait(spec) -> None:
         total = min((totals.get(d, 0) for d in share), default=0)
-        wait_for_memory(share, memory_needed_mib(spec.server_args, total, override_for(spec), default_utilization),
-                        query, timeout=timeout)
+        wait_for_memory(
+            share,
+            memory_needed_mib(spec.server_args, total, override_for(spec), default_utilization),
+            query,
+            timeout=timeout,
+        )
 
     return wait

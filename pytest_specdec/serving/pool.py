@@ -51,8 +51,13 @@ class StartRecord:
 
     def describe(self) -> str:
         """One line for the session's summary: the server, how its start ended, its log."""
-        outcome = (f"FAILED: {self.error}" if self.error else "interrupted" if self.startup_seconds is None
-                   else f"ready in {self.startup_seconds:.1f} s")
+        outcome = (
+            f"FAILED: {self.error}"
+            if self.error
+            else "interrupted"
+            if self.startup_seconds is None
+            else f"ready in {self.startup_seconds:.1f} s"
+        )
         return f"{self.spec.label()}: {outcome}; log {self.log_path}"
 
 
@@ -167,14 +172,18 @@ class ServerPool:
         if engine.name not in self._per_request_support:
             supported = self._per_request_support[engine.name] = engine.per_request_metrics_available()
             if not supported and engine.per_request_flag:
-                self.on_event(f"this {engine.title} has no {engine.per_request_flag}: per-step acceptance is "
-                              "estimated from the tokens in each streamed chunk (labelled estimated)")
+                self.on_event(
+                    f"this {engine.title} has no {engine.per_request_flag}: per-step acceptance is "
+                    "estimated from the tokens in each streamed chunk (labelled estimated)"
+                )
         return self._per_request_support[engine.name]
 
     def _start(self, spec: ServerSpec) -> ManagedServer:
         if self.device not in ("gpu", "cpu"):
-            raise ServerStartError(f"{spec.label()} needs a server started, and no device flag was given: "
-                                   "run with --specdec-gpu or --specdec-cpu, or give it running endpoints")
+            raise ServerStartError(
+                f"{spec.label()} needs a server started, and no device flag was given: "
+                "run with --specdec-gpu or --specdec-cpu, or give it running endpoints"
+            )
         if self.before_start is not None:
             try:
                 self.before_start(spec)
@@ -182,8 +191,10 @@ class ServerPool:
                 raise ServerStartError(f"{spec.label()} not started: {exc}") from None
         engine = engine_named(spec.engine)
         if self.device not in engine.devices:
-            raise ServerStartError(f"{spec.label()} not started: {engine.title} runs on {' or '.join(engine.devices)} "
-                                   f"here, not on {self.device} (--specdec-{self.device})")
+            raise ServerStartError(
+                f"{spec.label()} not started: {engine.title} runs on {' or '.join(engine.devices)} "
+                f"here, not on {self.device} (--specdec-{self.device})"
+            )
         claim = claim_port(self.host)
         try:
             launch = self._launch_request(spec, claim.port)

@@ -73,7 +73,8 @@ def scrape_counters(server, names) -> SpecDecodeCounters:
     if counters.present and older:
         return SpecDecodeCounters.unavailable(
             f"{where}: the SD counters were created at {min(older):.0f}, before this server was started at "
-            f"{started:.0f}: another process answers on port {server.port}, so its counters are not this server's")
+            f"{started:.0f}: another process answers on port {server.port}, so its counters are not this server's"
+        )
     return counters
 
 

@@ -81,13 +81,23 @@ def render_table(rows: Sequence[Row], required_label: str = "required", extra_co
     return "\n".join(lines)
 
 
-def failure_message(title: str, rows: Sequence[Row], result, *, required_label: str = "required",
-                    extra: str = "", extra_columns: dict | None = None) -> str:
+def failure_message(
+    title: str,
+    rows: Sequence[Row],
+    result,
+    *,
+    required_label: str = "required",
+    extra: str = "",
+    extra_columns: dict | None = None,
+) -> str:
     parts = [title, render_table(rows, required_label, extra_columns)]
     if extra:
         parts.append(extra)
-    commands = [f"  {name}: {result.reproduce[name]}" for name in ("reference_server", "speculative_server", "bench")
-                if name in result.reproduce]
+    commands = [
+        f"  {name}: {result.reproduce[name]}"
+        for name in ("reference_server", "speculative_server", "bench")
+        if name in result.reproduce
+    ]
     if commands:
         parts += ["reproduce by hand:", *commands]
     if result.server_log:
@@ -142,23 +152,36 @@ def check_request_lengths(result, min_p10: float | None, min_p50: float | None) 
     bounds = {"request_acceptance_length_p10": min_p10, "request_acceptance_length_p50": min_p50}
     for name, bound in bounds.items():
         if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float)) or bound < 1):
-            raise ValueError(f"assert_acceptance(min_{name.split('_')[-1]}...) is a length in tokens per step "
-                             f"(>= 1), got {bound!r}")
+            raise ValueError(
+                f"assert_acceptance(min_{name.split('_')[-1]}...) is a length in tokens per step (>= 1), got {bound!r}"
+            )
     asked = {name: bound for name, bound in bounds.items() if bound is not None}
     reasons = {name: why for name in asked if (why := result.unavailable(name))}
     if reasons:
         raise AssertionError(unavailable_message(result, "per-request acceptance", reasons))
     analysis = result.analysis()
-    rows = [Row(name, bound, analysis.figure(name), ok=analysis.figure(name) >= bound,
-                note="estimated from streamed chunks" if analysis.estimated else "")
-            for name, bound in asked.items()]
+    rows = [
+        Row(
+            name,
+            bound,
+            analysis.figure(name),
+            ok=analysis.figure(name) >= bound,
+            note="estimated from streamed chunks" if analysis.estimated else "",
+        )
+        for name, bound in asked.items()
+    ]
     if any(not row.ok for row in rows):
         lengths = analysis.request_lengths
-        raise AssertionError(failure_message(
-            f"per-request acceptance below the required minimum for {result.spec.label()}", rows, result,
-            extra=f"per-request acceptance length over {lengths.count} requests ({analysis.source} per-step data): "
-                  f"p5 {lengths.p5:.2f}, p25 {lengths.p25:.2f}, p50 {lengths.p50:.2f}, p75 {lengths.p75:.2f}, "
-                  f"p95 {lengths.p95:.2f}"))
+        raise AssertionError(
+            failure_message(
+                f"per-request acceptance below the required minimum for {result.spec.label()}",
+                rows,
+                result,
+                extra=f"per-request acceptance length over {lengths.count} requests ({analysis.source} per-step data): "
+                f"p5 {lengths.p5:.2f}, p25 {lengths.p25:.2f}, p50 {lengths.p50:.2f}, p75 {lengths.p75:.2f}, "
+                f"p95 {lengths.p95:.2f}",
+            )
+        )
 
 
 def check_best_k(result, expected) -> None:
@@ -173,16 +196,22 @@ def check_best_k(result, expected) -> None:
         return
     predictions = ", ".join(f"k={k}: {v:.2f}x" for k, v in sorted(analysis.predictions.items()))
     wanted = " or ".join(map(str, sorted(allowed)))
-    raise AssertionError(failure_message(
-        f"the best draft length predicted for {result.spec.label()} is k={analysis.best_k}, not {wanted}",
-        [], result, extra=f"predicted throughput speedups ({analysis.source} per-step data): {predictions}; "
-                          f"oracle at k (each step proposing exactly what it accepted, spans capped at k: a lower "
-                          f"bound on the oracle of \"Speculative Decoding: Performance or Illusion?\", Sec. 8.1 / "
-                          f"Fig. 9): {analysis.oracle_speedup:.2f}x"))
+    raise AssertionError(
+        failure_message(
+            f"the best draft length predicted for {result.spec.label()} is k={analysis.best_k}, not {wanted}",
+            [],
+            result,
+            extra=f"predicted throughput speedups ({analysis.source} per-step data): {predictions}; "
+            f"oracle at k (each step proposing exactly what it accepted, spans capped at k: a lower "
+            f"bound on the oracle of \"Speculative Decoding: Performance or Illusion?\", Sec. 8.1 / "
+            f"Fig. 9): {analysis.oracle_speedup:.2f}x",
+        )
+    )
 
 
-def check_acceptance(result, min_rate: float | None, min_length: float | None,
-                     min_per_position: Sequence[float] | None) -> None:
+def check_acceptance(
+    result, min_rate: float | None, min_length: float | None, min_per_position: Sequence[float] | None
+) -> None:
     for name, bound in (("min_rate", min_rate), ("min_length", min_length)):
         if bound is not None and (not isinstance(bound, (int, float)) or bound < 0):
             raise ValueError(f"assert_acceptance({name}=...) must be a non-negative number, got {bound!r}")
@@ -196,14 +225,22 @@ def check_acceptance(result, min_rate: float | None, min_length: float | None,
     if min_rate is not None:
         rows.append(Row("acceptance_rate", min_rate, result.acceptance_rate, ok=result.acceptance_rate >= min_rate))
     if min_length is not None:
-        rows.append(Row("acceptance_length", min_length, result.acceptance_length,
-                        ok=result.acceptance_length >= min_length))
+        rows.append(
+            Row("acceptance_length", min_length, result.acceptance_length, ok=result.acceptance_length >= min_length)
+        )
     if min_per_position is not None:
         measured = result.per_position_acceptance
         for position, bound in enumerate(min_per_position):
             value = measured[position] if position < len(measured) else math.nan
-            rows.append(Row(f"acceptance at position {position}", bound, value, ok=value >= bound,
-                            note="" if position < len(measured) else "unavailable: no counter for this position"))
+            rows.append(
+                Row(
+                    f"acceptance at position {position}",
+                    bound,
+                    value,
+                    ok=value >= bound,
+                    note="" if position < len(measured) else "unavailable: no counter for this position",
+                )
+            )
     if any(not row.ok for row in rows):
         raise AssertionError(
             failure_message(
@@ -241,14 +278,23 @@ def classify_divergences(result, tie_threshold: float = TIE_THRESHOLD) -> list[D
                 values = sorted(tops[request.first_divergence].values(), reverse=True)
                 if len(values) >= 2:
                     gap = values[0] - values[1]
-            found.append(Divergence(repeat, request.index, request.first_divergence,
-                                    None if gap is None else gap < tie_threshold, gap,
-                                    request.reference_text, request.speculative_text))
+            found.append(
+                Divergence(
+                    repeat,
+                    request.index,
+                    request.first_divergence,
+                    None if gap is None else gap < tie_threshold,
+                    gap,
+                    request.reference_text,
+                    request.speculative_text,
+                )
+            )
     return found
 
 
-def check_outputs_equivalent(result, min_match: float, ignore_numerical_ties: bool,
-                             tie_threshold: float = TIE_THRESHOLD) -> None:
+def check_outputs_equivalent(
+    result, min_match: float, ignore_numerical_ties: bool, tie_threshold: float = TIE_THRESHOLD
+) -> None:
     if not 0 <= min_match <= 1:
         raise ValueError(f"assert_outputs_equivalent(min_match={min_match!r}) is a fraction between 0 and 1")
     why = result.unavailable("match_rate")
@@ -265,9 +311,11 @@ def check_outputs_equivalent(result, min_match: float, ignore_numerical_ties: bo
         return
     by_text = any(c.basis == "text" for c in comparisons)
     unit = "character" if by_text else "token"
-    lines = [f"{identical} of {total} requests identical over {len(comparisons)} repeat(s), {len(ties)} diverged "
-             f"at a numerical near-tie (top-2 logprob gap < {tie_threshold}), {len(divergences) - len(ties)} "
-             "diverged for real"]
+    lines = [
+        f"{identical} of {total} requests identical over {len(comparisons)} repeat(s), {len(ties)} diverged "
+        f"at a numerical near-tie (top-2 logprob gap < {tie_threshold}), {len(divergences) - len(ties)} "
+        "diverged for real"
+    ]
     if by_text:
         lines.append("(compared as text: a server sent no token ids, so near-ties cannot be told apart)")
     elif any(d.tie is None for d in divergences):
@@ -275,15 +323,22 @@ def check_outputs_equivalent(result, min_match: float, ignore_numerical_ties: bo
     for d in divergences[:5]:
         kind = "near-tie" if d.tie else "unknown" if d.tie is None else "real"
         gap = f", top-2 gap {d.gap:.3f}" if d.gap is not None else ""
-        lines.append(f"  repeat {d.repeat + 1}, request {d.index}: first difference at {unit} {d.position} "
-                     f"({kind}{gap})")
+        lines.append(
+            f"  repeat {d.repeat + 1}, request {d.index}: first difference at {unit} {d.position} ({kind}{gap})"
+        )
         lines.append(f"    reference: {d.reference_text!r}")
         lines.append(f"    SD:        {d.speculative_text!r}")
     if len(divergences) > 5:
         lines.append(f"  ... and {len(divergences) - 5} more")
-    row = Row("output match rate", min_match, rate, ok=False,
-              note="near-ties count as matches" if ignore_numerical_ties and not by_text else "")
+    row = Row(
+        "output match rate",
+        min_match,
+        rate,
+        ok=False,
+        note="near-ties count as matches" if ignore_numerical_ties and not by_text else "",
+    )
     raise AssertionError(
-        failure_message(f"SD outputs differ from the reference for {result.spec.label()}", [row], result,
-                        extra="\n".join(lines))
+        failure_message(
+            f"SD outputs differ from the reference for {result.spec.label()}", [row], result, extra="\n".join(lines)
+        )
     )

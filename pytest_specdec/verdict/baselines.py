@@ -112,8 +112,10 @@ def migrate_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     """A version 1 baseline document as version 2: speedup names lose their unit."""
     migrated = dict(data)
     migrated["schema_version"] = SCHEMA_VERSION
-    migrated["repeats"] = [{**repeat, "derived": _renamed(repeat.get("derived") or {})}
-                           if isinstance(repeat, Mapping) else repeat for repeat in data.get("repeats") or []]
+    migrated["repeats"] = [
+        {**repeat, "derived": _renamed(repeat.get("derived") or {})} if isinstance(repeat, Mapping) else repeat
+        for repeat in data.get("repeats") or []
+    ]
     if isinstance(data.get("tolerances"), Mapping):
         migrated["tolerances"] = _renamed(data["tolerances"])
     return migrated
@@ -257,8 +259,7 @@ def load_baseline(base_dir: Path, test_id: str) -> Baseline:
     baseline = Baseline.from_json(data, path)
     if baseline.test_id != test_id:
         raise BaselineError(
-            f"{path}: test_id: file belongs to {baseline.test_id!r}, not {test_id!r}; "
-            f"re-record with {UPDATE_FLAG}",
+            f"{path}: test_id: file belongs to {baseline.test_id!r}, not {test_id!r}; re-record with {UPDATE_FLAG}",
             path=path,
             field="test_id",
         )

@@ -45,19 +45,28 @@ class ComparisonPlan:
     measured_step_ms: float | None
 
     @classmethod
-    def of(cls, recorded_fp: dict[str, Any], current_fp: dict[str, Any], recorded_repeats: list[dict],
-           current_repeats: list[dict]) -> "ComparisonPlan":
-        changes = {k: (recorded_fp.get(k), current_fp.get(k)) for k in ENGINE_FIELDS
-                   if recorded_fp.get(k) != current_fp.get(k)}
-        return cls(MachineMatch.of(recorded_fp, current_fp), changes, reference_step_ms(recorded_repeats),
-                   reference_step_ms(current_repeats))
+    def of(
+        cls,
+        recorded_fp: dict[str, Any],
+        current_fp: dict[str, Any],
+        recorded_repeats: list[dict],
+        current_repeats: list[dict],
+    ) -> "ComparisonPlan":
+        changes = {
+            k: (recorded_fp.get(k), current_fp.get(k)) for k in ENGINE_FIELDS if recorded_fp.get(k) != current_fp.get(k)
+        }
+        return cls(
+            MachineMatch.of(recorded_fp, current_fp),
+            changes,
+            reference_step_ms(recorded_repeats),
+            reference_step_ms(current_repeats),
+        )
 
     def skip_reason(self, metric: str) -> str | None:
         """Why `metric` is not compared with this baseline (None: it is)."""
         if self.machine.same or travels(metric):
             return None
-        where = ("another machine" if not self.machine.same_hardware
-                 else "this hardware with a machine probe that moved")
+        where = "another machine" if not self.machine.same_hardware else "this hardware with a machine probe that moved"
         what = "a speedup is the machine's as much as SD's" if is_ratio(metric) else "tok/s and ms are the machine's"
         return f"{where}: {what}"
 
@@ -69,32 +78,44 @@ class ComparisonPlan:
         """The comparison the gate made, for the failure message, the terminal summary and the reports."""
         lines = []
         if self.machine.same:
-            lines.append("same machine: every gated figure compared, the reference's own tok/s and ms included"
-                         + (f"; not compared: {', '.join(skipped)} (still flagged after measuring again)"
-                            if skipped else ""))
+            lines.append(
+                "same machine: every gated figure compared, the reference's own tok/s and ms included"
+                + (f"; not compared: {', '.join(skipped)} (still flagged after measuring again)" if skipped else "")
+            )
         else:
-            lines.append(f"{'another machine' if not self.machine.same_hardware else 'machine probe moved'}: only "
-                         f"acceptance-type figures compared; not compared: {', '.join(skipped) or '-'} (record a "
-                         "baseline on this machine with --specdec-update-baselines to gate them)")
+            lines.append(
+                f"{'another machine' if not self.machine.same_hardware else 'machine probe moved'}: only "
+                f"acceptance-type figures compared; not compared: {', '.join(skipped) or '-'} (record a "
+                "baseline on this machine with --specdec-update-baselines to gate them)"
+            )
         lines.append(f"machine: {self.machine.describe()}")
         if self.engine_changes:
-            lines.append("engine changed since the baseline: " + "; ".join(
-                f"{k} {a} -> {b}" for k, (a, b) in self.engine_changes.items()))
+            lines.append(
+                "engine changed since the baseline: "
+                + "; ".join(f"{k} {a} -> {b}" for k, (a, b) in self.engine_changes.items())
+            )
         if self.recorded_step_ms is not None and self.measured_step_ms is not None:
             change = self.measured_step_ms / self.recorded_step_ms - 1
-            lines.append(f"reference decode step: {self.measured_step_ms:.1f} ms per token here, "
-                         f"{self.recorded_step_ms:.1f} ms when recorded ({change:+.1%}; the engine's speed, "
-                         "not the machine's identity)")
+            lines.append(
+                f"reference decode step: {self.measured_step_ms:.1f} ms per token here, "
+                f"{self.recorded_step_ms:.1f} ms when recorded ({change:+.1%}; the engine's speed, "
+                "not the machine's identity)"
+            )
         return "\n".join(lines)
 
 
 def reference_slowdowns(verdicts) -> str | None:
-    """"the reference itself is 12% slower (...)" when a reference-side figure regressed, else None."""
-    worse = [v for v in verdicts if v is not None and v.regression and v.metric.endswith(" (reference)")
-             and not math.isnan(v.change)]
+    """ "the reference itself is 12% slower (...)" when a reference-side figure regressed, else None."""
+    worse = [
+        v
+        for v in verdicts
+        if v is not None and v.regression and v.metric.endswith(" (reference)") and not math.isnan(v.change)
+    ]
     if not worse:
         return None
     parts = ", ".join(f"{v.metric.removesuffix(' (reference)')} {v.change:+.1%}" for v in worse)
     size = max(-v.change for v in worse)
-    return (f"the reference itself is {size:.0%} slower ({parts}): the engine's plain decoding regressed on this "
-            "machine, not only SD")
+    return (
+        f"the reference itself is {size:.0%} slower ({parts}): the engine's plain decoding regressed on this "
+        "machine, not only SD"
+    )

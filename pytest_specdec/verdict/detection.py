@@ -56,22 +56,33 @@ class Detection:
 
     def describe(self) -> str:
         if self.spread is None:
-            return (f"{self.metric}: a drop beyond the {self.tolerance:.0%} tolerance in the one value compared "
-                    "is flagged; repeat noise unknown (record and run with --specdec-repeats 3 to know what is "
-                    "detectable)")
+            return (
+                f"{self.metric}: a drop beyond the {self.tolerance:.0%} tolerance in the one value compared "
+                "is flagged; repeat noise unknown (record and run with --specdec-repeats 3 to know what is "
+                "detectable)"
+            )
         if self.smallest_drop is None or self.smallest_drop >= MAX_DROP:
             drop = "no drop up to 95% is flagged reliably"
         else:
             drop = f"drops of {self.smallest_drop:.1%} or more are flagged in {self.power:.0%} of runs"
-        noise = ("noise per side" + (" from the paired repeats' ratios" if self.noise_from == "paired ratios"
-                                      else " from the baseline's repeats"))
-        return (f"{self.metric}: {drop}; an unchanged value is flagged {self.false_alarm_rate:.1%} of the time "
-                f"({noise} {self.spread:.1%}, {self.repeats} repeats, tolerance {self.tolerance:.0%})")
+        noise = "noise per side" + (
+            " from the paired repeats' ratios" if self.noise_from == "paired ratios" else " from the baseline's repeats"
+        )
+        return (
+            f"{self.metric}: {drop}; an unchanged value is flagged {self.false_alarm_rate:.1%} of the time "
+            f"({noise} {self.spread:.1%}, {self.repeats} repeats, tolerance {self.tolerance:.0%})"
+        )
 
     def as_dict(self) -> dict:
-        return {"repeats": self.repeats, "tolerance": self.tolerance, "spread": self.spread,
-                "false_alarm_rate": self.false_alarm_rate, "smallest_drop": self.smallest_drop, "power": self.power,
-                "noise_from": self.noise_from}
+        return {
+            "repeats": self.repeats,
+            "tolerance": self.tolerance,
+            "spread": self.spread,
+            "false_alarm_rate": self.false_alarm_rate,
+            "smallest_drop": self.smallest_drop,
+            "power": self.power,
+            "noise_from": self.noise_from,
+        }
 
 
 def relative_spread(values: Sequence[float | None]) -> float | None:
@@ -85,15 +96,27 @@ def relative_spread(values: Sequence[float | None]) -> float | None:
 def paired_noise(baseline: Sequence[float | None], current: Sequence[float | None]) -> float | None:
     """One side's relative noise from the spread of current_i / baseline_i over the finite pairs: a ratio
     of two values with independent noise s varies by about sqrt(2) * s.  None with fewer than 2 pairs."""
-    ratios = [c / b for b, c in zip(baseline, current)
-              if b is not None and c is not None and math.isfinite(b) and math.isfinite(c) and b != 0]
+    ratios = [
+        c / b
+        for b, c in zip(baseline, current)
+        if b is not None and c is not None and math.isfinite(b) and math.isfinite(c) and b != 0
+    ]
     spread = relative_spread(ratios)
     return None if spread is None else spread / math.sqrt(2)
 
 
-def flag_rate(drop: float, spread: float, repeats: int, tolerance: float, *, paired: bool = True,
-              confidence: float = 0.95, simulations: int = SIMULATIONS, resamples: int = RESAMPLES,
-              seed: int = 0) -> float:
+def flag_rate(
+    drop: float,
+    spread: float,
+    repeats: int,
+    tolerance: float,
+    *,
+    paired: bool = True,
+    confidence: float = 0.95,
+    simulations: int = SIMULATIONS,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> float:
     """How often the gate's rule flags a true relative `drop` under noise `spread`, `repeats` per side."""
     rng = np.random.default_rng(seed)
     base = 1.0 + spread * rng.standard_normal((simulations, repeats))
@@ -117,9 +140,16 @@ def flag_rate(drop: float, spread: float, repeats: int, tolerance: float, *, pai
     return float((flagged & (ci_high < 0)).mean())
 
 
-def detection(metric: str, baseline_values: Sequence[float | None], repeats: int, tolerance: float, *,
-              paired: bool = True, power: float = POWER,
-              current_values: Sequence[float | None] | None = None) -> Detection:
+def detection(
+    metric: str,
+    baseline_values: Sequence[float | None],
+    repeats: int,
+    tolerance: float,
+    *,
+    paired: bool = True,
+    power: float = POWER,
+    current_values: Sequence[float | None] | None = None,
+) -> Detection:
     """The false-alarm rate and smallest reliably flagged drop for `metric` (see the module docstring).
 
     With `paired` and the run's `current_values` (repeat i against baseline repeat i), the noise is the

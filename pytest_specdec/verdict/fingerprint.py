@@ -127,8 +127,14 @@ def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, t
 
 # --- the reference's decode step: the engine's speed, shown beside the machine's identity (verdict.machine) ---
 
+
 def reference_step_ms(repeats: list[dict]) -> float | None:
     """The reference's decode step (median TPOT, median over repeats), or None where none was timed."""
-    values = [v for entry in repeats if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"),
-                                                   (int, float)) and math.isfinite(v) and v > 0]
+    values = [
+        v
+        for entry in repeats
+        if isinstance(v := (entry.get("reference") or {}).get("median_tpot_ms"), (int, float))
+        and math.isfinite(v)
+        and v > 0
+    ]
     return statistics.median(values) if values else None

@@ -28,6 +28,13 @@ from .stats import compare_exact, compare_samples
 from .detection import Detection, detection
 from .tolerances import canonical_keys, resolve_tolerance
 from ..engines.server_spec import DEFAULT_ENGINE
+from .gate_table import (  # re-exported: these lived here
+    _row as _row,
+    _figure as _figure,
+    _unavailable as _unavailable,
+    _unavailable_message as _unavailable_message,
+    _detects_cell as _detects_cell,
+)
 
 # What assert_no_regression() compares when not told: the ratios SD exists
 # for, and the SD run's own throughput and latency.
@@ -134,8 +141,9 @@ class RegressionGate:
         if unknown:
             raise ValueError(f"allow_unavailable names metrics this check does not gate: {', '.join(unknown)}")
         tolerances = {
-            m: resolve_tolerance(m, call=canonical_keys(tolerance), marker=self.marker_tolerances,
-                                 ini=self.session.ini_tolerances)
+            m: resolve_tolerance(
+                m, call=canonical_keys(tolerance), marker=self.marker_tolerances, ini=self.session.ini_tolerances
+            )
             for m in metrics
         }
         self.session.used.add(self.test_id)
@@ -159,12 +167,17 @@ class RegressionGate:
             missing = isinstance(exc, BaselineMissing)
             if self.session.update:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
-                self.last_report = (f"new baseline queued for {self.test_id} (written at session end to {path_hint})"
-                                    if missing else f"unreadable baseline replaced: {exc}")
+                self.last_report = (
+                    f"new baseline queued for {self.test_id} (written at session end to {path_hint})"
+                    if missing
+                    else f"unreadable baseline replaced: {exc}"
+                )
                 self.outcome = "recorded"
                 return
             self.outcome = "missing" if missing else "unreadable"
-            raise AssertionError(str(exc) if missing else f"{exc}\nre-record it with --specdec-update-baselines") from None
+            raise AssertionError(
+                str(exc) if missing else f"{exc}\nre-record it with --specdec-update-baselines"
+            ) from None
 
         running_on = getattr(getattr(result, "spec", None), "engine", DEFAULT_ENGINE)
         recorded_on = (baseline.config.get("spec") or {}).get("engine", DEFAULT_ENGINE)  # older baselines: vLLM's
@@ -179,7 +192,8 @@ class RegressionGate:
             raise AssertionError(
                 f"{baseline.path}: the baseline of {self.test_id} was recorded on engine {recorded_on!r}, this run "
                 f"is on {running_on!r}: a baseline never gates another engine; record one for "
-                f"{running_on!r} with --specdec-update-baselines")
+                f"{running_on!r} with --specdec-update-baselines"
+            )
         current = result.repeats()
         plan = ComparisonPlan.of(baseline.fingerprint, self._fingerprint_for(result), baseline.repeats, current)
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
@@ -202,8 +216,17 @@ class RegressionGate:
             if metric in unavailable or not any(v is not None and math.isfinite(v) for v in before):
                 why = unavailable.get(metric) or "the baseline has no value for it (recorded unavailable or without it)"
                 allowed_here = metric in allowed
-                rows.append(Row(metric, None, math.nan, tolerances[metric], ok=allowed_here,
-                                note=f"unavailable{' (allowed)' if allowed_here else ''}: {why}", direction=metric))
+                rows.append(
+                    Row(
+                        metric,
+                        None,
+                        math.nan,
+                        tolerances[metric],
+                        ok=allowed_here,
+                        note=f"unavailable{' (allowed)' if allowed_here else ''}: {why}",
+                        direction=metric,
+                    )
+                )
                 detects.append("-")
                 if not allowed_here:
                     verdicts.append(None)
@@ -212,37 +235,60 @@ class RegressionGate:
             if metric in EXACT_METRICS:
                 verdict = compare_exact(metric, before, now)
                 verdicts.append(verdict)
-                rows.append(Row(metric, verdict.baseline, verdict.current, None, ok=not verdict.regression,
-                                note="must equal the baseline's", direction=metric))
+                rows.append(
+                    Row(
+                        metric,
+                        verdict.baseline,
+                        verdict.current,
+                        None,
+                        ok=not verdict.regression,
+                        note="must equal the baseline's",
+                        direction=metric,
+                    )
+                )
                 detects.append("any change")
                 continue
             sides = [(metric, side, before, now)]
             if plan.compares_reference(metric):
-                ref_before = (baseline.per_repeat("reference", metric) if paired
-                              else baseline.samples("reference", metric))
+                ref_before = (
+                    baseline.per_repeat("reference", metric) if paired else baseline.samples("reference", metric)
+                )
                 ref_now = [(entry.get("reference") or {}).get(metric, math.nan) for entry in current]
                 if any(v is not None and math.isfinite(v) for v in ref_before):
                     sides.append((f"{metric} (reference)", "reference", ref_before, ref_now))
             for label, side_name, values_before, values_now in sides:
-                verdict = compare_samples(metric, values_before, values_now, tolerance=tolerances[metric],
-                                          paired=paired)
+                verdict = compare_samples(
+                    metric, values_before, values_now, tolerance=tolerances[metric], paired=paired
+                )
                 verdict = replace(verdict, metric=label)
                 verdicts.append(verdict)
-                found = replace(detection(metric, baseline.per_repeat(side_name, metric), len(values_now),
-                                          tolerances[metric], paired=paired,
-                                          current_values=values_now if paired else None), metric=label)
+                found = replace(
+                    detection(
+                        metric,
+                        baseline.per_repeat(side_name, metric),
+                        len(values_now),
+                        tolerances[metric],
+                        paired=paired,
+                        current_values=values_now if paired else None,
+                    ),
+                    metric=label,
+                )
                 self.detections[label] = found
                 detects.append(_detects_cell(found))
                 rows.append(_row(label, metric, verdict, tolerances[metric]))
         comparison = plan.describe(skipped)
         if baseline.migrated_from:
-            comparison += (f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
-                           f"{baseline.schema_version}; --specdec-update-baselines rewrites it")
+            comparison += (
+                f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
+                f"{baseline.schema_version}; --specdec-update-baselines rewrites it"
+            )
         if history := baseline.config.get("history"):
             segments = history.get("segments", {})  # side -> figure -> words, laid out as the baseline's values
             comparison += f"\nbaseline from the history {history['url']}, each figure its own segment:" + "".join(
                 f"\n  {metric}{' (reference)' if side == 'reference' else ''}: {segments[side][metric]}"
-                for side, metric in dict.fromkeys(gated) if metric in segments.get(side, {}))
+                for side, metric in dict.fromkeys(gated)
+                if metric in segments.get(side, {})
+            )
         self.comparison = comparison
         self.not_compared = dict(skipped)
         self.figures = [_figure(row) for row in rows]
@@ -256,8 +302,13 @@ class RegressionGate:
             moved = any(abs(v.change) > v.tolerance for v in judged if not math.isnan(v.change))
             # Also re-recorded: a baseline from another machine or without a machine probe, in an older file
             # format, or without a figure.
-            rewrite = (moved or not plan.machine.same or plan.machine.recorded_probe is None
-                       or bool(baseline.migrated_from) or any(v is None for v in verdicts))
+            rewrite = (
+                moved
+                or not plan.machine.same
+                or plan.machine.recorded_probe is None
+                or bool(baseline.migrated_from)
+                or any(v is None for v in verdicts)
+            )
             if rewrite:
                 self.session.pending[self.test_id] = self._baseline_for(result, metrics, tolerances)
             self.outcome = "recorded" if rewrite else "passed"
@@ -282,55 +333,7 @@ class RegressionGate:
             if self.session.strict:
                 raise AssertionError(
                     f"{self.test_id}: not compared with its baseline ({baseline.path}): every gated figure was "
-                    f"skipped, and --specdec-strict fails a check that compared nothing\n{reasons}\n{comparison}")
+                    f"skipped, and --specdec-strict fails a check that compared nothing\n{reasons}\n{comparison}"
+                )
             return
         self.outcome = "passed"
-
-
-def _row(label: str, metric: str, verdict, tolerance: float) -> Row:
-    ci = None
-    if verdict.ci_low is not None:
-        # The CI is of the signed change; show it as values of the metric.
-        as_value = (lambda c: verdict.baseline * (1 + c)) if verdict.higher_is_better else (
-            lambda c: verdict.baseline / (1 + c))
-        ci = tuple(sorted((as_value(verdict.ci_low), as_value(verdict.ci_high))))
-    # The verdict's own change (the median of per-repeat ratios when paired), so the table and the line
-    # below it state one number for the figure.
-    return Row(label, verdict.baseline, verdict.current, tolerance, ci, not verdict.regression, direction=metric,
-               stated_change=None if math.isnan(verdict.change) else verdict.change)
-
-
-def _figure(row: Row) -> dict:
-    """One compared figure as report rows carry it: plain numbers, null where there is none."""
-    def number(value):
-        return float(value) if value is not None and math.isfinite(value) else None
-
-    return {"figure": row.metric, "baseline": number(row.required), "measured": number(row.measured),
-            "change": number(row.change), "tolerance": row.tolerance,
-            "ci": [number(v) for v in row.ci] if row.ci else None, "ok": row.ok, "note": row.note or None}
-
-
-def _unavailable(result, metric: str) -> str | None:
-    """Why the result has no value for a gated metric (None when it has one in every repeat)."""
-    if is_ratio(metric):
-        return result.unavailable(metric)
-    missing = [run.repeat + 1 for run in result.speculative_runs
-               if not math.isfinite(run.metrics.as_dict().get(metric, math.nan))]
-    return f"no value in SD repeat {', '.join(map(str, missing))}" if missing else None
-
-
-def _unavailable_message(test_id: str, reasons: dict[str, str], result, update: bool) -> str:
-    doing = "cannot record a baseline" if update else "cannot compare with the baseline"
-    lines = [f"{test_id}: {doing}: figures unavailable"]
-    lines += [f"  {metric}: unavailable: {why}" for metric, why in reasons.items()]
-    lines.append("(a test that knowingly runs without a figure says so: "
-                 f"assert_no_regression(allow_unavailable={sorted(reasons)!r}))")
-    return failure_message("\n".join(lines), [], result)
-
-
-def _detects_cell(found: Detection) -> str:
-    if found.spread is None:
-        return "> tolerance (spread unknown)"
-    if found.smallest_drop is None or found.smallest_drop >= 0.95:
-        return "nothing reliably"
-    return f">= {found.smallest_drop:.0%} (false alarms {found.false_alarm_rate:.1%})"

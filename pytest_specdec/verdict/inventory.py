@@ -54,6 +54,7 @@ def list_baselines(base_dir: Path) -> dict[str, Path]:
 def unused_baselines_under(base_dir: Path, seen_test_ids: set[str], roots: list[Path], rootpath: Path) -> list[Path]:
     """Baselines no test of this session owns, among tests under `roots` (the session's paths):
     another suite's baselines in the same directory are not this session's to call stale."""
+
     def within(path: Path, root: Path) -> bool:
         try:
             path.resolve().relative_to(root)
@@ -61,9 +62,11 @@ def unused_baselines_under(base_dir: Path, seen_test_ids: set[str], roots: list[
             return False
         return True
 
-    return [path for test_id, path in list_baselines(base_dir).items()
-            if test_id not in seen_test_ids
-            and any(within(Path(rootpath) / test_id.split("::")[0], root) for root in roots)]
+    return [
+        path
+        for test_id, path in list_baselines(base_dir).items()
+        if test_id not in seen_test_ids and any(within(Path(rootpath) / test_id.split("::")[0], root) for root in roots)
+    ]
 
 
 def stale_baselines(base_dir: Path, used_test_ids: set[str]) -> list[Path]:

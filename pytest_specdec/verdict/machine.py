@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .fingerprint import HARDWARE_FIELDS, PROBE_FIELD, collect_fingerprint, shared_extra_keys
+
 # Bump when the probe's code changes: figures of another version are not comparable.
 PROBE_VERSION = 1
 # benchmarks/machine_probe.py, 20 sessions on one 2-core box: single figures moved up to 41% between two
@@ -51,7 +52,7 @@ def _aligned(count: int) -> np.ndarray:
     process to the next."""
     raw = np.empty(count * 4 + 4096, dtype=np.uint8)
     offset = (-raw.ctypes.data) % 4096
-    return raw[offset:offset + count * 4].view(np.float32)
+    return raw[offset : offset + count * 4].view(np.float32)
 
 
 def run_probe(rounds: int = _ROUNDS, attempts: int = _ATTEMPTS) -> dict[str, Any]:
@@ -169,7 +170,7 @@ class MachineMatch:
 
     @property
     def kind(self) -> str:
-        """"same", "other hardware" or "probe moved": what the gate and the reports call the case."""
+        """ "same", "other hardware" or "probe moved": what the gate and the reports call the case."""
         if not self.same_hardware:
             return "other hardware"
         return "probe moved" if self.probe_moved else "same"
@@ -181,18 +182,25 @@ class MachineMatch:
         changes = self.probe_changes
         if changes is None:
             missing = "the baseline" if self.recorded_probe is None else "this session"
-            return (f"the same hardware; {missing} has no machine probe (recorded before probes existed, or "
-                    "another probe version): the hardware identity decides")
+            return (
+                f"the same hardware; {missing} has no machine probe (recorded before probes existed, or "
+                "another probe version): the hardware identity decides"
+            )
         moved = ", ".join(f"{_probe_label(k)} {c:+.1%}" for k, c in changes.items())
         if self.probe_moved:
-            return (f"the same hardware, but the machine probe moved {self.probe_change:+.1%} (median of {moved}), "
-                    f"beyond its {self.band:.0%} band: "
-                    "this box is not performing as the recording one did (another box of the kind, or a loaded or "
-                    "throttled host)")
-        return (f"the same machine: hardware identity equal, machine probe {self.probe_change:+.1%} (median of "
-                f"{moved}), within its {self.band:.0%} band")
+            return (
+                f"the same hardware, but the machine probe moved {self.probe_change:+.1%} (median of {moved}), "
+                f"beyond its {self.band:.0%} band: "
+                "this box is not performing as the recording one did (another box of the kind, or a loaded or "
+                "throttled host)"
+            )
+        return (
+            f"the same machine: hardware identity equal, machine probe {self.probe_change:+.1%} (median of "
+            f"{moved}), within its {self.band:.0%} band"
+        )
 
 
 def _probe_label(key: str) -> str:
-    return {"matmul_gflops": "matrix multiply", "vector_gflops": "vector arithmetic",
-            "copy_gbps": "memory copy"}.get(key, key)
+    return {"matmul_gflops": "matrix multiply", "vector_gflops": "vector arithmetic", "copy_gbps": "memory copy"}.get(
+        key, key
+    )

@@ -27,8 +27,17 @@ SPEEDUP_PREFIX = "speedup_"
 # Figures of the SD side that are ratios already (they travel across machines): acceptance,
 # output match, the per-request acceptance lengths and what they predict (measure.analysis),
 # and SD against the reference under an SLO (goodput, capacity).
-SD_RATIO_METRICS = ("acceptance_rate", "acceptance_length", "match_rate", "request_acceptance_length_p10",
-                    "request_acceptance_length_p50", "best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
+SD_RATIO_METRICS = (
+    "acceptance_rate",
+    "acceptance_length",
+    "match_rate",
+    "request_acceptance_length_p10",
+    "request_acceptance_length_p50",
+    "best_k",
+    "oracle_speedup",
+    "goodput_ratio",
+    "capacity_ratio",
+)
 # The ratios above that are the machine's as much as SD's: they rest on step times or on loads a
 # machine holds, so a baseline gates them only on a machine of its speed (verdict.fingerprint.MachineSpeed).
 MACHINE_BOUND_RATIOS = ("best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
@@ -65,7 +74,7 @@ def speedup_metric(name: str) -> str:
     """The run metric a speedup is of: ``speedup_median_tpot`` -> ``median_tpot_ms``."""
     if not name.startswith(SPEEDUP_PREFIX):
         raise ValueError(f"{name!r} is not a speedup name (speedup_<metric>)")
-    metric = name[len(SPEEDUP_PREFIX):]
+    metric = name[len(SPEEDUP_PREFIX) :]
     if metric.endswith("_ms"):  # the old spelling, see canonical_metric
         return metric
     return metric if "throughput" in metric or metric in ("completed", "failed") else metric + "_ms"
@@ -78,8 +87,11 @@ def canonical_metric(name: str, *, warn: bool = True) -> str:
         if warn:
             from ..deprecation import SpecdecDeprecationWarning
 
-            warnings.warn(f"metric name {name!r} is deprecated: use {new!r} (a speedup has no unit)",
-                          SpecdecDeprecationWarning, stacklevel=3)
+            warnings.warn(
+                f"metric name {name!r} is deprecated: use {new!r} (a speedup has no unit)",
+                SpecdecDeprecationWarning,
+                stacklevel=3,
+            )
         return new
     return name
 
@@ -110,8 +122,10 @@ def relative_change(metric: str, current: float, previous: float) -> float:
 
 def derived_metrics(reference: dict[str, float], speculative: dict[str, float]) -> dict[str, float]:
     """``speedup_<metric>`` for every headline metric, from one reference and one SD run's metrics."""
-    return {speedup_name(metric): speedup(metric, reference.get(metric, math.nan), speculative.get(metric, math.nan))
-            for metric in SPEEDUP_METRICS}
+    return {
+        speedup_name(metric): speedup(metric, reference.get(metric, math.nan), speculative.get(metric, math.nan))
+        for metric in SPEEDUP_METRICS
+    }
 
 
 def geometric_mean(values) -> float:

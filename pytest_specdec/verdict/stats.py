@@ -73,6 +73,7 @@ import numpy as np
 from .metric_names import higher_is_better as _higher_is_better
 from .tolerances import _validate, default_tolerance
 
+
 def _clean(samples: Sequence[float | None]) -> np.ndarray:
     values = np.array([math.nan if s is None else float(s) for s in samples], dtype=float)
     return values[np.isfinite(values)]
@@ -98,8 +99,7 @@ def _bootstrap_ratio_changes(num: np.ndarray, den: np.ndarray, resamples: int, s
 
 def _bounds(changes: np.ndarray, confidence: float) -> tuple[float, float]:
     tail = (1.0 - confidence) / 2.0
-    return (float(np.quantile(changes, tail, method="lower")),
-            float(np.quantile(changes, 1.0 - tail, method="higher")))
+    return (float(np.quantile(changes, tail, method="lower")), float(np.quantile(changes, 1.0 - tail, method="higher")))
 
 
 def _check_settings(confidence: float, resamples: int) -> None:
@@ -109,8 +109,14 @@ def _check_settings(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be positive, got {resamples!r}")
 
 
-def ratio_of_medians_ci(numerator: Sequence[float], denominator: Sequence[float], *, confidence: float = 0.95,
-                        resamples: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+def ratio_of_medians_ci(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Bootstrap interval of median(numerator) / median(denominator), e.g. of a speedup.
 
     None when either side has fewer than 2 valid samples.
@@ -123,8 +129,9 @@ def ratio_of_medians_ci(numerator: Sequence[float], denominator: Sequence[float]
     return 1.0 + low, 1.0 + high
 
 
-def median_ci(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
-              seed: int = 0) -> tuple[float, float] | None:
+def median_ci(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
     """Bootstrap interval of the median of `values` (e.g. per-repeat speedups); None with fewer than 2."""
     _check_settings(confidence, resamples)
     finite = _clean(values)
@@ -170,6 +177,7 @@ class Verdict:
 
 def _paired(baseline: Sequence[float | None], current: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
     """The repeat pairs where both sides have a finite value."""
+
     def array(samples):
         return np.array([math.nan if s is None else float(s) for s in samples], dtype=float)
 
@@ -178,27 +186,54 @@ def _paired(baseline: Sequence[float | None], current: Sequence[float | None]) -
     return base[keep], cur[keep]
 
 
-def _compare_paired(base: np.ndarray, cur: np.ndarray, higher: bool, tolerance: float, confidence: float,
-                    resamples: int, seed: int, common: dict) -> Verdict:
+def _compare_paired(
+    base: np.ndarray,
+    cur: np.ndarray,
+    higher: bool,
+    tolerance: float,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    common: dict,
+) -> Verdict:
     num, den = (cur, base) if higher else (base, cur)
     changes = _relative(num, den)
     change = float(np.median(changes))
     beyond_tolerance = change < -tolerance
     if changes.size < 2:
-        return Verdict(change=change, ci_low=None, ci_high=None, regression=beyond_tolerance,
-                       method="tolerance band only (fewer than 2 paired repeats)", **common)
+        return Verdict(
+            change=change,
+            ci_low=None,
+            ci_high=None,
+            regression=beyond_tolerance,
+            method="tolerance band only (fewer than 2 paired repeats)",
+            **common,
+        )
     rng = np.random.default_rng(seed)
     medians = np.median(changes[rng.integers(0, changes.size, size=(resamples, changes.size))], axis=1)
     ci_low, ci_high = _bounds(medians, confidence)
-    return Verdict(change=change, ci_low=ci_low, ci_high=ci_high, regression=beyond_tolerance and ci_high < 0,
-                   method=f"paired bootstrap {confidence * 100:g}% CI of the median per-repeat ratio "
-                          f"({resamples} resamples)", **common)
+    return Verdict(
+        change=change,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        regression=beyond_tolerance and ci_high < 0,
+        method=f"paired bootstrap {confidence * 100:g}% CI of the median per-repeat ratio ({resamples} resamples)",
+        **common,
+    )
 
 
-def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[float], *,
-                    tolerance: float | None = None, higher_is_better: bool | None = None,
-                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
-                    paired: bool = False) -> Verdict:
+def compare_samples(
+    metric: str,
+    baseline: Sequence[float],
+    current: Sequence[float],
+    *,
+    tolerance: float | None = None,
+    higher_is_better: bool | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    paired: bool = False,
+) -> Verdict:
     """Compare current repeats of `metric` with baseline repeats (rule in the module docstring).
 
     ``paired=True``: repeat i of both sides ran the same prompts and arrivals
@@ -207,42 +242,76 @@ def compare_samples(metric: str, baseline: Sequence[float], current: Sequence[fl
     Both sequences then keep one entry per repeat (None for a missing value).
     """
     _check_settings(confidence, resamples)
-    tolerance = default_tolerance(metric) if tolerance is None else _validate(tolerance, metric,
-                                                                              "compare_samples(tolerance=...)")
+    tolerance = (
+        default_tolerance(metric)
+        if tolerance is None
+        else _validate(tolerance, metric, "compare_samples(tolerance=...)")
+    )
     higher = _higher_is_better(metric) if higher_is_better is None else bool(higher_is_better)
     if paired:
         if len(baseline) != len(current):
-            raise ValueError(f"paired comparison of {metric!r} needs as many current repeats as baseline "
-                             f"repeats, got {len(current)} and {len(baseline)}")
+            raise ValueError(
+                f"paired comparison of {metric!r} needs as many current repeats as baseline "
+                f"repeats, got {len(current)} and {len(baseline)}"
+            )
         base, cur = _paired(baseline, current)
         if base.size:
-            common = dict(metric=metric, higher_is_better=higher, baseline=float(np.median(base)),
-                          current=float(np.median(cur)), tolerance=tolerance, confidence=confidence)
+            common = dict(
+                metric=metric,
+                higher_is_better=higher,
+                baseline=float(np.median(base)),
+                current=float(np.median(cur)),
+                tolerance=tolerance,
+                confidence=confidence,
+            )
             return _compare_paired(base, cur, higher, tolerance, confidence, int(resamples), seed, common)
     base, cur = _clean(baseline), _clean(current)
     base_median = float(np.median(base)) if base.size else math.nan
     cur_median = float(np.median(cur)) if cur.size else math.nan
-    common = dict(metric=metric, higher_is_better=higher, baseline=base_median, current=cur_median,
-                  tolerance=tolerance, confidence=confidence)
+    common = dict(
+        metric=metric,
+        higher_is_better=higher,
+        baseline=base_median,
+        current=cur_median,
+        tolerance=tolerance,
+        confidence=confidence,
+    )
 
     if not base.size or not cur.size:
         empty = " and ".join(side for side, values in (("baseline", base), ("current", cur)) if not values.size)
         # Unmeasured is never a pass: the gate names why before it gets here; this is the backstop.
-        return Verdict(change=math.nan, ci_low=None, ci_high=None, regression=True,
-                       method=f"no valid {empty} samples (all missing or NaN): unavailable, so not a pass", **common)
+        return Verdict(
+            change=math.nan,
+            ci_low=None,
+            ci_high=None,
+            regression=True,
+            method=f"no valid {empty} samples (all missing or NaN): unavailable, so not a pass",
+            **common,
+        )
 
     # Order the ratio so that > 1 is better whatever the metric's direction.
     num, den = (cur, base) if higher else (base, cur)
     change = float(_relative(np.median(num), np.median(den)))
     beyond_tolerance = change < -tolerance
     if base.size < 2 or cur.size < 2:
-        return Verdict(change=change, ci_low=None, ci_high=None, regression=beyond_tolerance,
-                       method="tolerance band only (fewer than 2 repeats on a side)", **common)
+        return Verdict(
+            change=change,
+            ci_low=None,
+            ci_high=None,
+            regression=beyond_tolerance,
+            method="tolerance band only (fewer than 2 repeats on a side)",
+            **common,
+        )
 
     ci_low, ci_high = _bounds(_bootstrap_ratio_changes(num, den, int(resamples), seed), confidence)
-    return Verdict(change=change, ci_low=ci_low, ci_high=ci_high, regression=beyond_tolerance and ci_high < 0,
-                   method=f"bootstrap {confidence * 100:g}% CI of the ratio of medians ({int(resamples)} resamples)",
-                   **common)
+    return Verdict(
+        change=change,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        regression=beyond_tolerance and ci_high < 0,
+        method=f"bootstrap {confidence * 100:g}% CI of the ratio of medians ({int(resamples)} resamples)",
+        **common,
+    )
 
 
 def compare_exact(metric: str, baseline: Sequence[float | None], current: Sequence[float | None]) -> Verdict:
@@ -256,6 +325,16 @@ def compare_exact(metric: str, baseline: Sequence[float | None], current: Sequen
         change = now / before - 1.0
     else:
         change = math.nan
-    return Verdict(metric=metric, higher_is_better=True, baseline=before, current=now, change=change, tolerance=0.0,
-                   ci_low=None, ci_high=None, confidence=0.95, regression=not before == now,
-                   method="exact: any change is flagged")
+    return Verdict(
+        metric=metric,
+        higher_is_better=True,
+        baseline=before,
+        current=now,
+        change=change,
+        tolerance=0.0,
+        ci_low=None,
+        ci_high=None,
+        confidence=0.95,
+        regression=not before == now,
+        method="exact: any change is flagged",
+    )

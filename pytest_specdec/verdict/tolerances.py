@@ -82,9 +82,11 @@ def resolve_tolerance(metric: str, *, call=None, marker=None, ini=None) -> float
     so a typo such as ``{"p99_ttft_ms": 25}`` fails even while another source
     wins for the metric at hand.
     """
-    sources = (("the assert_no_regression(tolerance=...) call", call),
-               ("the test's marker", marker),
-               ("the project's ini setting", ini))
+    sources = (
+        ("the assert_no_regression(tolerance=...) call", call),
+        ("the test's marker", marker),
+        ("the project's ini setting", ini),
+    )
     chosen = None
     for source, given in sources:
         if given is None:
@@ -131,7 +133,7 @@ def parse_tolerance_marker(args, kwargs) -> Any:
         raise ValueError("takes one tolerance for all metrics, or metric=tolerance keywords, not both")
     value = args[0] if args else canonical_keys(kwargs)
     resolve_tolerance("output_throughput" if args else next(iter(value), "output_throughput"), marker=value)
-    for metric in (value if isinstance(value, dict) else {}):
+    for metric in value if isinstance(value, dict) else {}:
         resolve_tolerance(metric, marker=value)
     return value
 

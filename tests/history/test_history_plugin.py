@@ -14,7 +14,9 @@ from pytest_specdec.history.records import Figure, SessionRecord
 from pytest_specdec.history.store import open_history
 from pytest_specdec.history.url import parse_history_url
 
-GATED = MARKS + """
+GATED = (
+    MARKS
+    + """
 import os
 
 def test_gated(make_result):
@@ -24,6 +26,7 @@ def test_gated(make_result):
     if os.environ.get("GATE"):
         result.assert_no_regression()
 """
+)
 
 MANY = """
 import pytest
@@ -56,14 +59,22 @@ def sessions(url):
 
 
 def test_a_session_is_recorded_with_its_commit_and_every_row(inner, history_url):
-    result = run(inner, f"--specdec-history={history_url}", "--specdec-history-commit", "abc123",
-                 "--specdec-history-branch", "feature")
+    result = run(
+        inner,
+        f"--specdec-history={history_url}",
+        "--specdec-history-commit",
+        "abc123",
+        "--specdec-history-branch",
+        "feature",
+    )
     result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*specdec history*", "history: * figures of this session recorded in *"])
     (session,), figures = sessions(history_url)
     assert (session["commit"], session["branch"], session["outcome"]) == ("abc123", "feature", "passed")
-    assert {f["test"] for f in figures} == {"test_gated.py::test_gated",
-                                             *(f"test_many.py::test_many[{n}]" for n in range(6))}
+    assert {f["test"] for f in figures} == {
+        "test_gated.py::test_gated",
+        *(f"test_many.py::test_many[{n}]" for n in range(6)),
+    }
     gated = {f["metric"]: f["value"] for f in figures if f["test"] == "test_gated.py::test_gated"}
     assert gated["speedup_output_throughput"] == pytest.approx(1.5, rel=0.01)
     assert gated["acceptance_rate"] == pytest.approx(0.6) and gated["reference_median_tpot_ms"] == pytest.approx(33.0)
@@ -77,7 +88,9 @@ def test_a_failed_session_is_recorded_as_failed_and_a_second_session_appends(inn
     run(inner, f"--specdec-history={url}", "-k", "broken").assert_outcomes(failed=1)
     recorded, figures = sessions(url)
     assert [s["outcome"] for s in recorded] == ["passed", "failed"]
-    assert {f["outcome"] for f in figures if f["test"] == "test_broken.py::test_broken"} == {"failed"}, {(f["test"], f["outcome"]) for f in figures}
+    assert {f["outcome"] for f in figures if f["test"] == "test_broken.py::test_broken"} == {"failed"}, {
+        (f["test"], f["outcome"]) for f in figures
+    }
 
 
 def test_an_xdist_run_records_one_session_with_every_workers_rows(inner, tmp_path):
@@ -88,11 +101,28 @@ def test_an_xdist_run_records_one_session_with_every_workers_rows(inner, tmp_pat
 
 
 def test_sessions_and_an_xdist_run_writing_at_once_lose_nothing(inner, history_url):
-    base = [sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-q",
-            f"--specdec-history={history_url}"]
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--specdec-cpu",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--specdec-history={history_url}",
+    ]
     runs = [base, base, [*base, "-n", "2"]]
-    processes = [subprocess.Popen(command, cwd=inner.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}) for command in runs]
+    processes = [
+        subprocess.Popen(
+            command,
+            cwd=inner.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        for command in runs
+    ]
     for process in processes:
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 0, out
@@ -107,9 +137,25 @@ def test_sessions_and_an_xdist_run_writing_at_once_lose_nothing(inner, history_u
 def record(inner, url, count, scale="1", runner=None):
     env = {**os.environ, "SPEEDUP_SCALE": scale, "GATE": "", **({"RUNNER": runner} if runner else {})}
     for _ in range(count):
-        result = subprocess.run([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-q",
-                                 "-k", "gated", f"--specdec-history={url}"], cwd=inner.path, capture_output=True,
-                                text=True, env=env, timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--specdec-cpu",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "-k",
+                "gated",
+                f"--specdec-history={url}",
+            ],
+            cwd=inner.path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -125,11 +171,23 @@ def earlier_sessions(url, template_uid, scales):
         for n, scale in enumerate(scales):
             stamp = f"2026-01-01T{n // 60:02d}:{n % 60:02d}:00+00:00"
             uid = f"{template_uid}-copy{n}"
-            figures = [Figure(test=f["test"], config=f["config"], engine=f["engine"], engine_version=f["engine_version"],
-                              fingerprint_key=f["fingerprint_key"], workload=f["workload"],
-                              access_pattern=f["access_pattern"], outcome=f["outcome"], regression=f["regression"],
-                              metric=f["metric"], value=f["value"] * (scale if f["metric"] in SCALED else 1.0),
-                              repeats=f["repeats"]) for f in template]
+            figures = [
+                Figure(
+                    test=f["test"],
+                    config=f["config"],
+                    engine=f["engine"],
+                    engine_version=f["engine_version"],
+                    fingerprint_key=f["fingerprint_key"],
+                    workload=f["workload"],
+                    access_pattern=f["access_pattern"],
+                    outcome=f["outcome"],
+                    regression=f["regression"],
+                    metric=f["metric"],
+                    value=f["value"] * (scale if f["metric"] in SCALED else 1.0),
+                    repeats=f["repeats"],
+                )
+                for f in template
+            ]
             store.append(SessionRecord(uid, None, None, stamp, stamp, "passed", fingerprint), figures)
 
 
@@ -158,8 +216,11 @@ def test_each_runner_is_judged_on_its_own_series(pytester, tmp_path, monkeypatch
     record(pytester, url, 1, "0.7", runner="b")
     earlier_sessions(url, newest_session(url), [1 / 0.7] * 6 + [1.0] * 2)  # b: 6 at the old level, then 0.7
     with open_history(parse_history_url(url)) as store:
-        series = [(key, metric, count) for test, key, metric, count in store.series_keys()
-                  if test == "test_gated.py::test_gated" and metric in DEFAULT_METRICS]
+        series = [
+            (key, metric, count)
+            for test, key, metric, count in store.series_keys()
+            if test == "test_gated.py::test_gated" and metric in DEFAULT_METRICS
+        ]
     assert len({key for key, _, _ in series}) == 2, "two runner types are two series"
     per_runner = len(series) // 2
     monkeypatch.setenv("RUNNER", "a")
@@ -201,14 +262,26 @@ def test_the_check_at_the_end_fails_on_a_regressing_change_point_or_warns(inner,
     failed = run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect")
     failed.assert_outcomes(passed=1)  # every test passed ...
     assert failed.ret == 1  # ... and the session failed on the history
-    failed.stdout.fnmatch_lines(["*change points (Apache Otava 0.8.0, E-divisive means)*",
-                                 "*FAILED: test_gated.py::test_gated * speedup_output_throughput: REGRESSION -30.0%*"])
-    warned = run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect",
-                 "--specdec-history-warn-only")
+    failed.stdout.fnmatch_lines(
+        [
+            "*change points (Apache Otava 0.8.0, E-divisive means)*",
+            "*FAILED: test_gated.py::test_gated * speedup_output_throughput: REGRESSION -30.0%*",
+        ]
+    )
+    warned = run(
+        inner, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect", "--specdec-history-warn-only"
+    )
     assert warned.ret == 0
     warned.stdout.fnmatch_lines(["*WARNING: test_gated.py::test_gated * speedup_output_throughput: REGRESSION*"])
-    relaxed = run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-history-detect",
-                  "--specdec-history-threshold", "0.5")
+    relaxed = run(
+        inner,
+        "-k",
+        "gated",
+        f"--specdec-history={url}",
+        "--specdec-history-detect",
+        "--specdec-history-threshold",
+        "0.5",
+    )
     assert relaxed.ret == 0, "a 30% loss is within a 50% threshold"
 
 
@@ -230,13 +303,19 @@ def test_baselines_from_history_gate_against_the_latest_stable_segment(inner, tm
     too_few.assert_outcomes(failed=1)
     too_few.stdout.fnmatch_lines(["*has 1 session(s) in all (no change point); a baseline from history needs 3*"])
     record(inner, url, 3, "1")
-    run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history").assert_outcomes(passed=1)
+    run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history").assert_outcomes(
+        passed=1
+    )
     monkeypatch.setenv("SPEEDUP_SCALE", "0.75")
     dropped = run(inner, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     dropped.assert_outcomes(failed=1)
-    dropped.stdout.fnmatch_lines(["*performance regressed against the baseline of test_gated.py::test_gated*",
-                                  "*speedup_output_throughput*FAIL*",
-                                  "*baseline from the history *, each figure its own segment:*"])
+    dropped.stdout.fnmatch_lines(
+        [
+            "*performance regressed against the baseline of test_gated.py::test_gated*",
+            "*speedup_output_throughput*FAIL*",
+            "*baseline from the history *, each figure its own segment:*",
+        ]
+    )
     # Each gated figure's own segment, and only the gated ones: the run's own sessions were recorded too.
     dropped.stdout.fnmatch_lines(["*  speedup_output_throughput: sessions 1-6 (6, ?..?), no change point*"])
     assert "reference_median_dispatch_lag_ms:" not in dropped.stdout.str()
@@ -254,12 +333,31 @@ def test_a_regression_in_the_history_is_not_the_baseline_until_someone_accepts_i
     monkeypatch.setenv("SPEEDUP_SCALE", "0.7")
     held = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     held.assert_outcomes(failed=1)  # the level before the regression is still the baseline
-    held.stdout.fnmatch_lines(["*speedup_output_throughput*FAIL*",
-                               "*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression at "
-                               "session 7 (-30.0%), which nobody accepted (pytest-specdec history accept)*"])
+    held.stdout.fnmatch_lines(
+        [
+            "*speedup_output_throughput*FAIL*",
+            "*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression at "
+            "session 7 (-30.0%), which nobody accepted (pytest-specdec history accept)*",
+        ]
+    )
+
     def accept(*args):
-        return subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
-                               "test_gated.py::test_gated", *args], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest_specdec",
+                "history",
+                "accept",
+                url,
+                "--test",
+                "test_gated.py::test_gated",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     # Accepting one figure's step accepts no other's: the speedup's regression still fails.
     one = accept("--metric", "speculative_output_throughput", "--by", "carol")
@@ -267,13 +365,44 @@ def test_a_regression_in_the_history_is_not_the_baseline_until_someone_accepts_i
     still = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     still.assert_outcomes(failed=1)
     still.stdout.fnmatch_lines(["*speedup_output_throughput: sessions 1-6 (6, *): the level before the regression*"])
-    accepted = subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
-                               "test_gated.py::test_gated", "--by", "alice@example.com", "--reason", "PR 123: k=2"],
-                              capture_output=True, text=True, timeout=120)
+    accepted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_specdec",
+            "history",
+            "accept",
+            url,
+            "--test",
+            "test_gated.py::test_gated",
+            "--by",
+            "alice@example.com",
+            "--reason",
+            "PR 123: k=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert "accepted by alice@example.com at " in accepted.stdout and "speedup_output_throughput" in accepted.stdout
-    again = subprocess.run([sys.executable, "-m", "pytest_specdec", "history", "accept", url, "--test",
-                            "test_gated.py::test_gated", "--by", "bob"], capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_specdec",
+            "history",
+            "accept",
+            url,
+            "--test",
+            "test_gated.py::test_gated",
+            "--by",
+            "bob",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 2 and "no regressing change point waits to be accepted" in again.stderr
     passes = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     passes.assert_outcomes(passed=1)
@@ -281,27 +410,45 @@ def test_a_regression_in_the_history_is_not_the_baseline_until_someone_accepts_i
     monkeypatch.setenv("RUNNER", "c")
     new_runner = run(pytester, "-k", "gated", f"--specdec-history={url}", "--specdec-baseline-from", "history")
     new_runner.assert_outcomes(failed=1)
-    new_runner.stdout.fnmatch_lines(["*no baseline yet for this environment: test_gated.py::test_gated was recorded "
-                                     "on 1 other environment(s), never on this one*"])
+    new_runner.stdout.fnmatch_lines(
+        [
+            "*no baseline yet for this environment: test_gated.py::test_gated was recorded "
+            "on 1 other environment(s), never on this one*"
+        ]
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--specdec-history-detect"], "*--specdec-history-detect needs a history*"),
-    (["--specdec-baseline-from", "history"], "*--specdec-baseline-from history needs a history*"),
-    (["--specdec-baseline-from", "files"], "*expected one of file, history*"),
-    (["--specdec-history", "ftp://x/y"], "*unsupported history store*"),
-    (["--specdec-history-threshold", "5"], "*a fraction is between 0 and 1*"),
-    (["--specdec-history", "h.db", "--specdec-baseline-from", "history", "--specdec-update-baselines"],
-     "*the history is the baseline*"),
-    (["--specdec-history", "postgresql://u:hunter2@127.0.0.1:9/db"],
-     "*postgresql://u:[*][*][*]@127.0.0.1:9/db: the server is unreachable*"),
-    # Malformed: urlsplit itself refuses these; argparse used to echo the raw value, password and all.
-    (["--specdec-history", "postgresql://ci:hunter2@[::1:1/perf"],
-     "*postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL: Invalid IPv6 URL*"),
-    (["--specdec-history", "postgresql://ci:hunter2@db:port/perf"], "*postgresql://ci:[*][*][*]@db:port/perf: not a valid URL*"),
-    (["--specdec-history", "postgresql://ci:hunter2@db:99999/perf?password=hunter2"],
-     "*postgresql://ci:[*][*][*]@db:99999/perf?password=[*][*][*]: not a valid URL: Port out of range*"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--specdec-history-detect"], "*--specdec-history-detect needs a history*"),
+        (["--specdec-baseline-from", "history"], "*--specdec-baseline-from history needs a history*"),
+        (["--specdec-baseline-from", "files"], "*expected one of file, history*"),
+        (["--specdec-history", "ftp://x/y"], "*unsupported history store*"),
+        (["--specdec-history-threshold", "5"], "*a fraction is between 0 and 1*"),
+        (
+            ["--specdec-history", "h.db", "--specdec-baseline-from", "history", "--specdec-update-baselines"],
+            "*the history is the baseline*",
+        ),
+        (
+            ["--specdec-history", "postgresql://u:hunter2@127.0.0.1:9/db"],
+            "*postgresql://u:[*][*][*]@127.0.0.1:9/db: the server is unreachable*",
+        ),
+        # Malformed: urlsplit itself refuses these; argparse used to echo the raw value, password and all.
+        (
+            ["--specdec-history", "postgresql://ci:hunter2@[::1:1/perf"],
+            "*postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL: Invalid IPv6 URL*",
+        ),
+        (
+            ["--specdec-history", "postgresql://ci:hunter2@db:port/perf"],
+            "*postgresql://ci:[*][*][*]@db:port/perf: not a valid URL*",
+        ),
+        (
+            ["--specdec-history", "postgresql://ci:hunter2@db:99999/perf?password=hunter2"],
+            "*postgresql://ci:[*][*][*]@db:99999/perf?password=[*][*][*]: not a valid URL: Port out of range*",
+        ),
+    ],
+)
 def test_bad_history_options_are_usage_errors(inner, args, message):
     result = run(inner, *args)
     assert result.ret == 4
@@ -313,5 +460,7 @@ def test_a_malformed_url_in_the_ini_names_the_setting_and_no_password(inner):
     inner.makeini("[pytest]\nspecdec_history = postgresql://ci:hunter2@[::1:1/perf\n")
     result = run(inner)
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*ini setting specdec_history: postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL*"])
+    result.stderr.fnmatch_lines(
+        ["*ini setting specdec_history: postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL*"]
+    )
     assert "hunter2" not in result.stdout.str() + result.stderr.str()

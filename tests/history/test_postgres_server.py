@@ -108,7 +108,10 @@ def test_no_password_is_refused_over_tcp_and_the_unix_socket(postgres_server, no
         psycopg.connect(postgres_server.url(password=False), connect_timeout=5)
     with pytest.raises(psycopg.OperationalError, match="no password supplied"):
         psycopg.connect(
-            host=str(postgres_server.socket_dir), port=postgres_server.port, user=postgres_server.user, dbname="postgres"
+            host=str(postgres_server.socket_dir),
+            port=postgres_server.port,
+            user=postgres_server.user,
+            dbname="postgres",
         )
 
 

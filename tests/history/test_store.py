@@ -13,17 +13,37 @@ from pytest_specdec.history.records import SessionRecord, figures_of, fingerprin
 from pytest_specdec.history.store import MIGRATIONS, SCHEMA_VERSION, HistoryStore, open_history
 from pytest_specdec.history.url import HistoryError, parse_history_url
 
-FINGERPRINT = {"engine": "vllm-cpu", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "EPYC",
-               "device_count": 1, "driver": None, "torch_version": "2.9.0", "plugin_version": "0.6.0"}
+FINGERPRINT = {
+    "engine": "vllm-cpu",
+    "engine_version": "0.32.0",
+    "device_kind": "cpu",
+    "device_name": "EPYC",
+    "device_count": 1,
+    "driver": None,
+    "torch_version": "2.9.0",
+    "plugin_version": "0.6.0",
+}
 
 
 def row(test="t.py::test_a", speedup=2.0, **extra):
-    return {"test": test, "config": "ngram k=4", "engine": "vllm", "engine_version": "0.32.0", "outcome": "passed",
-            "regression": "passed", "workload": "random_s", "access_pattern": "throughput_low", "repeats": 3,
-            "speedup_output_throughput": speedup, "speedup_range": [speedup * 0.9, speedup * 1.1],
-            "acceptance_rate": 0.9, "expected_speedup": None,
-            "reference": {"output_throughput": 20.0, "median_tpot_ms": 50.0},
-            "speculative": {"output_throughput": 40.0, "median_tpot_ms": float("nan")}, **extra}
+    return {
+        "test": test,
+        "config": "ngram k=4",
+        "engine": "vllm",
+        "engine_version": "0.32.0",
+        "outcome": "passed",
+        "regression": "passed",
+        "workload": "random_s",
+        "access_pattern": "throughput_low",
+        "repeats": 3,
+        "speedup_output_throughput": speedup,
+        "speedup_range": [speedup * 0.9, speedup * 1.1],
+        "acceptance_rate": 0.9,
+        "expected_speedup": None,
+        "reference": {"output_throughput": 20.0, "median_tpot_ms": 50.0},
+        "speculative": {"output_throughput": 40.0, "median_tpot_ms": float("nan")},
+        **extra,
+    }
 
 
 def session(uid, commit="abc", started="2026-11-25T10:00:00+00:00"):
@@ -33,8 +53,13 @@ def session(uid, commit="abc", started="2026-11-25T10:00:00+00:00"):
 def test_rows_become_figures_with_their_spread_and_no_nulls():
     figures = list(figures_of([row()], FINGERPRINT))
     by_metric = {f.metric: f for f in figures}
-    assert set(by_metric) == {"speedup_output_throughput", "acceptance_rate", "reference_output_throughput",
-                              "reference_median_tpot_ms", "speculative_output_throughput"}
+    assert set(by_metric) == {
+        "speedup_output_throughput",
+        "acceptance_rate",
+        "reference_output_throughput",
+        "reference_median_tpot_ms",
+        "speculative_output_throughput",
+    }
     speedup = by_metric["speedup_output_throughput"]
     assert (speedup.value, speedup.low, speedup.high, speedup.repeats) == (2.0, 1.8, 2.2, 3)
     assert speedup.higher_is_better and not by_metric["reference_median_tpot_ms"].higher_is_better
@@ -47,8 +72,10 @@ def test_a_session_reads_back_in_order(history_url):
     url = parse_history_url(history_url)
     with open_history(url, create=True) as store:
         for n, (commit, speedup) in enumerate([("c1", 2.0), ("c2", 2.1), ("c3", 1.5)]):
-            stored = store.append(session(f"s{n}", commit, f"2026-11-25T10:0{n}:00+00:00"),
-                                  figures_of([row(speedup=speedup), row("t.py::test_b")], FINGERPRINT))
+            stored = store.append(
+                session(f"s{n}", commit, f"2026-11-25T10:0{n}:00+00:00"),
+                figures_of([row(speedup=speedup), row("t.py::test_b")], FINGERPRINT),
+            )
             assert stored == 10
     with open_history(url) as store:
         assert store.version() == SCHEMA_VERSION
@@ -56,8 +83,11 @@ def test_a_session_reads_back_in_order(history_url):
         assert [s["figures"] for s in store.sessions()] == [10, 10, 10]
         key = fingerprint_key(FINGERPRINT)
         points = store.series("t.py::test_a", key, "speedup_output_throughput")
-        assert [(p.commit, p.value, p.branch) for p in points] == [("c1", 2.0, "main"), ("c2", 2.1, "main"),
-                                                                    ("c3", 1.5, "main")]
+        assert [(p.commit, p.value, p.branch) for p in points] == [
+            ("c1", 2.0, "main"),
+            ("c2", 2.1, "main"),
+            ("c3", 1.5, "main"),
+        ]
         assert ("t.py::test_b", key, "acceptance_rate", 3) in store.series_keys()
         assert store.fingerprint(key)["device_name"] == "EPYC"
         assert len(store.figures()) == 30
@@ -87,10 +117,21 @@ def test_an_older_history_is_migrated_in_place_and_keeps_its_sessions(history_ur
     with open_history(url) as store:
         assert store.version() == 1
         with store._transaction() as cursor:  # a session recorded by the older version
-            cursor.execute(store._sql("INSERT INTO specdec_sessions (session_uid, commit_sha, branch, started_at, "
-                                      "finished_at, outcome, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)"),
-                           ("old", "c0", "main", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00", "passed",
-                            json.dumps(FINGERPRINT)))
+            cursor.execute(
+                store._sql(
+                    "INSERT INTO specdec_sessions (session_uid, commit_sha, branch, started_at, "
+                    "finished_at, outcome, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    "old",
+                    "c0",
+                    "main",
+                    "2026-01-01T00:00:00+00:00",
+                    "2026-01-01T00:00:00+00:00",
+                    "passed",
+                    json.dumps(FINGERPRINT),
+                ),
+            )
     with open_history(url) as store:  # a read command migrates it too: every command reads an older history
         assert [s["session_uid"] for s in store.sessions()] == ["old"]
         assert store.version() == SCHEMA_VERSION == len(MIGRATIONS)
@@ -153,8 +194,9 @@ def test_a_writer_killed_mid_write_leaves_the_history_as_it_was(history_url, tmp
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     subprocess.run([sys.executable, str(script), history_url, "before", "50", "go"], check=True, timeout=60)
-    writer = subprocess.Popen([sys.executable, str(script), history_url, "killed", "400", "pause"],
-                              stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), history_url, "killed", "400", "pause"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert writer.stdout.readline().strip() == "half written"
     finally:
@@ -182,8 +224,15 @@ def test_a_writer_killed_mid_write_leaves_the_history_as_it_was(history_url, tmp
 def test_concurrent_writers_lose_nothing(history_url, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    writers = [subprocess.Popen([sys.executable, str(script), history_url, f"w{n}", "300", "go"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(6)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, str(script), history_url, f"w{n}", "300", "go"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
     for writer in writers:
         out, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err

@@ -55,10 +55,27 @@ def main_job(specdec_pool, tmp_path_factory) -> MainJob:
     env["CI"] = "true"
     env[KEEP_ENV] = str(kept)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "examples/cpu", "--specdec-cpu", "--specdec-repeats", "3",
-         "--specdec-report", str(report), "-p", "no:cacheprovider", "-p", "tests.integration.main_job_results",
-         f"--basetemp={folder / 'inner'}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "examples/cpu",
+            "--specdec-cpu",
+            "--specdec-repeats",
+            "3",
+            "--specdec-report",
+            str(report),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.integration.main_job_results",
+            f"--basetemp={folder / 'inner'}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         out, err = process.communicate(timeout=MAIN_JOB_TIMEOUT_S)

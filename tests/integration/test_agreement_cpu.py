@@ -67,10 +67,30 @@ METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_
 
 def measure_rounds(server, concurrency, num_prompts, output_len, rounds, figures):
     done = subprocess.run(
-        [sys.executable, str(AGREEMENT), "--url", server.url, "--workload", "random_s", "--input-len", "128",
-         "--output-len", str(output_len), "--num-prompts", str(num_prompts), "--concurrency", str(concurrency),
-         "--rounds", str(rounds), "--json", str(figures)],
-        capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            str(AGREEMENT),
+            "--url",
+            server.url,
+            "--workload",
+            "random_s",
+            "--input-len",
+            "128",
+            "--output-len",
+            str(output_len),
+            "--num-prompts",
+            str(num_prompts),
+            "--concurrency",
+            str(concurrency),
+            "--rounds",
+            str(rounds),
+            "--json",
+            str(figures),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = json.loads(figures.read_text())[str(concurrency)]
     ours, theirs = runs["plugin"], runs["vllm bench serve"]
@@ -101,17 +121,28 @@ def test_metrics_agree_with_vllm_bench_serve(specdec, tmp_path, concurrency, num
         # One batch of rounds is a sample: a median of 24 noisy rounds lands past 5% now and then with
         # nothing wrong (see above).  A second batch as long, judged with the first, keeps a real gap
         # (it moves every round, so it stays in the median of 48) and lets a chance one fall back.
-        print(f"concurrency {concurrency}: " + "; ".join(f"{m} {d:+.1%}" for m, _, _, d in report)
-              + f" after {rounds} rounds; {rounds} more, judged with them")
-        more_ours, more_theirs = measure_rounds(server, concurrency, num_prompts, output_len, rounds,
-                                                tmp_path / "second.json")
+        print(
+            f"concurrency {concurrency}: "
+            + "; ".join(f"{m} {d:+.1%}" for m, _, _, d in report)
+            + f" after {rounds} rounds; {rounds} more, judged with them"
+        )
+        more_ours, more_theirs = measure_rounds(
+            server, concurrency, num_prompts, output_len, rounds, tmp_path / "second.json"
+        )
         ours, theirs = ours + more_ours, theirs + more_theirs
         report = paired_report(ours, theirs)
-    print("\n".join(f"concurrency {concurrency} {m}: ours {a:.2f}, vllm bench {b:.2f} (medians over "
-                    f"{len(ours)} rounds), median per-round ratio {d:+.1%}" for m, a, b, d in report))
+    print(
+        "\n".join(
+            f"concurrency {concurrency} {m}: ours {a:.2f}, vllm bench {b:.2f} (medians over "
+            f"{len(ours)} rounds), median per-round ratio {d:+.1%}"
+            for m, a, b, d in report
+        )
+    )
     for metric, mine, vllm, diff in report:
-        assert abs(diff) < TOLERANCE, (f"{metric}: ours {mine:.2f} vs vllm bench {vllm:.2f}; median per-round "
-                                       f"ratio {diff:+.1%} over {len(ours)} rounds")
+        assert abs(diff) < TOLERANCE, (
+            f"{metric}: ours {mine:.2f} vs vllm bench {vllm:.2f}; median per-round "
+            f"ratio {diff:+.1%} over {len(ours)} rounds"
+        )
     # Same prompts, same output lengths: token totals must match exactly.
     assert ours[0]["total_output_tokens"] == theirs[0]["total_output_tokens"] == num_prompts * output_len
     assert ours[0]["total_input_tokens"] == theirs[0]["total_input_tokens"]

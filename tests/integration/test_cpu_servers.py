@@ -112,6 +112,7 @@ def test_a_whole_pytest_run_stops_its_real_server(pytester, specdec_pool):
     )
     result = pytester.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", timeout=600)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*specdec servers*",
-                                 "specdec:smollm2-135m [[]no SD[]] --enforce-eager: ready in * s; log *"])
+    result.stdout.fnmatch_lines(
+        ["*specdec servers*", "specdec:smollm2-135m [[]no SD[]] --enforce-eager: ready in * s; log *"]
+    )
     assert tagged_pids((pytester.path / "tag.txt").read_text()) == []

@@ -75,9 +75,25 @@ def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specde
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "GITHUB_STEP_SUMMARY")}
     env[RUN_ENV] = run
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--specdec-cpu", "-s", "-p", "no:cacheprovider", "--specdec-update-baselines",
-         "--specdec-report", "report", f"--basetemp={tmp_path / 'inner'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--specdec-cpu",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+            "--specdec-update-baselines",
+            "--specdec-report",
+            "report",
+            f"--basetemp={tmp_path / 'inner'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = completed.stdout
     print(out[-5000:])
     assert completed.returncode == 1, completed.stderr[-3000:]
@@ -85,8 +101,11 @@ def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specde
     failed_at = float(re.search(r"FAILED_AT ([\d.]+)", out).group(1))
     print(f"CRASH_FIGURES failed {failed_at - killed_at:.1f} s after the kill")
     assert failed_at - killed_at < 30, f"the failure took {failed_at - killed_at:.1f} s"
-    assert re.search(r"the vLLM server for specdec:smollm2-135m \[ngram k=4.*died during the run "
-                     r"\(killed by SIGKILL\)", out)
+    assert re.search(
+        r"the vLLM server for specdec:smollm2-135m \[ngram k=4.*died during the run "
+        r"\(killed by SIGKILL\)",
+        out,
+    )
     log = re.search(r"server log: (\S+server-02-\S+\.log)", out)
     assert log and Path(log.group(1)).is_file()
     assert not _server_processes(run=run), "a server process outlived the session"
@@ -97,4 +116,6 @@ def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specde
     leftovers = [p for p in tmp_path.rglob("*.tmp") if "inner" not in p.parts]
     assert not leftovers, leftovers
     assert not list((tmp_path / "baselines").glob("*.json")) if (tmp_path / "baselines").exists() else True
-    assert json.loads((tmp_path / "report" / "tests.json").read_text())["tests"] == ["test_killed.py::test_killed_mid_run"]
+    assert json.loads((tmp_path / "report" / "tests.json").read_text())["tests"] == [
+        "test_killed.py::test_killed_mid_run"
+    ]

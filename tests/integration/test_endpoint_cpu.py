@@ -75,14 +75,34 @@ def deployed(tmp_path, specdec_pool):
     try:
         for name, config, dtype in (("reference", None, "float32"), ("speculative", NGRAM, "bfloat16")):
             claim = claim_port("127.0.0.1")
-            command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(MODEL),
-                       "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(claim.port),
-                       "--kv-cache-memory-bytes", str(1024**3), "--enforce-eager", "--dtype", dtype]
+            command = [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                resolve_model(MODEL),
+                "--served-model-name",
+                MODEL,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(claim.port),
+                "--kv-cache-memory-bytes",
+                str(1024**3),
+                "--enforce-eager",
+                "--dtype",
+                dtype,
+            ]
             if config:
                 command += ["--speculative-config", json.dumps(config)]
             log = open(tmp_path / f"{name}.log", "wb")
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
             servers.append((name, f"http://127.0.0.1:{claim.port}", process, claim))
         deadline = time.monotonic() + 600
         for name, url, process, _ in servers:
@@ -111,15 +131,25 @@ def deployed(tmp_path, specdec_pool):
 def test_endpoint_mode_measures_servers_it_did_not_start(pytester, deployed):
     pytester.makepyfile(test_deployed=SUITE)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--specdec-report", "report",
-        "--specdec-endpoint", f"reference={deployed['reference']}",
-        "--specdec-endpoint", f"speculative={deployed['speculative']}", timeout=900,
+        "-p",
+        "no:cacheprovider",
+        "--specdec-report",
+        "report",
+        "--specdec-endpoint",
+        f"reference={deployed['reference']}",
+        "--specdec-endpoint",
+        f"speculative={deployed['speculative']}",
+        timeout=900,
     )
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "starting vLLM" not in out  # nothing launched
-    result.stdout.fnmatch_lines([f"*using the running reference endpoint {deployed['reference']}*",
-                                 f"*using the running speculative endpoint {deployed['speculative']}*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*using the running reference endpoint {deployed['reference']}*",
+            f"*using the running speculative endpoint {deployed['speculative']}*",
+        ]
+    )
     (row,) = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
     assert row["speedup_output_throughput"] > 0 and 0 < row["acceptance_rate"] <= 1 and row["per_position_acceptance"]
     for _, url in deployed.items():  # still serving: not ours to stop

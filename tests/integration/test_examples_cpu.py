@@ -42,7 +42,11 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert "**SLO capacity**" in summary and "= specdec SLO capacity =" in out
     # One row per test, and one per level of the dynamic-k sweep (concurrency 1, 2, 3): 13 rows and the header.
     assert (report / "results.csv").read_text().count("\n") == 14
-    sweep = [row for row in load_report(report)["results"] if row["test"].endswith("::test_throughput_holds_across_the_k_switch")]
+    sweep = [
+        row
+        for row in load_report(report)["results"]
+        if row["test"].endswith("::test_throughput_holds_across_the_k_switch")
+    ]
     assert [row["max_concurrency"] for row in sweep] == [1, 2, 3] and {row["outcome"] for row in sweep} == {"passed"}
     # The traffic examples: a result per category and per turn, in the summary and as plots.
     categories = rows["test_ngram_acceptance_by_category"]["groups"]["category"]
@@ -57,8 +61,15 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert ngram["acceptance_rate"] > 0.2 and ngram["match_basis"] == "token ids"
     assert rows["test_llamacpp_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
     assert rows["test_ngram_on_code_edits"]["engine_version"] == "0.32.0"
-    for plot in ("speedup_heatmap.png", "acceptance_per_position.png", "request_acceptance_length.png",
-                 "tokens_per_step.png", "slo_capacity.png", "per_category.png", "per_turn.png"):
+    for plot in (
+        "speedup_heatmap.png",
+        "acceptance_per_position.png",
+        "request_acceptance_length.png",
+        "tokens_per_step.png",
+        "slo_capacity.png",
+        "per_category.png",
+        "per_turn.png",
+    ):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 

@@ -48,14 +48,17 @@ def test_draft_gate(specdec):
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess(
-        "--specdec-cpu", "--specdec-repeats=2", "-p", "no:cacheprovider", "-s", *args, timeout=900,
+        "--specdec-cpu", "--specdec-repeats=2", "-p", "no:cacheprovider", "-s", *args, timeout=900
     )
 
 
 def gate_lines(result) -> str:
     """The gate's own verdict lines of a pytester run, so a failing assertion says which figure moved."""
-    return "\n".join(line for line in result.outlines
-                     if any(word in line for word in ("REGRESSION", "FAIL", "->", "regressed", "same machine")))
+    return "\n".join(
+        line
+        for line in result.outlines
+        if any(word in line for word in ("REGRESSION", "FAIL", "->", "regressed", "same machine"))
+    )
 
 
 def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytester, specdec_pool, monkeypatch):
@@ -79,15 +82,27 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytes
         slower = run(pytester)
     assert slower.ret != 0, f"the slower engine passed the gate:\n{gate_lines(slower)}"
     slower.assert_outcomes(failed=1)
-    slower.stdout.fnmatch_lines(["*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
-                                 "*output_throughput (reference)*FAIL*"])
-    slower.stdout.fnmatch_lines(["*same machine: every gated figure compared*",
-                                 "*the reference itself is *% slower (output_throughput*median_tpot_ms*"])
+    slower.stdout.fnmatch_lines(
+        [
+            "*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
+            "*output_throughput (reference)*FAIL*",
+        ]
+    )
+    slower.stdout.fnmatch_lines(
+        [
+            "*same machine: every gated figure compared*",
+            "*the reference itself is *% slower (output_throughput*median_tpot_ms*",
+        ]
+    )
 
     monkeypatch.setenv("DRAFT_LAYERS", "8")
     worse = run(pytester)
     assert worse.ret != 0, f"the worse draft passed the gate:\n{gate_lines(worse)}"
     worse.assert_outcomes(failed=1)
-    worse.stdout.fnmatch_lines(["*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
-                                "*acceptance_rate*FAIL*"])
+    worse.stdout.fnmatch_lines(
+        [
+            "*performance regressed against the baseline of test_draft_gate.py::test_draft_gate*",
+            "*acceptance_rate*FAIL*",
+        ]
+    )
     assert baseline.exists()

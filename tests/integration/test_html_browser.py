@@ -56,8 +56,11 @@ ACCEPTED = ([0, 0, 1, 0], [1, 0, 2, 1], [2, 1, 3, 2], [4, 3, 4, 2], [1, 1, 0, 3]
 def chromium() -> str:
     found = shutil.which("chromium")
     if found is None:
-        pytest.fail("chromium is not installed: this test needs Debian's chromium package "
-                    "(apt-get install -y --no-install-recommends chromium)", pytrace=False)
+        pytest.fail(
+            "chromium is not installed: this test needs Debian's chromium package "
+            "(apt-get install -y --no-install-recommends chromium)",
+            pytrace=False,
+        )
     return found
 
 
@@ -78,8 +81,11 @@ class Rec:
         self.itl = [0.01] * (self.output_tokens - 1)
         self.token_ids, self.text, self.top_logprobs, self.success = list(range(self.output_tokens)), "x", None, True
         self.chunk_tokens = [1] + [a + 1 for a in accepted] if accepted else []
-        self.spec_decoding = {"per_step_accepted": list(accepted), "per_step_drafted": [4] * steps,
-                              "num_spec_tokens": 4} if accepted else None
+        self.spec_decoding = (
+            {"per_step_accepted": list(accepted), "per_step_drafted": [4] * steps, "num_spec_tokens": 4}
+            if accepted
+            else None
+        )
 
 
 def per_request_row() -> dict:
@@ -91,11 +97,26 @@ def per_request_row() -> dict:
     ref_run = Run(SPEC.reference(), 0, summarize(reference, 1.0), reference, None, ["vllm"], 0.0)
     sd_run = Run(SPEC, 0, summarize(speculative, 1.0), speculative, counters, ["vllm"], 0.0)
     outputs = compare_outputs(reference, speculative)
-    result = SpecDecResult(SPEC, {"name": "code_edit"}, {"name": "throughput_low", "request_rate": "inf",
-                                                         "max_concurrency": 1}, [ref_run], [sd_run], outputs, {},
-                           outputs_per_repeat=[outputs], cost_ratio=0.0)
-    return row_for("tests/t.py::test_ngram_per_request", SPEC, result.workload, result.pattern, outcome="passed",
-                   result=result, regression="passed")
+    result = SpecDecResult(
+        SPEC,
+        {"name": "code_edit"},
+        {"name": "throughput_low", "request_rate": "inf", "max_concurrency": 1},
+        [ref_run],
+        [sd_run],
+        outputs,
+        {},
+        outputs_per_repeat=[outputs],
+        cost_ratio=0.0,
+    )
+    return row_for(
+        "tests/t.py::test_ngram_per_request",
+        SPEC,
+        result.workload,
+        result.pattern,
+        outcome="passed",
+        result=result,
+        regression="passed",
+    )
 
 
 def trend_figure(rows: list[dict]) -> TrendFigure:
@@ -106,36 +127,92 @@ def trend_figure(rows: list[dict]) -> TrendFigure:
 
     base = next(row["speedup_output_throughput"] for row in rows if row.get("speedup_output_throughput"))
     values = [base * f for f in (1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 0.8, 0.81, 0.79, 0.8, 0.82)]
-    points = tuple(Point(f"s{n}", f"{n:02d}c0ffee", "main", f"2026-11-25T10:{n:02d}:00+00:00", v, v * 0.97, v * 1.03,
-                         "passed", "passed", "ngram k=4") for n, v in enumerate(values))
-    (report,) = detect_series({("tests/t.py::test_sd", "fp", "speedup_output_throughput"): points},
-                              python=otava_python(None, (ROOT,))).reports
+    points = tuple(
+        Point(
+            f"s{n}",
+            f"{n:02d}c0ffee",
+            "main",
+            f"2026-11-25T10:{n:02d}:00+00:00",
+            v,
+            v * 0.97,
+            v * 1.03,
+            "passed",
+            "passed",
+            "ngram k=4",
+        )
+        for n, v in enumerate(values)
+    )
+    (report,) = detect_series(
+        {("tests/t.py::test_sd", "fp", "speedup_output_throughput"): points}, python=otava_python(None, (ROOT,))
+    ).reports
     assert report.newest is not None and report.newest.regression
     return TrendFigure("Throughput speedup by commit", trend_png(report, threshold=0.05), report.newest.describe())
 
 
 # A gate failure as the gate reports it (figure by figure, with what it can detect), a pass whose baseline
 # check compared nothing, and a speedup flagged as not SD alone: what the page must explain.
-GATE_FAILURE = ("AssertionError: performance regressed against the baseline of tests/t.py::test_gate_fails\n"
-                "metric  baseline  measured  change  tolerance")
-FIGURES = [{"figure": "speedup_output_throughput", "baseline": 2.0, "measured": 1.5, "change": -0.25,
-            "tolerance": 0.15, "ci": [1.42, 1.58], "ok": False, "note": None},
-           {"figure": "output_throughput (reference)", "baseline": 100.0, "measured": 98.0, "change": -0.02,
-            "tolerance": 0.1, "ci": [97.0, 99.0], "ok": True, "note": None}]
-FLAG = {"kind": "ttft_at_concurrency_1", "message": "TTFT speedup 1.51x one request at a time, where ngram does not "
-        "touch prefill", "fix": "warm both servers", "describe": "ttft_at_concurrency_1: TTFT speedup 1.51x one "
-        "request at a time, where ngram does not touch prefill (fix: warm both servers)"}
+GATE_FAILURE = (
+    "AssertionError: performance regressed against the baseline of tests/t.py::test_gate_fails\n"
+    "metric  baseline  measured  change  tolerance"
+)
+FIGURES = [
+    {
+        "figure": "speedup_output_throughput",
+        "baseline": 2.0,
+        "measured": 1.5,
+        "change": -0.25,
+        "tolerance": 0.15,
+        "ci": [1.42, 1.58],
+        "ok": False,
+        "note": None,
+    },
+    {
+        "figure": "output_throughput (reference)",
+        "baseline": 100.0,
+        "measured": 98.0,
+        "change": -0.02,
+        "tolerance": 0.1,
+        "ci": [97.0, 99.0],
+        "ok": True,
+        "note": None,
+    },
+]
+FLAG = {
+    "kind": "ttft_at_concurrency_1",
+    "message": "TTFT speedup 1.51x one request at a time, where ngram does not touch prefill",
+    "fix": "warm both servers",
+    "describe": "ttft_at_concurrency_1: TTFT speedup 1.51x one "
+    "request at a time, where ngram does not touch prefill (fix: warm both servers)",
+}
 
 
 def explained_rows(measured: dict) -> list[dict]:
-    failed = {**measured, "test": "tests/t.py::test_gate_fails", "outcome": "failed", "regression": "failed",
-              "regression_figures": FIGURES, "failure": GATE_FAILURE,
-              "detection": {"speedup_output_throughput": {"tolerance": 0.15, "spread": 0.04, "smallest_drop": 0.19,
-                                                          "false_alarm_rate": 0.0, "power": 0.9}},
-              "regression_comparison": "same machine: every gated figure compared, the reference's own tok/s and ms "
-                                       "included\nengine changed since the baseline: engine_version 0.31.0 -> 0.32.0"}
-    not_compared = {**measured, "test": "tests/t.py::test_other_box", "outcome": "passed", "regression": "not compared",
-                    "regression_not_compared": {"speedup_output_throughput": "another machine"}}
+    failed = {
+        **measured,
+        "test": "tests/t.py::test_gate_fails",
+        "outcome": "failed",
+        "regression": "failed",
+        "regression_figures": FIGURES,
+        "failure": GATE_FAILURE,
+        "detection": {
+            "speedup_output_throughput": {
+                "tolerance": 0.15,
+                "spread": 0.04,
+                "smallest_drop": 0.19,
+                "false_alarm_rate": 0.0,
+                "power": 0.9,
+            }
+        },
+        "regression_comparison": "same machine: every gated figure compared, the reference's own tok/s and ms "
+        "included\nengine changed since the baseline: engine_version 0.31.0 -> 0.32.0",
+    }
+    not_compared = {
+        **measured,
+        "test": "tests/t.py::test_other_box",
+        "outcome": "passed",
+        "regression": "not compared",
+        "regression_not_compared": {"speedup_output_throughput": "another machine"},
+    }
     flagged = {**measured, "test": "tests/t.py::test_flagged", "outcome": "passed", "fairness_flags": [FLAG]}
     return [failed, not_compared, flagged]
 
@@ -151,9 +228,15 @@ def page(tmp_path_factory):
     names = [p.name for p in plots]
     assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names
     trends = [trend_figure(rows)]
-    text = render_html(rows, title=report_title(document["fingerprint"]), generated_at=document["generated_at"],
-                       trends=trends, notes=["rendered by tests/integration/test_html_browser.py"], plots=plots,
-                       fingerprint=document["fingerprint"])
+    text = render_html(
+        rows,
+        title=report_title(document["fingerprint"]),
+        generated_at=document["generated_at"],
+        trends=trends,
+        notes=["rendered by tests/integration/test_html_browser.py"],
+        plots=plots,
+        fingerprint=document["fingerprint"],
+    )
     path = write_html(tmp_path_factory.mktemp("html") / "report.html", text)
     shutil.copyfile(path, artifacts_dir() / "report-html.html")
     return {"path": path, "rows": len(rows), "images": len(plots) + len(trends)}
@@ -161,11 +244,21 @@ def page(tmp_path_factory):
 
 def run_chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     """Headless chromium with a fresh profile; the whole process group is killed past the timeout."""
-    command = [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-extensions", "--disable-background-networking", f"--user-data-dir={profile}",
-               "--virtual-time-budget=10000", *args]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own group: renderer and zygote go with it
+    command = [
+        chromium(),
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=10000",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )  # its own group: renderer and zygote go with it
     try:
         out, err = proc.communicate(timeout=BROWSER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -197,11 +290,13 @@ OFFLINE = ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
 
 @pytest.mark.parametrize("network", [[], OFFLINE], ids=["default", "offline"])
 def test_every_image_decodes_and_every_row_is_in_the_table(page, tmp_path, network):
-    done = run_chromium([*network, f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", page["path"].as_uri()],
-                        tmp_path / "profile")
+    done = run_chromium(
+        [*network, f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", page["path"].as_uri()], tmp_path / "profile"
+    )
     seen = PageCheck(done.stdout)
     assert seen.check is not None and "data-images" in seen.check, (
-        f"the page's script did not run: {done.stdout[-2000:]}")
+        f"the page's script did not run: {done.stdout[-2000:]}"
+    )
     assert int(seen.check["data-images"]) == page["images"]
     assert int(seen.check["data-decoded"]) == page["images"], seen.check
     assert int(seen.check["data-rows"]) == page["rows"]
@@ -224,8 +319,10 @@ def test_screenshot_shows_the_table_and_painted_figures(page, tmp_path):
 
     shot = artifacts_dir() / "report-html.png"
     shot.unlink(missing_ok=True)
-    run_chromium(["--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}",
-                  page["path"].as_uri()], tmp_path / "profile")
+    run_chromium(
+        ["--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}", page["path"].as_uri()],
+        tmp_path / "profile",
+    )
     image = Image.open(shot).convert("RGB")
     assert image.size == WINDOW
     pixels = np.asarray(image, dtype=np.int16)  # height x width x RGB

@@ -31,8 +31,10 @@ def measured_on_llamacpp(main_job, test_name, config, workload, output_len):
 
 def test_llamacpp_ngram_is_measured_with_its_own_counters_and_timings(main_job):
     result = measured_on_llamacpp(main_job, "test_llamacpp_ngram_on_code_edits", NGRAM, "code_edit", 64)
-    print(f"llama.cpp n-gram: speedup {result.speedup():.2f}x, accepted {result.acceptance_rate:.0%}, "
-          f"length {result.acceptance_length:.2f}, same output {result.match_rate:.0%}")
+    print(
+        f"llama.cpp n-gram: speedup {result.speedup():.2f}x, accepted {result.acceptance_rate:.0%}, "
+        f"length {result.acceptance_length:.2f}, same output {result.match_rate:.0%}"
+    )
     assert len(result.speculative_runs) == 3  # the main job's three repeats: each run read both ways
     for run in result.speculative_runs:
         counters = run.counters

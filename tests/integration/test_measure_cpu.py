@@ -68,8 +68,14 @@ def test_sd_against_the_reference_one_request_at_a_time(main_job, method):
 @CONCURRENCY_4
 @pytest.mark.parametrize(
     "method",
-    [pytest.param(method, marks=pytest.mark.specdec(model=BUNDLED, speculative_config=config, server_args=EAGER),
-                  id=f"{method}-c4") for method, config in (("ngram", NGRAM), ("suffix", SUFFIX))],
+    [
+        pytest.param(
+            method,
+            marks=pytest.mark.specdec(model=BUNDLED, speculative_config=config, server_args=EAGER),
+            id=f"{method}-c4",
+        )
+        for method, config in (("ngram", NGRAM), ("suffix", SUFFIX))
+    ],
 )
 def test_sd_against_the_reference_on_code_edit(specdec, method):
     result = specdec.run()
@@ -96,14 +102,20 @@ def check_per_step_data(result: SpecDecResult) -> None:
     assert analysis.source == "server" and not analysis.estimated
     check = analysis.estimate_check
     assert check["requests"] == len(result.speculative_runs[0].records) * len(result.speculative_runs)
-    print(f"per-request acceptance length p50: server {check['server_acceptance_length_p50']:.2f}, chunk estimate "
-          f"{check['estimate_acceptance_length_p50']:.2f}; steps agreeing {check['step_agreement_p50']:.0%}")
+    print(
+        f"per-request acceptance length p50: server {check['server_acceptance_length_p50']:.2f}, chunk estimate "
+        f"{check['estimate_acceptance_length_p50']:.2f}; steps agreeing {check['step_agreement_p50']:.0%}"
+    )
     # Summed over requests, the server's per-step arrays are the Prometheus counters' delta.
     counters = result.counters
-    assert sum(sum(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs
-               for r in run.records) == counters.num_accepted_tokens
-    assert sum(len(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs
-               for r in run.records) == counters.num_drafts
+    assert (
+        sum(sum(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs for r in run.records)
+        == counters.num_accepted_tokens
+    )
+    assert (
+        sum(len(r.spec_decoding["per_step_accepted"]) for run in result.speculative_runs for r in run.records)
+        == counters.num_drafts
+    )
     assert math.isfinite(analysis.oracle_speedup) and analysis.best_k in range(1, k + 1)
 
 
@@ -127,7 +139,9 @@ def test_truncated_draft_accepts_little(main_job):
 @CONCURRENCY_4
 def test_reference_runs_are_shared_across_configs(specdec, specdec_measurements, specdec_pool):
     """Two SD configs on one traffic: the reference was measured once, on one start, for both."""
-    assert sorted(MEASURED_AT_CONCURRENCY_4) == ["ngram", "suffix"], "the comparisons at concurrency 4 did not run first"
+    assert sorted(MEASURED_AT_CONCURRENCY_4) == ["ngram", "suffix"], (
+        "the comparisons at concurrency 4 did not run first"
+    )
     ngram, suffix = MEASURED_AT_CONCURRENCY_4["ngram"], MEASURED_AT_CONCURRENCY_4["suffix"]
     shared = specdec_measurements.reference(specdec.spec, specdec.workload, specdec.pattern, [], seed=0)
     remeasured = specdec_measurements.remeasures[ngram.spec.key] + specdec_measurements.remeasures[suffix.spec.key]

@@ -42,8 +42,17 @@ def test_config(specdec, specdec_pool, specdec_measurements, name):
 def test_two_workers_start_each_configuration_once(pytester, specdec_pool):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_xdist_suite=SUITE)
-    result = pytester.runpytest_subprocess("--specdec-cpu", "-n", "2", "--specdec-repeats=2", "-p", "no:cacheprovider",
-                                           "--specdec-report", "report", timeout=900)
+    result = pytester.runpytest_subprocess(
+        "--specdec-cpu",
+        "-n",
+        "2",
+        "--specdec-repeats=2",
+        "-p",
+        "no:cacheprovider",
+        "--specdec-report",
+        "report",
+        timeout=900,
+    )
     result.assert_outcomes(passed=2)
     records = [json.loads((pytester.path / f"starts-{name}.json").read_text()) for name in ("ngram", "suffix")]
     assert records[0]["worker"] == records[1]["worker"]  # one target: one worker

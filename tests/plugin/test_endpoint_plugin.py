@@ -55,8 +55,14 @@ def test_an_endpoint_that_does_not_answer_fails_fast_naming_the_url(pytester):
     pytester.makepyfile(test_endpoints_down=SUITE)
     began = time.monotonic()
     # No device flag: with endpoints nothing is started, so the test runs (and fails).
-    result = pytester.runpytest("-p", "no:cacheprovider", "--specdec-endpoint", "reference=http://127.0.0.1:9",
-                                "--specdec-endpoint", "speculative=http://127.0.0.1:9/v1")
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--specdec-endpoint",
+        "reference=http://127.0.0.1:9",
+        "--specdec-endpoint",
+        "speculative=http://127.0.0.1:9/v1",
+    )
     assert time.monotonic() - began < 30
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the reference endpoint http://127.0.0.1:9 does not answer /v1/models*"])
@@ -64,8 +70,12 @@ def test_an_endpoint_that_does_not_answer_fails_fast_naming_the_url(pytester):
 
 def test_an_endpoint_serving_another_model_is_refused(pytester, fake_endpoint):
     pytester.makepyfile(test_endpoints_other=SUITE)
-    result = pytester.runpytest("-p", "no:cacheprovider", f"--specdec-endpoint=reference={fake_endpoint}",
-                                f"--specdec-endpoint=speculative={fake_endpoint}")
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        f"--specdec-endpoint=reference={fake_endpoint}",
+        f"--specdec-endpoint=speculative={fake_endpoint}",
+    )
     result.assert_outcomes(failed=1)
     assert f"the reference endpoint {fake_endpoint} serves ['other'], not 'm'" in result.stdout.str()
 
@@ -78,11 +88,14 @@ def test_sd_counters_come_from_the_endpoints_metrics_or_are_unavailable(fake_end
     assert not elsewhere.spec_decode_counters().present  # the endpoint has no counters for 'm': unavailable
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--specdec-endpoint", "reference=http://127.0.0.1:8000"], "*missing speculative*"),
-    (["--specdec-endpoint", "draft=http://x:1"], "*expected reference=URL or speculative=URL*"),
-    (["--specdec-endpoint", "reference=localhost:8000"], "*an endpoint is an http:// or https:// base URL*"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--specdec-endpoint", "reference=http://127.0.0.1:8000"], "*missing speculative*"),
+        (["--specdec-endpoint", "draft=http://x:1"], "*expected reference=URL or speculative=URL*"),
+        (["--specdec-endpoint", "reference=localhost:8000"], "*an endpoint is an http:// or https:// base URL*"),
+    ],
+)
 def test_bad_endpoint_options_are_usage_errors(pytester, args, message):
     pytester.makepyfile(test_x="def test_x(): pass")
     result = pytester.runpytest(*args)
@@ -91,13 +104,21 @@ def test_bad_endpoint_options_are_usage_errors(pytester, args, message):
 
 
 def test_marker_endpoints_are_checked_and_part_of_the_identity():
-    spec = parse_specdec_marker((), {"model": "m", "speculative_config": NGRAM, "endpoints": {
-        "reference": "http://ref:8000/", "speculative": "https://sd.example:443/v1"}})
+    spec = parse_specdec_marker(
+        (),
+        {
+            "model": "m",
+            "speculative_config": NGRAM,
+            "endpoints": {"reference": "http://ref:8000/", "speculative": "https://sd.example:443/v1"},
+        },
+    )
     assert spec.endpoint == "https://sd.example:443" and spec.reference().endpoint == "http://ref:8000"
     assert spec.label().endswith("@ https://sd.example:443")
     assert spec.key != ServerSpec("m", NGRAM).key
-    assert ServerSpec("m", NGRAM).key == '{"model":"m","server_args":[],"speculative_config":' \
-        '{"method":"ngram","num_speculative_tokens":4},"tensor_parallel_size":1}'  # unchanged without endpoints
+    assert (
+        ServerSpec("m", NGRAM).key == '{"model":"m","server_args":[],"speculative_config":'
+        '{"method":"ngram","num_speculative_tokens":4},"tensor_parallel_size":1}'
+    )  # unchanged without endpoints
     with pytest.raises(MarkerError, match="endpoints: needs exactly the keys reference, speculative; missing"):
         parse_specdec_marker((), {"model": "m", "endpoints": {"reference": "http://a:1"}})
     with pytest.raises(ValueError, match="http:// or https://"):

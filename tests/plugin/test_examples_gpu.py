@@ -42,8 +42,11 @@ CITATION = re.compile(r"docs/references\.md#([a-z0-9-]+)")
 
 def _anchors(markdown: str) -> set[str]:
     """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
-    return {re.sub(r"[^a-z0-9 -]", "", heading.lower()).strip().replace(" ", "-")
-            for heading in re.findall(r"^#{1,6} (.+)$", markdown, flags=re.M)}
+    return {
+        re.sub(r"[^a-z0-9 -]", "", heading.lower()).strip().replace(" ", "-")
+        for heading in re.findall(r"^#{1,6} (.+)$", markdown, flags=re.M)
+    }
+
 
 # Paths for the data-file workloads, as a configured project would have (the
 # files are never read here; mlperf and swe_bench are JSONL with "prompt", as
@@ -75,7 +78,11 @@ def run_pytest(blocked: Path, *args: str, data_paths: bool = True) -> subprocess
         env.update({name: str(path) for name, path in DATA_PATHS.items()})
     return subprocess.run(
         [sys.executable, "-m", "pytest", "examples/gpu", "-p", "no:cacheprovider", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -91,8 +98,13 @@ def skip_reasons(stdout: str) -> list[tuple[int, str]]:
 
 
 def test_the_blocker_blocks(blocked):
-    probe = subprocess.run([sys.executable, "-c", "import vllm"], env={**os.environ, "PYTHONPATH": str(blocked)},
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import vllm"],
+        env={**os.environ, "PYTHONPATH": str(blocked)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.returncode != 0 and "blocked in test" in probe.stderr
 
 
@@ -106,9 +118,14 @@ def test_collects_every_case_without_vllm_or_torch(blocked):
         found = [i for i in ids if i == f"examples/gpu/{function}" or i.startswith(f"examples/gpu/{function}[")]
         assert len(found) == count, (function, found)
     assert len(set(ids)) == len(ids)
-    for expected_id in ("test_eagle3_grid[random_x-burstiness_mid]", "test_eagle3_grid[burstgpt-throughput_low]",
-                        "test_eagle3_draft_length[k3]", "test_concurrency_sweep[sharegpt-k4-c200]",
-                        "test_concurrency_sweep_geomean[swe_bench-k3]", "test_method_speedup[suffix-code]"):
+    for expected_id in (
+        "test_eagle3_grid[random_x-burstiness_mid]",
+        "test_eagle3_grid[burstgpt-throughput_low]",
+        "test_eagle3_draft_length[k3]",
+        "test_concurrency_sweep[sharegpt-k4-c200]",
+        "test_concurrency_sweep_geomean[swe_bench-k3]",
+        "test_method_speedup[suffix-code]",
+    ):
         assert any(i.endswith(expected_id) for i in ids), expected_id
     # The plugin orders tests by server configuration; each geometric-mean test
     # must still come after every level of its series, whose results it reads.

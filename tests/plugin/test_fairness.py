@@ -58,16 +58,35 @@ def servers():
     started.stop()
 
 
-def _run(directory: Path, urls: dict, *extra: str, require: str = "", slow_down: bool = False,
-         output_len: int = 8) -> tuple[subprocess.CompletedProcess, dict]:
+def _run(
+    directory: Path, urls: dict, *extra: str, require: str = "", slow_down: bool = False, output_len: int = 8
+) -> tuple[subprocess.CompletedProcess, dict]:
     (directory / "test_pair.py").write_text(SUITE.replace("output_len=8", f"output_len={output_len}"))
     (directory / "urls.json").write_text(json.dumps(urls))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     env.update(FAULT_URLS=str(directory / "urls.json"), REQUIRE=require, SLOW_DOWN="1" if slow_down else "")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA",
-                          "--specdec-request-timeout", "5", "--specdec-report", str(directory / "report"),
-                          f"--basetemp={directory / 'tmp'}", *extra],
-                         cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-s",
+            "-rA",
+            "--specdec-request-timeout",
+            "5",
+            "--specdec-report",
+            str(directory / "report"),
+            f"--basetemp={directory / 'tmp'}",
+            *extra,
+        ],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = directory / "report" / "results.json"
     rows = json.loads(report.read_text())["results"] if report.is_file() else []
     return run, (rows[0] if rows else {})
@@ -75,13 +94,15 @@ def _run(directory: Path, urls: dict, *extra: str, require: str = "", slow_down:
 
 def _figures(output: str) -> dict:
     line = next(line for line in output.splitlines() if line.startswith("FIGURES "))
-    return dict(part.split("=", 1) for part in line[len("FIGURES "):].split(" "))
+    return dict(part.split("=", 1) for part in line[len("FIGURES ") :].split(" "))
 
 
 def test_a_cold_reference_is_warmed_until_steady_and_inflates_nothing(tmp_path, servers):
     # 10 ms between chunks once warm: long enough that scheduling jitter stays well under 5%.
-    run, row = _run(tmp_path, {"reference": servers.start("cold-start", chunk_s=0.01),
-                               "speculative": servers.start("ok", chunk_s=0.01)})
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("cold-start", chunk_s=0.01), "speculative": servers.start("ok", chunk_s=0.01)},
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     figures = _figures(run.stdout)
     # Settling from 10x slower takes rounds until two agree within 5%.
@@ -95,8 +116,12 @@ def test_a_cold_reference_is_warmed_until_steady_and_inflates_nothing(tmp_path, 
 
 
 def test_a_reference_that_never_settles_is_flagged_and_fails_a_fair_comparison(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
-                    require="fair", output_len=24)
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
+        require="fair",
+        output_len=24,
+    )
     assert run.returncode == 1, run.stdout[-3000:]
     assert "not_steady" in _figures(run.stdout)["flags"]
     assert "not a fair comparison" in run.stdout and "warm-up never settled" in run.stdout
@@ -105,8 +130,7 @@ def test_a_reference_that_never_settles_is_flagged_and_fails_a_fair_comparison(t
 
 def test_engine_facts_that_differ_are_confounds_in_the_table_summary_and_results(tmp_path, servers):
     reference = servers.start("ok", facts={"version": "0.32.0", "enable_prefix_caching": "True", "block_size": "16"})
-    speculative = servers.start("ok", facts={"version": "0.32.0", "enable_prefix_caching": "False",
-                                             "block_size": "16"})
+    speculative = servers.start("ok", facts={"version": "0.32.0", "enable_prefix_caching": "False", "block_size": "16"})
     run, row = _run(tmp_path, {"reference": reference, "speculative": speculative}, require="no_confounds")
     assert run.returncode == 1, run.stdout[-3000:]
     assert "ran different engine paths" in run.stdout
@@ -120,9 +144,13 @@ def test_engine_facts_that_differ_are_confounds_in_the_table_summary_and_results
 
 
 def test_a_reference_that_drifts_mid_session_is_flagged_by_the_closing_drift_check(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("drift", chunk_s=0.01),
-                               "speculative": servers.start("ok", chunk_s=0.01)},
-                    "--specdec-drift-check", "on", slow_down=True)
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("drift", chunk_s=0.01), "speculative": servers.start("ok", chunk_s=0.01)},
+        "--specdec-drift-check",
+        "on",
+        slow_down=True,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "specdec drift check" in run.stdout
     assert "DRIFT: reference" in run.stdout and "MOVED beyond" in run.stdout
@@ -130,9 +158,12 @@ def test_a_reference_that_drifts_mid_session_is_flagged_by_the_closing_drift_che
 
 
 def test_a_steady_reference_passes_the_drift_check_unflagged(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("drift", chunk_s=0.01),
-                               "speculative": servers.start("ok", chunk_s=0.01)},
-                    "--specdec-drift-check", "on")  # never told to slow down
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("drift", chunk_s=0.01), "speculative": servers.start("ok", chunk_s=0.01)},
+        "--specdec-drift-check",
+        "on",
+    )  # never told to slow down
     assert run.returncode == 0, run.stdout[-3000:]
     assert "specdec drift check" in run.stdout and "DRIFT:" not in run.stdout
     assert not any(flag["kind"] == "drift" for flag in row["fairness_flags"])
@@ -141,8 +172,15 @@ def test_a_steady_reference_passes_the_drift_check_unflagged(tmp_path, servers):
 def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, servers):
     # The reference's first measured run waits 80 ms before each first token (warm-up requests do not):
     # n-gram cannot change TTFT one request at a time, so the comparison is flagged and measured again.
-    run, row = _run(tmp_path, {"reference": servers.start("ttft-slow-first-run", chunk_s=0.01),
-                               "speculative": servers.start("ok", chunk_s=0.01)}, require="speedup", output_len=24)
+    run, row = _run(
+        tmp_path,
+        {
+            "reference": servers.start("ttft-slow-first-run", chunk_s=0.01),
+            "speculative": servers.start("ok", chunk_s=0.01),
+        },
+        require="speedup",
+        output_len=24,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "measuring both sides again before any verdict: ttft_at_concurrency_1: TTFT speedup" in run.stdout
     assert "measured again: no longer flagged" in run.stdout
@@ -153,15 +191,25 @@ def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, 
 
 
 def test_a_side_still_cold_after_measuring_again_has_its_speedups_not_compared(tmp_path, servers):
-    run, row = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
-                    require="speedup", output_len=24)
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
+        require="speedup",
+        output_len=24,
+    )
     assert run.returncode == 1, run.stdout[-3000:]
     assert re.search(r"measured again: still flagged, its speedups are not compared: .*not_steady", run.stdout)
-    assert ("speedup_output_throughput: unavailable: not compared: measured again (both sides warmed and run "
-            "again) and still flagged: not_steady") in run.stdout
+    assert (
+        "speedup_output_throughput: unavailable: not compared: measured again (both sides warmed and run "
+        "again) and still flagged: not_steady"
+    ) in run.stdout
     assert "result.accept_flags('not_steady'" in run.stdout
     assert row["unavailable"]["speedup_output_throughput"].startswith("not compared: measured again")
     # A test that accepts the flag gets its speedup compared.
-    accepted, _ = _run(tmp_path, {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
-                       require="speedup_accepting", output_len=24)
+    accepted, _ = _run(
+        tmp_path,
+        {"reference": servers.start("cold-forever"), "speculative": servers.start("ok")},
+        require="speedup_accepting",
+        output_len=24,
+    )
     assert accepted.returncode == 0, accepted.stdout[-3000:]

@@ -62,20 +62,40 @@ MATRIX = {
     "bare-stream": ("passed", ["*FIGURES mode=bare-stream *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
     "alias": ("passed", ["*FIGURES mode=alias *acceptance=0.250 match=1.000 tokens=?8, 8, 8, 8?*"]),
     "mixed-k": ("passed", ["*FIGURES mode=mixed-k *acceptance=0.750 match=1.000 tokens=?8, 8, 8, 8?*"]),
-    "no-counters": ("failed", ["*acceptance_rate: unavailable: no vllm:spec_decode_* counters for "
-                               f"{MODEL} at http://127.0.0.1:*/metrics*"]),
-    "counter-reset": ("failed", ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
-                                 "from different processes*"]),
-    "replica-switch": ("failed", ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
-                                  "from different processes*load balancer*"]),
+    "no-counters": (
+        "failed",
+        [f"*acceptance_rate: unavailable: no vllm:spec_decode_* counters for {MODEL} at http://127.0.0.1:*/metrics*"],
+    ),
+    "counter-reset": (
+        "failed",
+        ["*http://127.0.0.1:*/metrics: the SD counters before and after the run come from different processes*"],
+    ),
+    "replica-switch": (
+        "failed",
+        [
+            "*http://127.0.0.1:*/metrics: the SD counters before and after the run come "
+            "from different processes*load balancer*"
+        ],
+    ),
     "no-token-ids": ("failed", ["*0 of 4 requests identical*", "*compared as text*"]),
     "error-event": ("failed", ["*requests failed on*first error: error event in stream*engine crashed*"]),
-    "broken-stream": ("failed", ["*requests failed on*first error: ProtocolError: the server closed the connection mid-response*"]),
+    "broken-stream": (
+        "failed",
+        ["*requests failed on*first error: ProtocolError: the server closed the connection mid-response*"],
+    ),
     "wrong-model": ("failed", [f"*endpoint http://127.0.0.1:* serves ?'someone-else'?, not '{MODEL}'*"]),
     "stall": ("failed", ["*requests failed on*first error: timed out after 3 s*"]),
-    "die": ("failed", ["*requests failed on*first error: ProtocolError: the server closed the connection mid-response*", "*endpoint: http://127.0.0.1:*"]),
-    "metrics-timeout": ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics did not answer "
-                                   "within 10 s*"]),
+    "die": (
+        "failed",
+        [
+            "*requests failed on*first error: ProtocolError: the server closed the connection mid-response*",
+            "*endpoint: http://127.0.0.1:*",
+        ],
+    ),
+    "metrics-timeout": (
+        "failed",
+        ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics did not answer within 10 s*"],
+    ),
 }
 
 
@@ -91,13 +111,33 @@ class FaultServers:
     def __init__(self):
         self.processes: list[subprocess.Popen] = []
 
-    def start(self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002,
-              dialect: str = "vllm") -> str:
+    def start(
+        self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002, dialect: str = "vllm"
+    ) -> str:
         port = _free_port()
-        process = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--port", str(port), "--model", MODEL,
-                                    "--mode", mode, "--variant", str(variant), "--facts", json.dumps(facts or {}),
-                                    "--chunk-s", str(chunk_s), "--dialect", dialect],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(FAULT_SERVER),
+                "--port",
+                str(port),
+                "--model",
+                MODEL,
+                "--mode",
+                mode,
+                "--variant",
+                str(variant),
+                "--facts",
+                json.dumps(facts or {}),
+                "--chunk-s",
+                str(chunk_s),
+                "--dialect",
+                dialect,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.processes.append(process)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 15
@@ -123,10 +163,28 @@ def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.Completed
     # Sixteen fault servers share two cores with the client here, so its dispatch lag can pass 10 ms
     # (27 ms seen while other work ran) and mark a run client-bound: not what this matrix is about, and
     # the client-bound verdict has its own tests (tests/unit/test_unavailable.py).
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA",
-                           "--specdec-request-timeout", "3", "--specdec-max-dispatch-lag-ms", "250",
-                           f"--basetemp={directory / 'tmp'}", *extra],
-                          cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-s",
+            "-rA",
+            "--specdec-request-timeout",
+            "3",
+            "--specdec-max-dispatch-lag-ms",
+            "250",
+            f"--basetemp={directory / 'tmp'}",
+            *extra,
+        ],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +201,11 @@ def fault_runs(tmp_path_factory):
     servers = FaultServers()
     try:
         good = servers.start("ok")
-        recorded = _run_suite(directory, {"reference": servers.start("ok"), **{mode: good for mode in MATRIX}},
-                              "--specdec-update-baselines")
+        recorded = _run_suite(
+            directory,
+            {"reference": servers.start("ok"), **{mode: good for mode in MATRIX}},
+            "--specdec-update-baselines",
+        )
         assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
         faulty = {mode: servers.start(mode, variant=1 if mode == "no-token-ids" else 0) for mode in MATRIX}
         run = _run_suite(directory, {"reference": good, **faulty}, "--specdec-report", str(directory / "report"))
@@ -157,8 +218,12 @@ def fault_runs(tmp_path_factory):
 
 def _per_test(output: str) -> dict[str, tuple[str, str]]:
     """Each inner test's outcome (from -rA's summary) and the text that belongs to it."""
-    outcomes = dict((mode, status.lower()) for status, mode in
-                    re.findall(r"^(PASSED|FAILED|ERROR) test_fault.py::test_fault\[([\w-]+)\]", output, flags=re.M))
+    outcomes = dict(
+        (mode, status.lower())
+        for status, mode in re.findall(
+            r"^(PASSED|FAILED|ERROR) test_fault.py::test_fault\[([\w-]+)\]", output, flags=re.M
+        )
+    )
     sections = re.split(r"^_+ test_fault\[([\w-]+)\] _+$", output, flags=re.M)
     texts = {mode: "" for mode in outcomes}
     for mode, body in zip(sections[1::2], sections[2::2]):
@@ -224,23 +289,50 @@ def test_engine(specdec):
 # 8 tokens a request: 4 drafting steps of 4 tokens accepting 4 in all (25%), in every dialect's own format.
 ENGINE_MATRIX = {
     # The engine's version as its server says it: llama-server's /props build_info, trtllm-serve's /version.
-    ("llamacpp", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?{'num_draft_tokens': 16, "
-                                    "'num_accepted_draft_tokens': 4}, *counted=64.0 ids=?8, 8, 8, 8? match=1.000 "
-                                    "version=b7702-1a2b3c4*"]),
+    ("llamacpp", "ok"): (
+        "passed",
+        [
+            "*FIGURES acceptance=0.250 drafted=?{'num_draft_tokens': 16, "
+            "'num_accepted_draft_tokens': 4}, *counted=64.0 ids=?8, 8, 8, 8? match=1.000 "
+            "version=b7702-1a2b3c4*"
+        ],
+    ),
     # TensorRT-LLM: counters from its drained iteration statistics, no per-request figures, text compared.
-    ("trtllm", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?None, None, None, None? counted=64.0 "
-                                  "ids=?0, 0, 0, 0? match=1.000 version=1.3.0*"]),
-    ("llamacpp", "no-counters"): ("failed", ["*acceptance_rate: unavailable: no llamacpp:spec_decode_num_*_total at "
-                                             "http://127.0.0.1:*/metrics (llama-server started without --metrics*"]),
-    ("trtllm", "no-counters"): ("failed", ["*acceptance_rate: unavailable: http://127.0.0.1:*/metrics: none of its * "
-                                           "iteration stats has specDecodingStats*"]),
+    ("trtllm", "ok"): (
+        "passed",
+        [
+            "*FIGURES acceptance=0.250 drafted=?None, None, None, None? counted=64.0 "
+            "ids=?0, 0, 0, 0? match=1.000 version=1.3.0*"
+        ],
+    ),
+    ("llamacpp", "no-counters"): (
+        "failed",
+        [
+            "*acceptance_rate: unavailable: no llamacpp:spec_decode_num_*_total at "
+            "http://127.0.0.1:*/metrics (llama-server started without --metrics*"
+        ],
+    ),
+    ("trtllm", "no-counters"): (
+        "failed",
+        [
+            "*acceptance_rate: unavailable: http://127.0.0.1:*/metrics: none of its * "
+            "iteration stats has specDecodingStats*"
+        ],
+    ),
     # SGLang: its native /generate stream, counters summed from each response's meta_info.
-    ("sglang", "ok"): ("passed", ["*FIGURES acceptance=0.250 drafted=?{'num_spec_steps': 4, 'num_draft_tokens': 16, "
-                                  "'num_accepted_draft_tokens': 4, 'per_step_accepted': ?1, 1, 1, 1?, "
-                                  "'per_step_drafted': ?4, 4, 4, 4?, 'num_spec_tokens': 4}, * counted=64.0 "
-                                  "ids=?8, 8, 8, 8? match=1.000 version=0.5.8*"]),
-    ("sglang", "no-counters"): ("failed", ["*acceptance_rate: unavailable: 4 of 4 responses from "
-                                           "http://127.0.0.1:* carried no per-request SD figures*"]),
+    ("sglang", "ok"): (
+        "passed",
+        [
+            "*FIGURES acceptance=0.250 drafted=?{'num_spec_steps': 4, 'num_draft_tokens': 16, "
+            "'num_accepted_draft_tokens': 4, 'per_step_accepted': ?1, 1, 1, 1?, "
+            "'per_step_drafted': ?4, 4, 4, 4?, 'num_spec_tokens': 4}, * counted=64.0 "
+            "ids=?8, 8, 8, 8? match=1.000 version=0.5.8*"
+        ],
+    ),
+    ("sglang", "no-counters"): (
+        "failed",
+        ["*acceptance_rate: unavailable: 4 of 4 responses from http://127.0.0.1:* carried no per-request SD figures*"],
+    ),
     **{(engine, mode): MATRIX[mode] for engine in ("llamacpp", "trtllm", "sglang") for mode in ("wrong-model", "die")},
 }
 
@@ -251,13 +343,16 @@ def test_other_engines_formats_end_in_their_own_figures_or_a_named_failure(tmp_p
     servers = FaultServers()
     try:
         facts = {"version": {"llamacpp": "b7702-1a2b3c4", "trtllm": "1.3.0", "sglang": "0.5.8"}[engine]}
-        urls = {"reference": servers.start("ok", dialect=engine, facts=facts),
-                "speculative": servers.start(mode, dialect=engine, facts=facts)}
+        urls = {
+            "reference": servers.start("ok", dialect=engine, facts=facts),
+            "speculative": servers.start(mode, dialect=engine, facts=facts),
+        }
         (tmp_path / "test_engine.py").write_text(ENGINE_SUITE)
         monkeypatch.setenv("FAULT_ENGINE", engine)
         # TensorRT-LLM's NGram matches every size down to 1: the matcher it runs is declared as such.
-        monkeypatch.setenv("FAULT_NGRAM", json.dumps({"prompt_lookup_min": 1, "prompt_lookup_max": 4}
-                                                     if engine == "trtllm" else {}))
+        monkeypatch.setenv(
+            "FAULT_NGRAM", json.dumps({"prompt_lookup_min": 1, "prompt_lookup_max": 4} if engine == "trtllm" else {})
+        )
         done = _run_suite(tmp_path, urls)
     finally:
         servers.stop()

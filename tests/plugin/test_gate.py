@@ -53,17 +53,30 @@ def test_outputs_fail(make_result):
     result.assert_outcomes(passed=3, failed=4)
     out = result.stdout.str()
     assert "SD speedup below the required minimum" in out
-    result.stdout.fnmatch_lines(["*metric*required*measured*change*tolerance*95% CI*",
-                                 "*speedup (output_throughput)*1.200*1.100*-8.3%*FAIL*"])
-    result.stdout.fnmatch_lines(["*acceptance_rate*0.500*0.250*-50.0%*FAIL*",
-                                 "*acceptance at position 0*0.900*0.400*FAIL*"])
+    result.stdout.fnmatch_lines(
+        ["*metric*required*measured*change*tolerance*95% CI*", "*speedup (output_throughput)*1.200*1.100*-8.3%*FAIL*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*acceptance_rate*0.500*0.250*-50.0%*FAIL*", "*acceptance at position 0*0.900*0.400*FAIL*"]
+    )
     assert "is a fraction (0.65 for 65%)" in out
-    result.stdout.fnmatch_lines(["*output match rate*0.900*0.500*FAIL*",
-                                 "*request 1: first difference at token 2*", "*reference: '1 2 3 4'*",
-                                 "*SD:        '1 2 9 9'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*output match rate*0.900*0.500*FAIL*",
+            "*request 1: first difference at token 2*",
+            "*reference: '1 2 3 4'*",
+            "*SD:        '1 2 9 9'*",
+        ]
+    )
     assert "no reference logprobs: run specdec.run(logprobs=2)" in out
-    result.stdout.fnmatch_lines(["*reproduce by hand:*", "*speculative_server: vllm serve m --speculative-config*",
-                                 "*bench: vllm bench serve --model m*", "*server log: /tmp/server.log*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*reproduce by hand:*",
+            "*speculative_server: vllm serve m --speculative-config*",
+            "*bench: vllm bench serve --model m*",
+            "*server log: /tmp/server.log*",
+        ]
+    )
 
 
 def test_near_ties_are_told_apart_with_reference_logprobs(inner):
@@ -88,17 +101,27 @@ def test_real_divergence(make_result):
     )
     result = run_inner(inner)
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*3 of 4 requests identical over 1 repeat(s), 1 diverged at a numerical near-tie*",
-                                 "*first difference at token 2 (near-tie, top-2 gap 0.020)*"])
-    result.stdout.fnmatch_lines(["*0 diverged at a numerical near-tie*1 diverged for real*",
-                                 "*first difference at token 2 (real, top-2 gap 2.400)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*3 of 4 requests identical over 1 repeat(s), 1 diverged at a numerical near-tie*",
+            "*first difference at token 2 (near-tie, top-2 gap 0.020)*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*0 diverged at a numerical near-tie*1 diverged for real*",
+            "*first difference at token 2 (real, top-2 gap 2.400)*",
+        ]
+    )
 
 
 def baseline_files(pytester):
     return sorted((pytester.path / "baselines").glob("*.json"))
 
 
-GATED = MARKS + """
+GATED = (
+    MARKS
+    + """
 import os
 
 def test_gated(make_result):
@@ -109,6 +132,7 @@ def test_gated(make_result):
                 ref_tpot=(33.0 * step, 32.6 * step, 33.4 * step), sd_tpot=(22.0, 22.3, 21.8),
                 accepted=(240.0 * accepted, 238.0 * accepted, 242.0 * accepted)).assert_no_regression()
 """
+)
 
 
 def test_missing_baseline_fails_and_says_how_to_record(inner):
@@ -137,10 +161,15 @@ def test_update_then_rerun_is_green_and_a_real_drop_fails(inner, monkeypatch):
     monkeypatch.setenv("SPEEDUP_SCALE", "0.75")  # SD throughput 25% down
     dropped = run_inner(inner)
     dropped.assert_outcomes(failed=1)
-    dropped.stdout.fnmatch_lines(["*performance regressed against the baseline of test_gated.py::test_gated*",
-                                  "*metric*baseline*measured*change*tolerance*",
-                                  "*speedup_output_throughput*FAIL*", "*output_throughput*FAIL*",
-                                  "*same machine: every gated figure compared, the reference's own tok/s and ms included*"])
+    dropped.stdout.fnmatch_lines(
+        [
+            "*performance regressed against the baseline of test_gated.py::test_gated*",
+            "*metric*baseline*measured*change*tolerance*",
+            "*speedup_output_throughput*FAIL*",
+            "*output_throughput*FAIL*",
+            "*same machine: every gated figure compared, the reference's own tok/s and ms included*",
+        ]
+    )
     run_inner(inner, "--specdec-update-baselines").assert_outcomes(passed=1)
     assert path.read_text() != before, "an out-of-tolerance baseline is refreshed when updating"
 

@@ -13,7 +13,9 @@ from inner_results import MARKS, RESULTS_CONFTEST  # noqa: E402  (tests/ is on s
 
 NOISE = (1.0, 1.02, 0.99)  # per-repeat wobble, the same on both sides so pairs stay paired
 
-CASE = MARKS + f"""
+CASE = (
+    MARKS
+    + f"""
 import os
 
 NOISE = {NOISE!r}
@@ -33,6 +35,7 @@ def test_gated(make_result):
         result.unfair_speedup = lambda: "not compared: measured again and still flagged: ttft_at_concurrency_1"
     result.assert_no_regression(metrics=metrics.split(",") if metrics else None)
 """
+)
 
 ENGINE_HOOK = """
 import os
@@ -67,24 +70,51 @@ def edit_baseline(pytester, change):
     path.write_text(json.dumps(data))
 
 
-@pytest.mark.parametrize("name, env, fails, expected", [
-    # a: an upgrade makes the reference 15% faster and SD falls from 2.0x to 1.5x
-    ("a", {"ENGINE_VERSION": "0.32.0", "REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"}, True,
-     ["*speedup_output_throughput*FAIL*", "*engine changed since the baseline: engine_version 0.31.0 -> 0.32.0*"]),
-    # a': the same, the fingerprint unchanged
-    ("a'", {"REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"}, True, ["*speedup_output_throughput*FAIL*"]),
-    # b: the same machine, everything 12% slower: SD's own tok/s and TPOT, and the reference's
-    ("b", {"REF_SPEED": "0.88", "SD_TPOT": "28.4"}, True,
-     ["*the reference itself is 12% slower (output_throughput -12.0%, median_tpot_ms -12.0%)*",
-      "*output_throughput*FAIL*", "*median_tpot_ms*FAIL*"]),
-    # c: the same machine, SD's speedup 25% down
-    ("c", {"SPEEDUP": "1.5"}, True, ["*speedup_output_throughput*-25.0%*FAIL*"]),
-    # c': 5% down, within the 15% tolerance
-    ("c'", {"SPEEDUP": "1.9"}, False, []),
-    # d: a test gating speedups only; an upgrade makes the reference 15% faster and SD falls to 1.0x
-    ("d", {"ENGINE_VERSION": "0.32.0", "REF_SPEED": "1.15", "SPEEDUP": "1.0", "SD_TPOT": "43.5",
-           "METRICS": "speedup_output_throughput"}, True, ["*speedup_output_throughput*-50.0%*FAIL*"]),
-])
+@pytest.mark.parametrize(
+    "name, env, fails, expected",
+    [
+        # a: an upgrade makes the reference 15% faster and SD falls from 2.0x to 1.5x
+        (
+            "a",
+            {"ENGINE_VERSION": "0.32.0", "REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"},
+            True,
+            [
+                "*speedup_output_throughput*FAIL*",
+                "*engine changed since the baseline: engine_version 0.31.0 -> 0.32.0*",
+            ],
+        ),
+        # a': the same, the fingerprint unchanged
+        ("a'", {"REF_SPEED": "1.15", "SPEEDUP": "1.5", "SD_TPOT": "29.0"}, True, ["*speedup_output_throughput*FAIL*"]),
+        # b: the same machine, everything 12% slower: SD's own tok/s and TPOT, and the reference's
+        (
+            "b",
+            {"REF_SPEED": "0.88", "SD_TPOT": "28.4"},
+            True,
+            [
+                "*the reference itself is 12% slower (output_throughput -12.0%, median_tpot_ms -12.0%)*",
+                "*output_throughput*FAIL*",
+                "*median_tpot_ms*FAIL*",
+            ],
+        ),
+        # c: the same machine, SD's speedup 25% down
+        ("c", {"SPEEDUP": "1.5"}, True, ["*speedup_output_throughput*-25.0%*FAIL*"]),
+        # c': 5% down, within the 15% tolerance
+        ("c'", {"SPEEDUP": "1.9"}, False, []),
+        # d: a test gating speedups only; an upgrade makes the reference 15% faster and SD falls to 1.0x
+        (
+            "d",
+            {
+                "ENGINE_VERSION": "0.32.0",
+                "REF_SPEED": "1.15",
+                "SPEEDUP": "1.0",
+                "SD_TPOT": "43.5",
+                "METRICS": "speedup_output_throughput",
+            },
+            True,
+            ["*speedup_output_throughput*-50.0%*FAIL*"],
+        ),
+    ],
+)
 def test_an_engine_change_is_compared_on_the_same_machine(gated, monkeypatch, name, env, fails, expected):
     if env.get("METRICS"):  # d records its own baseline of the figures it gates
         monkeypatch.setenv("METRICS", env["METRICS"])
@@ -116,8 +146,12 @@ def test_the_unchanged_engine_passes_and_a_table_states_one_change_per_figure(ga
     dropped = run_inner(gated)
     out = dropped.stdout.str()
     # The table's change and the verdict's own line give the same number.
-    dropped.stdout.fnmatch_lines(["*speedup_output_throughput      2.000     1.500     -25.0%*FAIL*",
-                                  "*speedup_output_throughput: 2 -> 1.5 (-25.0%*REGRESSION*"])
+    dropped.stdout.fnmatch_lines(
+        [
+            "*speedup_output_throughput      2.000     1.500     -25.0%*FAIL*",
+            "*speedup_output_throughput: 2 -> 1.5 (-25.0%*REGRESSION*",
+        ]
+    )
     assert "-7.5%" not in out
 
 
@@ -126,16 +160,21 @@ def test_another_machine_by_hardware_compares_acceptance_only_and_says_so(gated,
     monkeypatch.setenv("SPEEDUP", "1.0")  # would fail on the same machine
     result = run_inner(gated)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*specdec baselines: not compared*",
-                                 "test_gated.py::test_gated ?passed?: another machine: only acceptance-type figures "
-                                 "compared; not compared: speedup_output_throughput, output_throughput, "
-                                 "median_tpot_ms, median_ttft_ms*machine: another machine: device_name*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*specdec baselines: not compared*",
+            "test_gated.py::test_gated ?passed?: another machine: only acceptance-type figures "
+            "compared; not compared: speedup_output_throughput, output_throughput, "
+            "median_tpot_ms, median_ttft_ms*machine: another machine: device_name*",
+        ]
+    )
     # Acceptance travels: a drop fails there too.
     monkeypatch.setenv("ACCEPTED_SCALE", "0.6")
     dropped = run_inner(gated)
     dropped.assert_outcomes(failed=1)
-    dropped.stdout.fnmatch_lines(["*acceptance_rate*FAIL*",
-                                  "*machine: another machine: device_name 'Intel(R) Xeon(R) Platinum 8480+' then*"])
+    dropped.stdout.fnmatch_lines(
+        ["*acceptance_rate*FAIL*", "*machine: another machine: device_name 'Intel(R) Xeon(R) Platinum 8480+' then*"]
+    )
 
 
 def test_a_check_that_compared_nothing_is_not_a_pass_and_strict_fails_it(gated, monkeypatch):
@@ -149,13 +188,18 @@ def test_a_check_that_compared_nothing_is_not_a_pass_and_strict_fails_it(gated, 
     (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
     assert row["regression"] == "not compared"
     assert row["regression_not_compared"] == {
-        "speedup_output_throughput": "another machine: a speedup is the machine's as much as SD's"}
+        "speedup_output_throughput": "another machine: a speedup is the machine's as much as SD's"
+    }
     assert 'name="specdec_regression" value="not compared"' in (gated.path / "junit.xml").read_text()
     strict = run_inner(gated, "--specdec-strict")
     strict.assert_outcomes(failed=1)
-    strict.stdout.fnmatch_lines(["*not compared with its baseline*every gated figure was skipped, and "
-                                 "--specdec-strict fails a check that compared nothing*",
-                                 "*speedup_output_throughput: another machine*"])
+    strict.stdout.fnmatch_lines(
+        [
+            "*not compared with its baseline*every gated figure was skipped, and "
+            "--specdec-strict fails a check that compared nothing*",
+            "*speedup_output_throughput: another machine*",
+        ]
+    )
     gated.makeini("[pytest]\nspecdec_strict = true\n")
     run_inner(gated).assert_outcomes(failed=1)
 
@@ -165,13 +209,18 @@ def test_the_same_hardware_with_a_probe_that_moved_compares_what_travels(gated, 
         probe = data["fingerprint"]["machine_probe"]
         for key in ("matmul_gflops", "vector_gflops", "copy_gbps"):
             probe[key] *= 1.6  # the recording box was 60% faster on every figure
+
     edit_baseline(gated, slower_box)
     monkeypatch.setenv("SPEEDUP", "1.5")
     result = run_inner(gated)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*?passed?: machine probe moved: only acceptance-type figures compared; not "
-                                 "compared: speedup_output_throughput*the same hardware, but the machine probe "
-                                 "moved -3?.?% (median of*beyond its 20% band*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*?passed?: machine probe moved: only acceptance-type figures compared; not "
+            "compared: speedup_output_throughput*the same hardware, but the machine probe "
+            "moved -3?.?% (median of*beyond its 20% band*"
+        ]
+    )
 
 
 def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_flag_as_reason(gated, monkeypatch):
@@ -184,9 +233,14 @@ def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_
     result.assert_outcomes(passed=1)
     (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
     assert row["regression_not_compared"] == {
-        "speedup_output_throughput": "not compared: measured again and still flagged: ttft_at_concurrency_1"}
+        "speedup_output_throughput": "not compared: measured again and still flagged: ttft_at_concurrency_1"
+    }
     # ... and never recorded as a baseline.
     refused = run_inner(gated, "--specdec-update-baselines")
     refused.assert_outcomes(failed=1)
-    refused.stdout.fnmatch_lines(["*cannot record a baseline: figures unavailable*",
-                                  "*speedup_output_throughput: unavailable: not compared: measured again*"])
+    refused.stdout.fnmatch_lines(
+        [
+            "*cannot record a baseline: figures unavailable*",
+            "*speedup_output_throughput: unavailable: not compared: measured again*",
+        ]
+    )

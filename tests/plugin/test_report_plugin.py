@@ -14,13 +14,16 @@ import sys
 import pytest
 from test_gate import MARKS, RESULTS_CONFTEST
 
-TWO_TESTS = MARKS + """
+TWO_TESTS = (
+    MARKS
+    + """
 def test_fast(make_result):
     make_result().assert_speedup(min=1.2)
 
 def test_slow(make_result):
     make_result(sd=(20.0,)).assert_speedup(min=1.2)
 """
+)
 
 
 @pytest.fixture
@@ -34,21 +37,27 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
     summary = suite.path / "step_summary.md"
     summary.write_text("earlier\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = suite.runpytest("--specdec-cpu", "-p", "no:cacheprovider", "--specdec-report", "out",
-                             "--specdec-gpu-usd-per-hour", "3.6")
+    result = suite.runpytest(
+        "--specdec-cpu", "-p", "no:cacheprovider", "--specdec-report", "out", "--specdec-gpu-usd-per-hour", "3.6"
+    )
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*= specdec results =*",
-        "test*SD config*workload*pattern*speedup*expected*accept*length*TPOT*TTFT*same output*baseline*outcome",
-        "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*1.50x*1.00x*100%*not checked*passed",
-        "test_slow*ngram k=4*code_edit*throughput_low*0.67x*failed",
-        "report: written * files to */out; summary appended to *step_summary.md",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= specdec results =*",
+            "test*SD config*workload*pattern*speedup*expected*accept*length*TPOT*TTFT*same output*baseline*outcome",
+            "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*1.50x*1.00x*100%*not checked*passed",
+            "test_slow*ngram k=4*code_edit*throughput_low*0.67x*failed",
+            "report: written * files to */out; summary appended to *step_summary.md",
+        ]
+    )
     out = suite.path / "out"
     document = json.loads((out / "results.json").read_text())
     rows = {row["test"].split("::")[1]: row for row in document["results"]}
     assert set(rows) == {"test_fast", "test_slow"}
-    assert rows["test_fast"]["speedup_output_throughput"] == pytest.approx(1.5) and rows["test_slow"]["outcome"] == "failed"
+    assert (
+        rows["test_fast"]["speedup_output_throughput"] == pytest.approx(1.5)
+        and rows["test_slow"]["outcome"] == "failed"
+    )
     # 1e6 / 30 tok/s * $3.6 / 3600 s = $33.33 per 1M output tokens without SD, $22.22 with.
     assert rows["test_fast"]["reference_usd_per_1m_tokens"] == pytest.approx(33.333, abs=1e-3)
     assert (out / "results.csv").read_text().count("\n") == 3
@@ -60,8 +69,7 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
 
 def test_rows_from_xdist_workers_reach_one_report(suite):
     pytest.importorskip("xdist")
-    result = suite.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", "-n", "2",
-                                        "--specdec-report", "out")
+    result = suite.runpytest_subprocess("--specdec-cpu", "-p", "no:cacheprovider", "-n", "2", "--specdec-report", "out")
     result.assert_outcomes(passed=1, failed=1)
     document = json.loads((suite.path / "out" / "results.json").read_text())
     assert sorted(row["test"].split("::")[1] for row in document["results"]) == ["test_fast", "test_slow"]
@@ -69,20 +77,26 @@ def test_rows_from_xdist_workers_reach_one_report(suite):
 
 
 def test_results_hook_receives_the_rows(suite):
-    suite.makeconftest(RESULTS_CONFTEST + """
+    suite.makeconftest(
+        RESULTS_CONFTEST
+        + """
 def pytest_specdec_results(config, rows, report_dir):
     print(f"exported {len(rows)} rows, report_dir={report_dir}, speedups "
           f"{sorted(round(r['speedup_output_throughput'], 2) for r in rows)}")
-""")
+"""
+    )
     result = suite.runpytest("--specdec-cpu", "-p", "no:cacheprovider", "-s")
     assert "exported 2 rows, report_dir=None, speedups [0.67, 1.5]" in result.stdout.str()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--specdec-gpu-price", "cheap"], "*--specdec-gpu-price: expected a price in USD per hour*"),
-    (["--specdec-gpu-price", "-1"], "*--specdec-gpu-price: must be a finite number >= 0*"),
-    (["--specdec-report", "a_file.txt"], "*--specdec-report *a_file.txt: exists and is not a directory*"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--specdec-gpu-price", "cheap"], "*--specdec-gpu-price: expected a price in USD per hour*"),
+        (["--specdec-gpu-price", "-1"], "*--specdec-gpu-price: must be a finite number >= 0*"),
+        (["--specdec-report", "a_file.txt"], "*--specdec-report *a_file.txt: exists and is not a directory*"),
+    ],
+)
 def test_bad_report_options_are_usage_errors(suite, args, message):
     (suite.path / "a_file.txt").write_text("not a directory")
     result = suite.runpytest("--specdec-cpu", *args)
@@ -97,7 +111,9 @@ def test_bad_price_in_the_ini_names_the_key(suite):
     result.stderr.fnmatch_lines(["*ini setting specdec_gpu_usd_per_hour: expected a price*"])
 
 
-PROGRESS_TEST = MARKS + """
+PROGRESS_TEST = (
+    MARKS
+    + """
 import time
 
 def test_progress(specdec):
@@ -108,13 +124,19 @@ def test_progress(specdec):
     live.stop()
     print("progress kind:", type(specdec.measurements.progress).__name__)
 """
+)
 
 
 def run_in_terminal(directory, env, *args):
     """Run pytest with a pseudo-terminal as stdout, as a developer's shell would."""
     controller, terminal = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-s",
-                                *args], cwd=directory, stdout=terminal, stderr=terminal, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-s", *args],
+        cwd=directory,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+    )
     os.close(terminal)
     chunks = []
     while True:

@@ -43,14 +43,22 @@ def ids_in(report_dir):
 def test_shards_split_by_target_and_merge_into_the_unsharded_report_and_baselines(pytester):
     pytester.makeconftest(RESULTS_CONFTEST)
     pytester.makepyfile(test_sharded=SUITE)
-    whole = run(pytester, "--specdec-update-baselines", "--specdec-report", "whole",
-                "--specdec-baseline-dir", "whole-baselines")
+    whole = run(
+        pytester, "--specdec-update-baselines", "--specdec-report", "whole", "--specdec-baseline-dir", "whole-baselines"
+    )
     whole.assert_outcomes(passed=17)
 
     shard_ids = []
     for index in (1, 2):
-        result = run(pytester, f"--specdec-shard={index}/2", "--specdec-update-baselines",
-                     "--specdec-report", f"shard{index}", "--specdec-baseline-dir", f"shard{index}-baselines")
+        result = run(
+            pytester,
+            f"--specdec-shard={index}/2",
+            "--specdec-update-baselines",
+            "--specdec-report",
+            f"shard{index}",
+            "--specdec-baseline-dir",
+            f"shard{index}-baselines",
+        )
         result.assert_outcomes(passed=len(ids_in(pytester.path / f"shard{index}")))
         shard_ids.append(set(ids_in(pytester.path / f"shard{index}")))
         assert json.loads((pytester.path / f"shard{index}" / "tests.json").read_text())["complete"]
@@ -62,9 +70,24 @@ def test_shards_split_by_target_and_merge_into_the_unsharded_report_and_baseline
     run(pytester, "--specdec-shard=1/2", "--specdec-report", "again")
     assert set(ids_in(pytester.path / "again")) == shard_ids[0]  # stable across runs
 
-    merged = subprocess.run([sys.executable, "-m", "pytest_specdec", "merge", "merged", "shard1", "shard2",
-                             "--update-baselines", "--baseline-dir", "merged-baselines"],
-                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    merged = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_specdec",
+            "merge",
+            "merged",
+            "shard1",
+            "shard2",
+            "--update-baselines",
+            "--baseline-dir",
+            "merged-baselines",
+        ],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert merged.returncode == 0, merged.stderr
     rows = json.loads((pytester.path / "merged" / "results.json").read_text())["results"]
     whole_rows = json.loads((pytester.path / "whole" / "results.json").read_text())["results"]

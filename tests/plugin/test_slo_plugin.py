@@ -73,8 +73,12 @@ def test_capacity_is_recorded_then_gated_and_reported(inner, monkeypatch):
 
     again = run_inner(inner, "--specdec-report", "report")
     again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["*specdec SLO capacity*",
-                                "test_capacity [[]ngram k=4[]] p99 tpot 50 ms, ttft 2000 ms: reference * req/s (6 probes), SD * req/s (6 probes); ratio 1.*x"])
+    again.stdout.fnmatch_lines(
+        [
+            "*specdec SLO capacity*",
+            "test_capacity [[]ngram k=4[]] p99 tpot 50 ms, ttft 2000 ms: reference * req/s (6 probes), SD * req/s (6 probes); ratio 1.*x",
+        ]
+    )
     summary = (inner.path / "report" / "summary.md").read_text()
     assert "**SLO capacity**" in summary and "p99 tpot 50, ttft 2000" in summary
     assert (inner.path / "report" / "slo_capacity.png").is_file()
@@ -114,8 +118,12 @@ def test_bad_slo(specdec):
 ''')
     result = pytester.runpytest("--specdec-cpu", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines(["*searches for the highest load an SLO holds at, and this test declares none*",
-                                 "*invalid @pytest.mark.specdec_slo: unknown SLO key 'latency_ms'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*searches for the highest load an SLO holds at, and this test declares none*",
+            "*invalid @pytest.mark.specdec_slo: unknown SLO key 'latency_ms'*",
+        ]
+    )
 
 
 def test_the_ini_slo_applies_to_every_test_and_a_marker_wins(pytester):
@@ -216,9 +224,13 @@ def test_a_relative_slo_in_the_marker_is_resolved_searched_and_reported(pytester
     result = run_inner(pytester, "--specdec-report", "report", "-s")
     result.assert_outcomes(passed=1)
     unloaded = 33.0 / float(speed)
-    result.stdout.fnmatch_lines([f"*SLO: p50 tpot <= {3 * unloaded:.4g} ms (tpot_x=3: 3 x the reference's unloaded "
-                                 f"median {unloaded:.4g} ms), p50 ttft <= 5000 ms",
-                                 "capacity ratio: 1.4?x (*with probe noise)"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*SLO: p50 tpot <= {3 * unloaded:.4g} ms (tpot_x=3: 3 x the reference's unloaded "
+            f"median {unloaded:.4g} ms), p50 ttft <= 5000 ms",
+            "capacity ratio: 1.4?x (*with probe noise)",
+        ]
+    )
     row = json.loads((pytester.path / "report" / "results.json").read_text())["results"][0]
     assert row["slo"] == {"tpot": pytest.approx(3 * unloaded), "ttft": 5000.0}
     assert row["capacity_ratio"] == pytest.approx(1.375, rel=0.1)
@@ -263,15 +275,17 @@ def test_ceiling_without_a_search(specdec):
 ''')
     result = pytester.runpytest("--specdec-cpu", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=5)
-    result.stdout.fnmatch_lines([
-        "*invalid @pytest.mark.specdec_slo: SLO key 'tpot' given both in milliseconds and as a multiple "
-        "('tpot_ms' and 'tpot_x')*",
-        "*invalid @pytest.mark.specdec_slo: SLO 'ttft_x' must be a finite multiple > 0*",
-        "*invalid @pytest.mark.access_pattern: max_load must be a finite number >= search_start (1) or None, "
-        "got 0.5*",
-        "*invalid @pytest.mark.access_pattern: bisect_probes must be an int >= 0, got -1*",
-        "*invalid @pytest.mark.access_pattern: max_load only apply to capacity searches*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*invalid @pytest.mark.specdec_slo: SLO key 'tpot' given both in milliseconds and as a multiple "
+            "('tpot_ms' and 'tpot_x')*",
+            "*invalid @pytest.mark.specdec_slo: SLO 'ttft_x' must be a finite multiple > 0*",
+            "*invalid @pytest.mark.access_pattern: max_load must be a finite number >= search_start (1) or None, "
+            "got 0.5*",
+            "*invalid @pytest.mark.access_pattern: bisect_probes must be an int >= 0, got -1*",
+            "*invalid @pytest.mark.access_pattern: max_load only apply to capacity searches*",
+        ]
+    )
 
 
 def test_the_ini_slo_takes_relative_objectives_too(pytester):

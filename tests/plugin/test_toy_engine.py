@@ -33,6 +33,8 @@ def test_a_toy_engine_from_one_file_runs_a_plugin_test_end_to_end(tmp_path, monk
     # fields (it has no metrics page); every request's ids arrived under the toy's name for them, and its own
     # request field was sent (the toy server refuses a request without it).
     line = next(line for line in out.splitlines() if "FIGURES " in line)
-    assert "FIGURES acceptance=0.250 drafted=[{'num_spec_steps': 4, 'num_draft_tokens': 16, " \
-           "'num_accepted_draft_tokens': 4}" in line
+    assert (
+        "FIGURES acceptance=0.250 drafted=[{'num_spec_steps': 4, 'num_draft_tokens': 16, "
+        "'num_accepted_draft_tokens': 4}" in line
+    )
     assert "counted=64.0 ids=[8, 8, 8, 8] match=1.000" in line

@@ -68,8 +68,12 @@ def test_request_steps_validate():
 
 
 def test_server_arrays_become_steps():
-    spec = {"per_step_accepted": [3, 0, 2, 1], "per_step_drafted": [3, 3, 3, 3], "num_spec_tokens": 3,
-            "mean_acceptance_length": 2.5}
+    spec = {
+        "per_step_accepted": [3, 0, 2, 1],
+        "per_step_drafted": [3, 3, 3, 3],
+        "num_spec_tokens": 3,
+        "mean_acceptance_length": 2.5,
+    }
     assert steps_from_server(spec, 12) == R1
 
 
@@ -78,16 +82,19 @@ def test_server_without_arrays_gives_none(spec):
     assert steps_from_server(spec, 10) is None
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"per_step_accepted": [1, 2], "per_step_drafted": [3]}, "has 2 steps but per_step_drafted has 1"),
-    ({"per_step_accepted": [1, -1], "per_step_drafted": [3, 3]}, r"per_step_accepted\[1\]"),
-    ({"per_step_accepted": [1, 1], "per_step_drafted": [3, -2]}, r"per_step_drafted\[1\]"),
-    ({"per_step_accepted": [1, 1.5], "per_step_drafted": [3, 3]}, r"per_step_accepted\[1\]"),
-    ({"per_step_accepted": [4], "per_step_drafted": [3]}, r"per_step_accepted\[0\] = 4 exceeds per_step_drafted"),
-    ({"per_step_accepted": [1]}, "no per_step_drafted"),
-    ({"per_step_drafted": [1]}, "no per_step_accepted"),
-    ({"per_step_accepted": "12", "per_step_drafted": [3, 3]}, "per_step_accepted must be a list"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"per_step_accepted": [1, 2], "per_step_drafted": [3]}, "has 2 steps but per_step_drafted has 1"),
+        ({"per_step_accepted": [1, -1], "per_step_drafted": [3, 3]}, r"per_step_accepted\[1\]"),
+        ({"per_step_accepted": [1, 1], "per_step_drafted": [3, -2]}, r"per_step_drafted\[1\]"),
+        ({"per_step_accepted": [1, 1.5], "per_step_drafted": [3, 3]}, r"per_step_accepted\[1\]"),
+        ({"per_step_accepted": [4], "per_step_drafted": [3]}, r"per_step_accepted\[0\] = 4 exceeds per_step_drafted"),
+        ({"per_step_accepted": [1]}, "no per_step_drafted"),
+        ({"per_step_drafted": [1]}, "no per_step_accepted"),
+        ({"per_step_accepted": "12", "per_step_drafted": [3, 3]}, "per_step_accepted must be a list"),
+    ],
+)
 def test_server_arrays_are_validated(spec, message):
     with pytest.raises(ValueError, match=message):
         steps_from_server(spec, 10)
@@ -133,7 +140,8 @@ def test_request_length_distribution_skips_undrafted_requests():
     assert skipped == 1
     # lengths 2.5 and 1.0: p5 = 1 + 0.05 * 1.5, p50 = mean = 1.75, std 0.75
     assert (dist.p5, dist.p50, dist.p95, dist.mean, dist.std, dist.count) == pytest.approx(
-        (1.075, 1.75, 2.425, 1.75, 0.75, 2))
+        (1.075, 1.75, 2.425, 1.75, 0.75, 2)
+    )
 
 
 # --- acceptance_by_position ---------------------------------------------------------
@@ -232,15 +240,18 @@ def test_best_k_ties_and_nan():
     assert best_k({}) is None
 
 
-@pytest.mark.parametrize("requests, timing, measured, reason", [
-    ([R3], TIMING, 1.2, "no request had a drafted step"),
-    (REQUESTS, StepTiming(NAN, 156.0, 40.0, 3), 1.2, "reference decode time per token"),
-    (REQUESTS, StepTiming(10.0, 156.0, -1.0, 3), 1.2, "prefill"),
-    (REQUESTS, TIMING, 0.0, "measured speedup"),
-    (REQUESTS, TIMING, NAN, "measured speedup"),
-    (REQUESTS, StepTiming(10.0, 60.0, 40.0, 3), 1.2, "6 undrafted steps"),  # 6 * 10 = the whole decode time
-    (REQUESTS, StepTiming(10.0, 156.0, 40.0, 2), 1.2, "accepted 3 tokens, more than k=2"),
-])
+@pytest.mark.parametrize(
+    "requests, timing, measured, reason",
+    [
+        ([R3], TIMING, 1.2, "no request had a drafted step"),
+        (REQUESTS, StepTiming(NAN, 156.0, 40.0, 3), 1.2, "reference decode time per token"),
+        (REQUESTS, StepTiming(10.0, 156.0, -1.0, 3), 1.2, "prefill"),
+        (REQUESTS, TIMING, 0.0, "measured speedup"),
+        (REQUESTS, TIMING, NAN, "measured speedup"),
+        (REQUESTS, StepTiming(10.0, 60.0, 40.0, 3), 1.2, "6 undrafted steps"),  # 6 * 10 = the whole decode time
+        (REQUESTS, StepTiming(10.0, 156.0, 40.0, 2), 1.2, "accepted 3 tokens, more than k=2"),
+    ],
+)
 def test_unpredictable_inputs_give_nan_and_a_reason(requests, timing, measured, reason):
     assert reason in why_no_prediction(requests, timing, measured)
     pred = predict_speedups(requests, timing, measured)

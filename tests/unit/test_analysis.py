@@ -30,8 +30,12 @@ from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 ACCEPTED = [1, 0, 0, 0]
-SERVER_METRICS = {"per_step_accepted": ACCEPTED, "per_step_drafted": [4, 4, 4, 4], "num_spec_tokens": 4,
-                  "mean_acceptance_length": 1.25}
+SERVER_METRICS = {
+    "per_step_accepted": ACCEPTED,
+    "per_step_drafted": [4, 4, 4, 4],
+    "num_spec_tokens": 4,
+    "mean_acceptance_length": 1.25,
+}
 CHUNKS = [1, 2, 1, 1, 1]  # the prefill token, then one chunk per step: a + 1 tokens
 
 
@@ -47,14 +51,27 @@ class Rec:
 
 def make_result(*, server=True, chunks=True):
     reference = [Rec(i, step_ms=20) for i in range(4)]
-    speculative = [Rec(i, step_ms=40, spec_decoding=dict(SERVER_METRICS) if server else None,
-                       chunk_tokens=CHUNKS if chunks else ()) for i in range(4)]
+    speculative = [
+        Rec(
+            i, step_ms=40, spec_decoding=dict(SERVER_METRICS) if server else None, chunk_tokens=CHUNKS if chunks else ()
+        )
+        for i in range(4)
+    ]
     counters = SpecDecodeCounters(16, 64, 4, {0: 4, 1: 0, 2: 0, 3: 0})
     ref_run = Run(SPEC.reference(), 0, summarize(reference, 1.0), reference, None, ["vllm"], 0.0)
     sd_run = Run(SPEC, 0, summarize(speculative, 1.0), speculative, counters, ["vllm"], 0.0)
     outputs = compare_outputs(reference, speculative)
-    return SpecDecResult(SPEC, {"name": "code_edit"}, {"name": "throughput_low"}, [ref_run], [sd_run], outputs,
-                         {}, outputs_per_repeat=[outputs], cost_ratio=0.0)
+    return SpecDecResult(
+        SPEC,
+        {"name": "code_edit"},
+        {"name": "throughput_low"},
+        [ref_run],
+        [sd_run],
+        outputs,
+        {},
+        outputs_per_repeat=[outputs],
+        cost_ratio=0.0,
+    )
 
 
 def test_the_servers_arrays_give_every_figure_and_the_estimate_agrees_with_them():
@@ -119,13 +136,17 @@ def test_a_failed_speedup_says_why_sd_did_not_pay_with_the_figures():
     message = str(failure.value)
     assert "why SD did not pay:" in message
     # L = 1.25 is under the break-even 1 + 4 * 0.25 = 2 at the measured c: expected 1.25 / 2 = 0.625x.
-    assert ("low_acceptance: acceptance length 1.25 tokens per drafted step (6% of drafts accepted), not above the "
-            "break-even 1 + k·c = 2.000 (k=4, c 0.25 measured): expected 0.625x") in message
+    assert (
+        "low_acceptance: acceptance length 1.25 tokens per drafted step (6% of drafts accepted), not above the "
+        "break-even 1 + k·c = 2.000 (k=4, c 0.25 measured): expected 0.625x"
+    ) in message
     # Rates .25 0 0 0: k=1 gives 1.25 / 1.25 = 1.000x; positions 2..4 are under c * 1.25 / (1 + (j-1) c):
     # 25%, 21%, 18%.
-    assert ("acceptance_collapse: positions 2..4 accept 0%, 0%, 0%, under their break-evens 25%, 21%, 18% "
-            "(c·E_(j-1) / (1 + (j-1)·c), c 0.25 measured): k=1 raises the expected speedup from 0.625x to 1.000x; "
-            "the step times predict best k=1 (1.40x)") in message
+    assert (
+        "acceptance_collapse: positions 2..4 accept 0%, 0%, 0%, under their break-evens 25%, 21%, 18% "
+        "(c·E_(j-1) / (1 + (j-1)·c), c 0.25 measured): k=1 raises the expected speedup from 0.625x to 1.000x; "
+        "the step times predict best k=1 (1.40x)"
+    ) in message
     # c measured from these step times accounts for the decode time: no shortfall left to blame on verification.
     assert "verification_cost" not in message
 
@@ -134,14 +155,33 @@ def test_per_repeat_figures_reach_the_baseline_and_the_gate_holds_best_k_exactly
     result = make_result()
     derived = result.repeats()[0]["derived"]
     assert derived["best_k"] == 1 and derived["request_acceptance_length_p50"] == pytest.approx(1.25)
-    fingerprint = {"engine": "vllm", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "x",
-                   "device_count": 2, "driver": None, "torch_version": "2.13.0"}
-    config = {"spec": {"model": "m", "speculative_config": None, "server_args": [], "tensor_parallel_size": 1},
-              "workload": {}, "pattern": {}, "seed": 0, "repeat_seeds": [0]}
+    fingerprint = {
+        "engine": "vllm",
+        "engine_version": "0.32.0",
+        "device_kind": "cpu",
+        "device_name": "x",
+        "device_count": 2,
+        "driver": None,
+        "torch_version": "2.13.0",
+    }
+    config = {
+        "spec": {"model": "m", "speculative_config": None, "server_args": [], "tensor_parallel_size": 1},
+        "workload": {},
+        "pattern": {},
+        "seed": 0,
+        "repeat_seeds": [0],
+    }
     for stored, fails in ((1.0, False), (2.0, True)):
-        write_baseline(tmp_path, Baseline("t.py::test", fingerprint, config,
-                                          [{"reference": {}, "speculative": {},
-                                            "derived": {**derived, "best_k": stored}}], {}))
+        write_baseline(
+            tmp_path,
+            Baseline(
+                "t.py::test",
+                fingerprint,
+                config,
+                [{"reference": {}, "speculative": {}, "derived": {**derived, "best_k": stored}}],
+                {},
+            ),
+        )
         result.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=fingerprint), "t.py::test")
         if fails:
             with pytest.raises(AssertionError, match=r"best_k\s+2\.000\s+1\.000"):
@@ -181,15 +221,21 @@ def test_a_repeats_predictions_and_oracle_scale_that_repeats_speedup():
     assert result.analysis(repeat=1).oracle_speedup == pytest.approx(0.5 * 210 / 135)
     assert result.analysis(repeat=1).predictions[1] == pytest.approx(0.5 * 210 / 150)
     assert [entry["derived"]["oracle_speedup"] for entry in result.repeats()] == pytest.approx(
-        [210 / 135, 0.5 * 210 / 135])
+        [210 / 135, 0.5 * 210 / 135]
+    )
 
 
 def test_a_request_that_never_reached_a_verify_step_keeps_the_servers_source():
     # vLLM 0.32 leaves out empty per-step arrays; num_spec_steps 0 says there were none.
     result = make_result()
     short = result.speculative_runs[0].records[0]
-    short.spec_decoding = {"num_spec_steps": 0, "num_draft_tokens": 0, "num_spec_tokens": 4,
-                           "mean_acceptance_length": 1.0, "acceptance_histogram": [0, 0, 0, 0, 0]}
+    short.spec_decoding = {
+        "num_spec_steps": 0,
+        "num_draft_tokens": 0,
+        "num_spec_tokens": 4,
+        "mean_acceptance_length": 1.0,
+        "acceptance_histogram": [0, 0, 0, 0, 0],
+    }
     analysis = result.analysis()
     assert analysis.source == "server" and analysis.request_lengths.count == 3
     assert analysis.requests_without_steps == 1
@@ -204,13 +250,15 @@ def test_a_sweep_level_names_speedup_falling_with_concurrency():
     sweep = SweepResult([low, high])
     for result in sweep.results:  # as SpecDecTest.sweep does
         result.sweep_speedups = sweep.speedups()
-    with pytest.raises(AssertionError, match=r"high_concurrency: speedup 1\.00x at concurrency 1 falls to 0\.62x "
-                                             r"at concurrency 25"):
+    with pytest.raises(
+        AssertionError,
+        match=r"high_concurrency: speedup 1\.00x at concurrency 1 falls to 0\.62x "
+        r"at concurrency 25",
+    ):
         high.assert_speedup(min=1.0)
     row = row_for("t.py::test[c25]", SPEC, high.workload, high.pattern, outcome="failed", result=high)
     assert "high_concurrency" in {c["name"] for c in row["diagnosis"]}
     assert "high_concurrency" in markdown_summary([row])
-
 
 
 def test_exports_say_whether_the_per_step_figures_are_estimated():
@@ -219,4 +267,5 @@ def test_exports_say_whether_the_per_step_figures_are_estimated():
     assert junit_properties(make_result())["specdec_per_step_source"] == "server"
     assert junit_properties(make_result(server=False))["specdec_per_step_source"] == "estimate"
     assert junit_properties(make_result(server=False, chunks=False))["specdec_per_step_source"].startswith(
-        "unavailable: no per-step data")
+        "unavailable: no per-step data"
+    )

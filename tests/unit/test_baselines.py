@@ -22,8 +22,13 @@ from pytest_specdec.verdict.baselines import (
     write_baseline,
 )
 from pytest_specdec.verdict.inventory import list_baselines, remove_baselines, stale_baselines
-from pytest_specdec.verdict.fingerprint import (collect_fingerprint, fingerprint_differences,
-                                                 fingerprint_key, reference_step_ms, same_environment)
+from pytest_specdec.verdict.fingerprint import (
+    collect_fingerprint,
+    fingerprint_differences,
+    fingerprint_key,
+    reference_step_ms,
+    same_environment,
+)
 
 TEST_ID = "tests/test_sd.py::test_eagle3[x]"
 
@@ -347,8 +352,10 @@ def test_gpu_without_nvidia_smi(monkeypatch):
 
 
 def test_gpu_fields_from_nvidia_smi(monkeypatch):
-    smi = ("0, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n"
-           "2, NVIDIA A10, 23028, 22000, 550.54.15\n")
+    smi = (
+        "0, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n"
+        "2, NVIDIA A10, 23028, 22000, 550.54.15\n"
+    )
     query = lambda args: smi  # noqa: E731
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     fp = collect_fingerprint("gpu", nvidia_smi=query)
@@ -362,8 +369,9 @@ def test_gpu_fields_from_nvidia_smi(monkeypatch):
     assert collect_fingerprint("gpu", nvidia_smi=query)["device_count"] == 1
 
 
-@pytest.mark.parametrize("error", [subprocess.CalledProcessError(9, "nvidia-smi"),
-                                   subprocess.TimeoutExpired("nvidia-smi", 5)])
+@pytest.mark.parametrize(
+    "error", [subprocess.CalledProcessError(9, "nvidia-smi"), subprocess.TimeoutExpired("nvidia-smi", 5)]
+)
 def test_gpu_nvidia_smi_failure_is_tolerated(monkeypatch, error):
     def failing(args):
         raise error

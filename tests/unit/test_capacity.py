@@ -50,8 +50,9 @@ def test_monotone_curve_brackets_upward_bisects_geometrically_then_reprobes_both
     assert lo <= 5.3 < hi and hi / lo - 1 <= 0.1
     assert [p.load for p in result.probes] == curve.calls
     assert result.reprobed() == {hi: (0, 2), lo: (2, 0)}
-    assert result.describe() == ("5.19 req/s (held at 5.19, failed at 5.66); re-probed 5.66: held 0 of 2; "
-                                 "re-probed 5.19: held 2 of 2")
+    assert result.describe() == (
+        "5.19 req/s (held at 5.19, failed at 5.66); re-probed 5.66: held 0 of 2; re-probed 5.19: held 2 of 2"
+    )
     assert result.bound is None and result.interval == (lo, hi)
 
 
@@ -79,8 +80,12 @@ def test_the_bracket_budget_ends_an_open_side_as_a_lower_bound():
     curve = Curve(math.inf)
     result = search_capacity(curve, rates(bracket_probes=4))
     assert curve.calls == [1.0, 2.0, 4.0, 8.0]
-    assert (result.status, result.capacity, result.bracket, result.bound) == ("above_highest_probe", 8.0,
-                                                                             (8.0, None), ">=")
+    assert (result.status, result.capacity, result.bracket, result.bound) == (
+        "above_highest_probe",
+        8.0,
+        (8.0, None),
+        ">=",
+    )
     assert result.stopped == "bracket_probes" and result.interval == (8.0, math.inf)
     assert result.describe() == ">= 8 req/s (held at every load up to 8; bracket_probes ran out before a load failed)"
 
@@ -118,8 +123,7 @@ def test_max_probes_caps_both_phases_together(max_probes):
     result = search_capacity(curve, rates(max_probes=max_probes))
     # Unbounded, this search takes 9 probes (see the first test).
     assert len(curve.calls) == min(max_probes, 9) == len(result.probes)
-    assert result.stopped == ("converged" if max_probes >= 9 else "unconfirmed" if max_probes >= 7
-                              else "max_probes")
+    assert result.stopped == ("converged" if max_probes >= 9 else "unconfirmed" if max_probes >= 7 else "max_probes")
 
 
 def test_failing_down_to_min_load_is_an_upper_bound():
@@ -142,10 +146,9 @@ def test_not_reached_because_the_budget_ran_out_says_so():
     assert "budget ran out" in result.describe()
 
 
-@pytest.mark.parametrize("start, expected_calls", [
-    (1, [1, 2, 4, 8, 16, 12, 10, 11, 12, 11]),
-    (64, [64, 32, 16, 8, 12, 10, 11, 12, 11]),
-])
+@pytest.mark.parametrize(
+    "start, expected_calls", [(1, [1, 2, 4, 8, 16, 12, 10, 11, 12, 11]), (64, [64, 32, 16, 8, 12, 10, 11, 12, 11])]
+)
 def test_concurrency_bisects_on_integers(start, expected_calls):
     curve = Curve(11)
     result = search_capacity(curve, CapacitySearch(over="max_concurrency", start=start))
@@ -235,9 +238,11 @@ def test_a_load_the_client_did_not_offer_ends_the_search_and_counts_neither_way(
     assert [p.load for p in found.probes] == pytest.approx([1, 2, 4, math.sqrt(8)])
     assert found.stopped == "client_bound" and found.status == "found" and found.bracket == (2.0, 4.0)
     assert found.not_offered() == pytest.approx([math.sqrt(8)]) and not found.reprobed()
-    assert found.describe() == ("2 req/s (held at 2, failed at 4); not offered (the client, not the server, set "
-                                "the pace) at 2.83: client-bound: p99 dispatch lag 40 ms; the search stopped "
-                                "there, bracket 2-4")
+    assert found.describe() == (
+        "2 req/s (held at 2, failed at 4); not offered (the client, not the server, set "
+        "the pace) at 2.83: client-bound: p99 dispatch lag 40 ms; the search stopped "
+        "there, bracket 2-4"
+    )
     # Counted neither way: the same probes without it read the same capacity.
     assert Capacity.from_probes("request_rate", found.probes[:3]).bracket == found.bracket
 
@@ -247,27 +252,30 @@ def test_a_probe_for_another_load_is_refused():
         search_capacity(lambda load: Probe(load + 1, True, {}), rates())
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"over": "rate"}, "over"),
-    ({"start": 0.0}, "start"),
-    ({"start": math.inf}, "start"),
-    ({"start": 0.1}, "start"),  # below the default min_load of 0.25
-    ({"over": "max_concurrency", "start": 2.5}, "start"),
-    ({"max_probes": 1}, "max_probes"),
-    ({"max_probes": 4.0}, "max_probes"),
-    ({"growth": 1.0}, "growth"),
-    ({"growth": math.nan}, "growth"),
-    ({"resolution": 0.0}, "resolution"),
-    ({"min_load": 0.0}, "min_load"),
-    ({"over": "max_concurrency", "start": 4, "min_load": 0.5}, "min_load"),
-    ({"max_load": 0.5}, "max_load"),  # below start
-    ({"max_load": math.inf}, "max_load"),
-    ({"over": "max_concurrency", "start": 4, "max_load": 9.5}, "max_load"),
-    ({"bracket_probes": 1}, "bracket_probes"),
-    ({"bracket_probes": True}, "bracket_probes"),
-    ({"bisect_probes": -1}, "bisect_probes"),
-    ({"bisect_probes": 2.0}, "bisect_probes"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"over": "rate"}, "over"),
+        ({"start": 0.0}, "start"),
+        ({"start": math.inf}, "start"),
+        ({"start": 0.1}, "start"),  # below the default min_load of 0.25
+        ({"over": "max_concurrency", "start": 2.5}, "start"),
+        ({"max_probes": 1}, "max_probes"),
+        ({"max_probes": 4.0}, "max_probes"),
+        ({"growth": 1.0}, "growth"),
+        ({"growth": math.nan}, "growth"),
+        ({"resolution": 0.0}, "resolution"),
+        ({"min_load": 0.0}, "min_load"),
+        ({"over": "max_concurrency", "start": 4, "min_load": 0.5}, "min_load"),
+        ({"max_load": 0.5}, "max_load"),  # below start
+        ({"max_load": math.inf}, "max_load"),
+        ({"over": "max_concurrency", "start": 4, "max_load": 9.5}, "max_load"),
+        ({"bracket_probes": 1}, "bracket_probes"),
+        ({"bracket_probes": True}, "bracket_probes"),
+        ({"bisect_probes": -1}, "bisect_probes"),
+        ({"bisect_probes": 2.0}, "bisect_probes"),
+    ],
+)
 def test_search_fields_are_validated_by_name(kwargs, field):
     with pytest.raises(ValueError, match=field):
         CapacitySearch(**{"over": "request_rate", "start": 1.0, **kwargs})
@@ -276,20 +284,32 @@ def test_search_fields_are_validated_by_name(kwargs, field):
 def test_the_access_pattern_carries_the_search_bounds_and_names_a_bad_one():
     from pytest_specdec.load.patterns import CATALOG, PatternError
 
-    pattern = CATALOG["slo_capacity"].with_overrides(search_start=0.5, max_load=32, bracket_probes=7,
-                                                     bisect_probes=4)
-    assert pattern.search_bounds() == {"over": "request_rate", "start": 0.5, "max_load": 32.0,
-                                       "bracket_probes": 7, "bisect_probes": 4, "max_probes": None, "resolution": 0.1}
+    pattern = CATALOG["slo_capacity"].with_overrides(search_start=0.5, max_load=32, bracket_probes=7, bisect_probes=4)
+    assert pattern.search_bounds() == {
+        "over": "request_rate",
+        "start": 0.5,
+        "max_load": 32.0,
+        "bracket_probes": 7,
+        "bisect_probes": 4,
+        "max_probes": None,
+        "resolution": 0.1,
+    }
     assert CapacitySearch(**pattern.search_bounds()).max_load == 32.0
     described = pattern.describe()
     assert (described["max_load"], described["bracket_probes"], described["bisect_probes"]) == (32.0, 7, 4)
     defaults = CATALOG["slo_capacity_concurrency"].search_bounds()
     assert (defaults["max_load"], defaults["bracket_probes"], defaults["bisect_probes"], defaults["max_probes"]) == (
-        None, 8, 6, None)
-    for bad, named in (({"max_load": 0.25}, "max_load must be a finite number >= search_start (0.5)"),
-                       ({"bracket_probes": 1}, "bracket_probes must be an int >= 2"),
-                       ({"bisect_probes": 1.5}, "bisect_probes must be an int >= 0"),
-                       ({"max_probes": 1}, "max_probes must be an int >= 2 or None")):
+        None,
+        8,
+        6,
+        None,
+    )
+    for bad, named in (
+        ({"max_load": 0.25}, "max_load must be a finite number >= search_start (0.5)"),
+        ({"bracket_probes": 1}, "bracket_probes must be an int >= 2"),
+        ({"bisect_probes": 1.5}, "bisect_probes must be an int >= 0"),
+        ({"max_probes": 1}, "max_probes must be an int >= 2 or None"),
+    ):
         with pytest.raises(PatternError, match=named.replace("(", r"\(").replace(")", r"\)")):
             pattern.with_overrides(**bad)
     with pytest.raises(PatternError, match="max_load must be a finite whole number"):

@@ -31,6 +31,7 @@ def holds_up_to(capacity, calls=None):
         if calls is not None:
             calls.append(load)
         return Probe(load, load <= capacity, {"reason": f"synthetic, true capacity {capacity:g}"})
+
     return probe
 
 
@@ -48,7 +49,7 @@ def test_the_old_false_pass_true_capacities_15_9_and_11_5_now_bracket_and_fail()
         assert lo <= true < hi and hi / lo - 1 <= 0.1
     # The old search stopped at 11.31 on both sides; now 14.67 and 11.31.
     assert reference.capacity == pytest.approx(16 / 2 ** (1 / 8), rel=1e-9)
-    assert speculative.capacity == pytest.approx(8 * 2 ** 0.5, rel=1e-9)
+    assert speculative.capacity == pytest.approx(8 * 2**0.5, rel=1e-9)
     ratio = ratio_of(reference, speculative)
     true_ratio = TRUE_SD / TRUE_REFERENCE  # 0.723
     assert ratio.kind == "estimate" and ratio.low <= true_ratio <= ratio.high
@@ -60,8 +61,11 @@ def test_the_old_false_pass_true_capacities_15_9_and_11_5_now_bracket_and_fail()
         result.assert_capacity(min_ratio=1.0)  # the whole interval (0.64-0.93x) is below 1
     result.assert_capacity(min_ratio=0.6)  # ... and above 0.6
     # 0.7 is within the search's resolution of the truth (0.723): undecidable, with the remedy.
-    with pytest.raises(AssertionError, match=r"undecidable.*0.771x as a point, but anywhere in 0.641-0.927x.*"
-                                             r"a finer resolution in the access pattern \(now 0.1"):
+    with pytest.raises(
+        AssertionError,
+        match=r"undecidable.*0.771x as a point, but anywhere in 0.641-0.927x.*"
+        r"a finer resolution in the access pattern \(now 0.1",
+    ):
         result.assert_capacity(min_ratio=0.7)
 
 
@@ -75,8 +79,9 @@ def test_a_side_above_the_ceiling_is_a_bound_with_its_direction_and_an_undecidab
     result = result_of(reference, speculative, {**PATTERN, "max_load": 16.0})
     ratio = result.ratio()
     assert (ratio.kind, ratio.value) == ("lower_bound", pytest.approx(16 / reference.capacity))
-    assert result.describe().splitlines()[2] == ("SD:        >= 16 req/s (held at every load up to 16, "
-                                                 "the ceiling max_load=16)")
+    assert result.describe().splitlines()[2] == (
+        "SD:        >= 16 req/s (held at every load up to 16, the ceiling max_load=16)"
+    )
     assert "capacity ratio: >= 1.09x (lower bound; SD >= 16 req/s" in result.describe()
     # A bound is not a measurement: the baseline gate neither records nor compares it.
     assert result.unavailable("capacity_ratio").startswith("the ratio is >= 1.09x (lower bound")
@@ -149,8 +154,21 @@ def queue(rate, service_s, n=32, tpot_s=0.03, tokens=16):
         first_token = max(arrival, free_at) + service_s
         free_at = first_token
         latency = first_token - arrival + tpot_s * (tokens - 1)
-        records.append(RequestRecord(i, 8, tokens, arrival, first_token - arrival, [tpot_s] * (tokens - 1),
-                                     latency, list(range(tokens)), "x", None, True))
+        records.append(
+            RequestRecord(
+                i,
+                8,
+                tokens,
+                arrival,
+                first_token - arrival,
+                [tpot_s] * (tokens - 1),
+                latency,
+                list(range(tokens)),
+                "x",
+                None,
+                True,
+            )
+        )
     return records
 
 
@@ -164,8 +182,10 @@ def test_over_saturation_needs_both_in_flight_requests_and_ttft_to_keep_rising()
     few = over_saturation(queue(rate=4.0, service_s=0.5, n=8))
     assert not few.over_saturated and few.reason.startswith("not judged: 6 requests")
     # Requests piling up with a flat TTFT (no queue at the server) are not over-saturation.
-    long_tail = [RequestRecord(i, 8, 16, i * 0.1, 0.05, [0.03] * 15, 0.05 + 0.03 * 15 + i * 0.2,
-                               [], "x", None, True) for i in range(32)]
+    long_tail = [
+        RequestRecord(i, 8, 16, i * 0.1, 0.05, [0.03] * 15, 0.05 + 0.03 * 15 + i * 0.2, [], "x", None, True)
+        for i in range(32)
+    ]
     assert not over_saturation(long_tail).over_saturated
 
 
@@ -188,16 +208,28 @@ def test_an_over_saturated_probe_fails_with_that_reason_even_where_its_tpot_held
 
         def measure(self, spec, workload, pattern, prompts, seed=0, what="", repeats=1):
             records = queue(pattern.request_rate, 0.25)
-            return [Run(spec, 0, summarize(records, records[-1].start_time + records[-1].latency), records,
-                        None, ["vllm"], 0.0)]
+            return [
+                Run(
+                    spec,
+                    0,
+                    summarize(records, records[-1].start_time + records[-1].latency),
+                    records,
+                    None,
+                    ["vllm"],
+                    0.0,
+                )
+            ]
 
     pattern = resolve_pattern("slo_capacity", {"num_prompts": 32, "max_load": 64.0})
-    found = measure_capacity(Server(), SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
-                             pattern, {"tpot": 50.0}, 50.0)
+    found = measure_capacity(
+        Server(), SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}), pattern, {"tpot": 50.0}, 50.0
+    )
     lo, hi = found.reference.bracket
     assert lo <= 4.0 < hi and found.reference.status == "found"  # without the guard: >= 64 req/s
     failed = [p for p in found.reference.probes if not p.holds]
     assert failed and all(p.detail["over_saturated"] for p in failed)
-    assert all(p.detail["reason"].startswith("over-saturated: ") and "p50 tpot 30 ms <= 50 ms" in p.detail["reason"]
-               for p in failed)
+    assert all(
+        p.detail["reason"].startswith("over-saturated: ") and "p50 tpot 30 ms <= 50 ms" in p.detail["reason"]
+        for p in failed
+    )
     assert "over-saturated at 8, 5.66, 4.76, 4.36" in found.reference.describe()  # each load once

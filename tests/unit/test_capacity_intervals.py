@@ -19,9 +19,11 @@ RESOLUTION = CapacitySearch("request_rate", start=1.0).resolution  # 10%: the st
 
 def probe_for(true: float, width: float, rng: random.Random):
     scale = width / 4.394  # a logistic's 10%-90% span is 4.394 scales
+
     def probe(load):
         p = float(load <= true) if width == 0 else 1 / (1 + math.exp((load / true - 1) / scale))
         return Probe(load, rng.random() < p)
+
     return probe
 
 
@@ -33,8 +35,9 @@ def verdicts(true_ratio: float, width: float, min_ratio: float = 1.0, seed: int 
         sd_true = reference_true * true_ratio
         plan = CapacitySearch("request_rate", start=round(rng.uniform(0.5, 4.0), 2), **search)
         reference = search_capacity(probe_for(reference_true, width, rng), plan)
-        speculative = search_capacity(probe_for(sd_true, width, rng), plan,
-                                      shared_loads=[p.load for p in reference.probes])
+        speculative = search_capacity(
+            probe_for(sd_true, width, rng), plan, shared_loads=[p.load for p in reference.probes]
+        )
         counts[ratio_of(reference, speculative).decide(min_ratio)[0]] += 1
     return counts
 

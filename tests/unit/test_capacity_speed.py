@@ -42,7 +42,7 @@ TPOT_MS, TTFT_MS, TOKENS = 33.0, 150.0, 64
 
 def slowdown(x: float) -> float:
     """The reference's TPOT over its unloaded TPOT at load x (req/s in units of the machine's speed)."""
-    return 1 + 1.1 * x ** 1.5
+    return 1 + 1.1 * x**1.5
 
 
 def sd_slowdown(x: float) -> float:
@@ -84,8 +84,11 @@ class Machine:
             tpot = tpot_s * (0.96, 1.04)[i % 2]
             start = i * (ttft_s + tpot_s * (TOKENS - 1)) if math.isinf(rate) else i / rate
             latency = ttft_s + tpot * (TOKENS - 1)
-            records.append(RequestRecord(i, 192, TOKENS, start, ttft_s, [tpot] * (TOKENS - 1), latency,
-                                         list(range(TOKENS)), "x", None, True))
+            records.append(
+                RequestRecord(
+                    i, 192, TOKENS, start, ttft_s, [tpot] * (TOKENS - 1), latency, list(range(TOKENS)), "x", None, True
+                )
+            )
         duration = records[-1].start_time + records[-1].latency
         return Run(spec, 0, summarize(records, duration), records, None, ["vllm", "serve"], 0.0)
 
@@ -161,7 +164,7 @@ def test_the_old_absolute_slo_decides_differently_on_faster_and_slower_machines(
     # different point of the curves, where SD's gain differs.
     assert verdicts[0.5] == "pass" and verdicts[4.0] in ("fail", "undecidable")
     assert decide(0.5, ABSOLUTE, min_ratio=1.0)[1] != decide(4.0, ABSOLUTE, min_ratio=1.0)[1]
-    assert ratios[0.5] / ratios[4.0] > 1.1 ** 2  # further apart than two resolutions
+    assert ratios[0.5] / ratios[4.0] > 1.1**2  # further apart than two resolutions
     assert all(machine.unloaded_runs == 0 for _, _, machine in decisions.values())  # nothing to resolve
     # And with the example's old search (from 0.5 req/s, five probes) the 4x machine never brackets:
     # the issue's "ratio unavailable (both sides held at every load probed)", now an undecidable failure.

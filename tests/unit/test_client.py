@@ -59,15 +59,22 @@ def token_event(ids, text=None, logprobs=False):
 
 
 def usage_event(prompt_tokens, completion_tokens):
-    return {"id": "cmpl-1", "choices": [], "usage": {
-        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens}}
+    return {
+        "id": "cmpl-1",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
 
 
 def stream(chunks, *, first=0.0, gap=0.0, usage=(11, None), logprobs=False):
     """Events for token chunks: `first` s before the first, `gap` s between the rest."""
-    events = [Event(first if i == 0 else gap, [sse(token_event(ids, logprobs=logprobs))])
-              for i, ids in enumerate(chunks)]
+    events = [
+        Event(first if i == 0 else gap, [sse(token_event(ids, logprobs=logprobs))]) for i, ids in enumerate(chunks)
+    ]
     if usage is not None:
         prompt_tokens, completion = usage
         total = completion if completion is not None else sum(len(c) for c in chunks)
@@ -119,7 +126,8 @@ class StreamServer:
         if reply.status != 200:
             writer.write(
                 f"HTTP/1.1 {reply.status} Internal Server Error\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(reply.body)}\r\n\r\n".encode() + reply.body
+                f"Content-Length: {len(reply.body)}\r\n\r\n".encode()
+                + reply.body
             )
             await writer.drain()
             return
@@ -188,8 +196,14 @@ def test_timing_tokens_usage_and_payload(server):
     ((_, path, payload),) = server.requests
     assert path == "/v1/completions"
     assert payload == {
-        "model": "m", "prompt": "hello", "max_tokens": 7, "temperature": 0.0, "stream": True,
-        "stream_options": {"include_usage": True}, "ignore_eos": True, "return_token_ids": True,
+        "model": "m",
+        "prompt": "hello",
+        "max_tokens": 7,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "return_token_ids": True,
     }
 
 
@@ -197,8 +211,11 @@ def test_logprobs_requested_and_parsed_per_token(server):
     server.respond = lambda p: stream([[1], [2, 3]], logprobs=True)
     run = generate_load(server.url, "m", [P("x", 1, 3)], one(), logprobs=2, ignore_eos=False, temperature=0.5)
     (rec,) = run.records
-    assert rec.top_logprobs == [{"<1>": -0.1, "alt": -5.0}, {"<2>": -0.2, "alt": -5.0},
-                                {"<3>": pytest.approx(-0.3), "alt": -5.0}]
+    assert rec.top_logprobs == [
+        {"<1>": -0.1, "alt": -5.0},
+        {"<2>": -0.2, "alt": -5.0},
+        {"<3>": pytest.approx(-0.3), "alt": -5.0},
+    ]
     payload = server.requests[0][2]
     assert (payload["logprobs"], payload["ignore_eos"], payload["temperature"]) == (2, False, 0.5)
 
@@ -208,7 +225,6 @@ def test_without_usage_counts_token_ids_and_keeps_prompt_len(server):
     (rec,) = generate_load(server.url + "/v1/", "m", [P("x", 5, 3)], one()).records
     assert rec.success and rec.output_tokens == 3 and rec.prompt_len == 5
     assert server.requests[0][1] == "/v1/completions"
-
 
 
 def test_without_usage_or_token_ids_the_text_is_counted_never_the_events(server):
@@ -230,23 +246,38 @@ def test_without_usage_or_token_ids_the_text_is_counted_never_the_events(server)
 
 def test_the_servers_per_request_sd_metrics_are_kept_from_the_last_event(server):
     # vLLM with --per-request-spec-decode-metrics detailed: the final usage chunk carries them.
-    per_request = {"per_step_accepted": [2, 0], "per_step_drafted": [3, 3], "num_spec_steps": 2,
-                   "num_draft_tokens": 6, "num_spec_tokens": 3, "mean_acceptance_length": 2.0}
+    per_request = {
+        "per_step_accepted": [2, 0],
+        "per_step_drafted": [3, 3],
+        "num_spec_steps": 2,
+        "num_draft_tokens": 6,
+        "num_spec_tokens": 3,
+        "mean_acceptance_length": 2.0,
+    }
     usage = {**usage_event(5, 4), "metrics": {"speculative_decoding": per_request}}
-    server.respond = lambda p: Reply(events=[Event(0.0, [sse(token_event([1]))]), Event(0.0, [sse(token_event([2, 3, 4]))]),
-                                             Event(0.0, [sse(usage)]), Event(0.0, [sse(b"[DONE]")])])
+    server.respond = lambda p: Reply(
+        events=[
+            Event(0.0, [sse(token_event([1]))]),
+            Event(0.0, [sse(token_event([2, 3, 4]))]),
+            Event(0.0, [sse(usage)]),
+            Event(0.0, [sse(b"[DONE]")]),
+        ]
+    )
     (rec,) = generate_load(server.url, "m", [P("x", 5, 4)], one()).records
     assert rec.spec_decoding == per_request and rec.chunk_tokens == [1, 3]
+
 
 def test_sse_split_across_writes_comments_and_crlf(server):
     snowman = token_event([42], text="é☃")
     raw = sse(snowman)
     cut = raw.index("☃".encode()) + 1  # in the middle of a multi-byte character
-    server.respond = lambda p: Reply(events=[
-        Event(0.0, [b": ping\n\n", b"da", b"ta: " + raw[6:cut], raw[cut:]], piece_gap=0.03),
-        Event(0.0, [b"data: " + json.dumps(token_event([43, 44])).encode() + b"\r\n\r\n"]),
-        Event(0.0, [b"event: message\nid: 3\n" + sse(usage_event(4, 3))[:-1], b"\n", sse(b"[DONE]")]),
-    ])
+    server.respond = lambda p: Reply(
+        events=[
+            Event(0.0, [b": ping\n\n", b"da", b"ta: " + raw[6:cut], raw[cut:]], piece_gap=0.03),
+            Event(0.0, [b"data: " + json.dumps(token_event([43, 44])).encode() + b"\r\n\r\n"]),
+            Event(0.0, [b"event: message\nid: 3\n" + sse(usage_event(4, 3))[:-1], b"\n", sse(b"[DONE]")]),
+        ]
+    )
     (rec,) = generate_load(server.url, "m", [P("x", 1, 3)], one()).records
     assert rec.success, rec.error
     assert rec.text == "é☃<43><44>" and rec.token_ids == [42, 43, 44] and rec.output_tokens == 3
@@ -256,25 +287,26 @@ def test_sse_split_across_writes_comments_and_crlf(server):
 
 def test_complete_event_is_dispatched_before_its_newline(server):
     # As vLLM bench's handler does: a parseable event without "\n\n" yet counts now.
-    server.respond = lambda p: Reply(events=[
-        Event(0.0, [b"data: " + json.dumps(token_event([1])).encode(), b"\n\n"], piece_gap=0.3),
-        Event(0.0, [sse(token_event([2])), sse(b"[DONE]")]),
-    ])
+    server.respond = lambda p: Reply(
+        events=[
+            Event(0.0, [b"data: " + json.dumps(token_event([1])).encode(), b"\n\n"], piece_gap=0.3),
+            Event(0.0, [sse(token_event([2])), sse(b"[DONE]")]),
+        ]
+    )
     (rec,) = generate_load(server.url, "m", [P("x", 1, 2)], one()).records
     assert rec.success and rec.token_ids == [1, 2]
     assert rec.ttft < 0.2 and rec.itl[0] >= 0.25
 
 
 def test_decoder_byte_by_byte_equals_whole():
-    stream_bytes = (b": keepalive\n\n" + sse(token_event([1], text="ü")) + b"data: {\"a\": 1}\r\n\r\n"
-                    + sse(b"[DONE]"))
+    stream_bytes = b": keepalive\n\n" + sse(token_event([1], text="ü")) + b"data: {\"a\": 1}\r\n\r\n" + sse(b"[DONE]")
     whole, expected = _SSE(), []
     whole.feed(stream_bytes, expected)
     whole.close(expected)
     assert [m for m in expected if m != b"[DONE]"][1] == b'{"a": 1}' and expected[-1] == b"[DONE]"
     split, got = _SSE(), []
     for i in range(len(stream_bytes)):
-        split.feed(stream_bytes[i:i + 1], got)
+        split.feed(stream_bytes[i : i + 1], got)
     split.close(got)
     assert got == expected
 
@@ -283,8 +315,9 @@ def test_concurrency_cap_is_honoured(server):
     # Replies slow enough that three overlap even on a loaded machine (0.1 s flaked under load).
     server.respond = lambda p: stream([[1], [2]], first=0.15, gap=0.15)
     done = []
-    run = generate_load(server.url, "m", [P("x", 1, 2)], one(12, max_concurrency=3),
-                        on_progress=lambda d, t: done.append((d, t)))
+    run = generate_load(
+        server.url, "m", [P("x", 1, 2)], one(12, max_concurrency=3), on_progress=lambda d, t: done.append((d, t))
+    )
     assert all(r.success for r in run.records)
     assert server.max_in_flight == 3
     assert run.duration_s >= 4 * 0.3 - 0.01  # four waves of three
@@ -317,7 +350,12 @@ def test_prompts_cycle_when_fewer_than_num_prompts(server):
     server.respond = lambda p: stream([[1]])
     generate_load(server.url, "m", [P("a", 1, 1), P("b", 1, 2)], one(5, max_concurrency=1))
     assert [(p["prompt"], p["max_tokens"]) for _, _, p in server.requests] == [
-        ("a", 1), ("b", 2), ("a", 1), ("b", 2), ("a", 1)]
+        ("a", 1),
+        ("b", 2),
+        ("a", 1),
+        ("b", 2),
+        ("a", 1),
+    ]
 
 
 def test_http_500_becomes_failed_records(server):
@@ -347,15 +385,19 @@ def test_stream_without_choices_fails(server):
 
 
 def test_error_event_mid_stream_fails(server):
-    server.respond = lambda p: Reply(events=[Event(0, [
-        sse(token_event([1])), sse({"error": {"message": "engine died", "code": 500}}), sse(b"[DONE]")])])
+    server.respond = lambda p: Reply(
+        events=[
+            Event(0, [sse(token_event([1])), sse({"error": {"message": "engine died", "code": 500}}), sse(b"[DONE]")])
+        ]
+    )
     (rec,) = generate_load(server.url, "m", [P("x", 1, 4)], one()).records
     assert not rec.success and "engine died" in rec.error and rec.token_ids == [1]
 
 
 def test_malformed_event_fails_only_that_request(server):
-    server.respond = lambda p: (Reply(events=[Event(0, [b"data: {not json\n\n"])]) if p["prompt"] == "bad"
-                                else stream([[1]]))
+    server.respond = lambda p: (
+        Reply(events=[Event(0, [b"data: {not json\n\n"])]) if p["prompt"] == "bad" else stream([[1]])
+    )
     run = generate_load(server.url, "m", [P("ok", 1, 1), P("bad", 1, 1)], one(2))
     assert [r.success for r in run.records] == [True, False]
     assert run.records[1].error.startswith("ValueError: malformed JSON in a streamed event (")
@@ -393,6 +435,7 @@ def test_no_prompts_is_an_argument_error(server):
 
 # --- dispatch lag: the client's own hold-back is measured, not assumed ----------------------
 
+
 def test_dispatch_lag_is_small_for_a_client_with_time_to_spare(server):
     server.respond = lambda p: stream([[1], [2]], first=0.01)
     pattern = AccessPattern("a", request_rate=50, burstiness=1.0, num_prompts=10)
@@ -415,17 +458,28 @@ def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(serve
     assert lags[-1] > 0.02, lags  # held back by the blocked loop
     metrics = summarize(starved.records, starved.duration_s)
     assert metrics.dispatch_lag.p99 == pytest.approx(
-        float(__import__("numpy").percentile([lag * 1000 for lag in lags], 99)))
+        float(__import__("numpy").percentile([lag * 1000 for lag in lags], 99))
+    )
     assert metrics.as_dict()["p99_dispatch_lag_ms"] > 20
 
     relaxed = generate_load(server.url, "m", [P("x", 1, 2)], pattern)
     spec = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 
     def result_of(ref_run, sd_run):
-        runs = [Run(spec.reference(), 0, summarize(ref_run.records, ref_run.duration_s), ref_run.records, None, [], 0),
-                Run(spec, 0, summarize(sd_run.records, sd_run.duration_s), sd_run.records, None, [], 0)]
-        return SpecDecResult(spec, {}, {}, runs[:1], runs[1:], compare_outputs(ref_run.records, sd_run.records), {},
-                             dispatch_lag_limit_ms=10.0)
+        runs = [
+            Run(spec.reference(), 0, summarize(ref_run.records, ref_run.duration_s), ref_run.records, None, [], 0),
+            Run(spec, 0, summarize(sd_run.records, sd_run.duration_s), sd_run.records, None, [], 0),
+        ]
+        return SpecDecResult(
+            spec,
+            {},
+            {},
+            runs[:1],
+            runs[1:],
+            compare_outputs(ref_run.records, sd_run.records),
+            {},
+            dispatch_lag_limit_ms=10.0,
+        )
 
     assert result_of(relaxed, relaxed).client_bound() is None
     bound = result_of(relaxed, starved)
@@ -435,6 +489,7 @@ def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(serve
 
 
 # --- traces and conversations (load.traffic, load.conversations) ---
+
 
 @dataclass(frozen=True)
 class TraceP:
@@ -472,16 +527,23 @@ def test_conversations_carry_the_real_replies_and_think_between_turns(server):
 
     def respond(payload):
         n = next(replies)
-        return Reply(events=[Event(0.0, [sse(token_event([n], text=f" reply{n}"))]),
-                     Event(0.0, [sse(usage_event(7 + n, 1))]), Event(0.0, [sse(b"[DONE]")])])
+        return Reply(
+            events=[
+                Event(0.0, [sse(token_event([n], text=f" reply{n}"))]),
+                Event(0.0, [sse(usage_event(7 + n, 1))]),
+                Event(0.0, [sse(b"[DONE]")]),
+            ]
+        )
 
     server.respond = respond
-    conversation = TraceP("User: hello\nAssistant:", 5, 3, category="chat",
-                          turns=(("and then?", 4), ("bye", 2)))
+    conversation = TraceP("User: hello\nAssistant:", 5, 3, category="chat", turns=(("and then?", 4), ("bye", 2)))
     pattern = AccessPattern("multi_turn", num_prompts=1, think_time_s=0.05)
     run = generate_load(server.url, "m", [conversation], pattern)
-    assert [(r.turn, r.success, r.category) for r in run.records] == [(0, True, "chat"), (1, True, "chat"),
-                                                                      (2, True, "chat")]
+    assert [(r.turn, r.success, r.category) for r in run.records] == [
+        (0, True, "chat"),
+        (1, True, "chat"),
+        (2, True, "chat"),
+    ]
     sent = [p for _, _, p in sorted(server.requests)]
     assert [p["max_tokens"] for p in sent] == [3, 4, 2]
     assert sent[1]["prompt"] == "User: hello\nAssistant: reply0\nUser: and then?\nAssistant:"
@@ -510,8 +572,13 @@ def test_conversations_are_refused_over_several_client_processes():
     from pytest_specdec.load.workers import run_in_workers
 
     with pytest.raises(ValueError, match="conversations are sent by one client process"):
-        run_in_workers("http://127.0.0.1:9", "m", [TraceP("a", 1, 1, turns=(("b", 1),))],
-                       AccessPattern("c", num_prompts=1), workers=2)
+        run_in_workers(
+            "http://127.0.0.1:9",
+            "m",
+            [TraceP("a", 1, 1, turns=(("b", 1),))],
+            AccessPattern("c", num_prompts=1),
+            workers=2,
+        )
 
 
 def test_replay_sends_a_runs_prompts_file_again_with_its_pattern(server, tmp_path, capsys):
@@ -524,8 +591,19 @@ def test_replay_sends_a_runs_prompts_file_again_with_its_pattern(server, tmp_pat
     path = tmp_path / "prompts.jsonl"
     path.write_text("\n".join(trace_line(p) for p in prompts) + "\n")
     pattern = AccessPattern("trace_replay", num_prompts=2, replay_speed=1.0, think_time_s=0.0)
-    code = replay_main(["--base-url", server.url, "--model", "m", "--prompts", str(path),
-                        "--pattern", json.dumps(pattern.describe()), "--ignore-eos"])
+    code = replay_main(
+        [
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--prompts",
+            str(path),
+            "--pattern",
+            json.dumps(pattern.describe()),
+            "--ignore-eos",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["failed"] == 0 and out["completed"] == 3  # two conversations: one of two turns
     sent = [p for _, _, p in sorted(server.requests)]

@@ -47,10 +47,19 @@ def test_gpu_command_uses_the_vllm_script_beside_python(tmp_path):
 
 def test_cpu_command_runs_the_api_server_module_with_a_kv_cache_size():
     command = build_command(launch("cpu", speculative_config={"method": "ngram", "num_speculative_tokens": 4}))
-    assert command[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/gpt-oss-120b"]
+    assert command[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/gpt-oss-120b",
+    ]
     assert command[command.index("--kv-cache-memory-bytes") + 1] == str(1 << 30)
     assert "--tensor-parallel-size" not in command
-    assert json.loads(command[command.index("--speculative-config") + 1]) == {"method": "ngram", "num_speculative_tokens": 4}
+    assert json.loads(command[command.index("--speculative-config") + 1]) == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+    }
 
 
 def test_reference_command_has_no_speculative_config():
@@ -58,10 +67,17 @@ def test_reference_command_has_no_speculative_config():
 
 
 def test_resolved_draft_path_goes_into_the_json():
-    request = launch("cpu", speculative_config={"method": "draft_model", "model": "specdec:smollm2-135m@layers=8",
-                                                "num_speculative_tokens": 3})
-    request = LaunchRequest(**{**request.__dict__, "speculative_config": {**request.speculative_config,
-                                                                          "model": "/cache/layers8"}})
+    request = launch(
+        "cpu",
+        speculative_config={
+            "method": "draft_model",
+            "model": "specdec:smollm2-135m@layers=8",
+            "num_speculative_tokens": 3,
+        },
+    )
+    request = LaunchRequest(
+        **{**request.__dict__, "speculative_config": {**request.speculative_config, "model": "/cache/layers8"}}
+    )
     config = json.loads(build_command(request)[build_command(request).index("--speculative-config") + 1])
     assert config["model"] == "/cache/layers8"
 
@@ -74,8 +90,18 @@ def test_unknown_device_is_an_error():
 def test_bundled_models_are_served_in_float32_on_the_cpu_build():
     def command_for(model, device="cpu", server_args=()):
         spec = parse_specdec_marker((), {"model": model, "server_args": list(server_args)})
-        return build_command(LaunchRequest(spec=spec, device=device, host="127.0.0.1", port=1, model_path="/m",
-                                           speculative_config=None, kv_cache_bytes=1 << 30, python="/py"))
+        return build_command(
+            LaunchRequest(
+                spec=spec,
+                device=device,
+                host="127.0.0.1",
+                port=1,
+                model_path="/m",
+                speculative_config=None,
+                kv_cache_bytes=1 << 30,
+                python="/py",
+            )
+        )
 
     bundled = command_for("specdec:smollm2-135m")
     assert bundled[bundled.index("--dtype") + 1] == "float32"

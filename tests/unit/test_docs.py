@@ -115,8 +115,9 @@ class Page:
     @cached_property
     def links(self) -> list[tuple[int, str, str]]:
         """(line, kind, target) of every Markdown link and image outside code."""
-        return [(self.line(m.start()), "image" if m.group(1) else "link", m.group(3))
-                for m in LINK.finditer(self.prose)]
+        return [
+            (self.line(m.start()), "image" if m.group(1) else "link", m.group(3)) for m in LINK.finditer(self.prose)
+        ]
 
 
 PAGES = [Page(README), *(Page(p) for p in sorted(DOCS.glob("*.md")))]
@@ -143,8 +144,14 @@ def resolve(page: Page, target: str) -> tuple[Path | None, str | None, str | Non
     if anchor and file.suffix == ".md":
         headings = Page(file).anchors
         if anchor not in headings:
-            return file, anchor, (f"no heading with anchor #{anchor} in {file.relative_to(ROOT)} "
-                                  f"(anchors there: {', '.join(sorted(headings))})")
+            return (
+                file,
+                anchor,
+                (
+                    f"no heading with anchor #{anchor} in {file.relative_to(ROOT)} "
+                    f"(anchors there: {', '.join(sorted(headings))})"
+                ),
+            )
     return file, anchor, None
 
 
@@ -169,9 +176,12 @@ def test_every_relative_link_and_image_resolves(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_ids)
 def test_every_flag_named_is_an_option_of_the_plugin(page):
-    problems = [f"{page.name}:{page.line(m.start())}: {m.group(0)} is not an option of the plugin "
-                f"(pytest_specdec.config.settings.COMMAND_LINE_OPTIONS) nor a deprecated alias"
-                for m in FLAG.finditer(page.text) if m.group(0) not in FLAGS]
+    problems = [
+        f"{page.name}:{page.line(m.start())}: {m.group(0)} is not an option of the plugin "
+        f"(pytest_specdec.config.settings.COMMAND_LINE_OPTIONS) nor a deprecated alias"
+        for m in FLAG.finditer(page.text)
+        if m.group(0) not in FLAGS
+    ]
     assert not problems, _problems(problems)
 
 
@@ -207,8 +217,8 @@ def ini_keys_named(page: Page) -> list[tuple[int, str]]:
         line = page.line(m.start())
         if line in table_lines and lines[line - 1].startswith("|"):
             continue
-        before = page.prose_with_headings[max(0, m.start() - 40):m.start()].replace("\n", " ")
-        after = page.prose_with_headings[m.end():m.end() + 10].replace("\n", " ")
+        before = page.prose_with_headings[max(0, m.start() - 40) : m.start()].replace("\n", " ")
+        after = page.prose_with_headings[m.end() : m.end() + 10].replace("\n", " ")
         if INI_BEFORE.search(before) or INI_AFTER.match(after):
             found.append((line, m.group(0)))
     return sorted(set(found))
@@ -216,9 +226,12 @@ def ini_keys_named(page: Page) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("page", PAGES, ids=_page_ids)
 def test_every_ini_key_named_is_an_ini_key_of_the_plugin(page):
-    problems = [f"{page.name}:{line}: {name} is named as an ini key but the plugin has no such key "
-                f"(pytest_specdec.config.settings.INI_KEYS)"
-                for line, name in ini_keys_named(page) if name not in INI]
+    problems = [
+        f"{page.name}:{line}: {name} is named as an ini key but the plugin has no such key "
+        f"(pytest_specdec.config.settings.INI_KEYS)"
+        for line, name in ini_keys_named(page)
+        if name not in INI
+    ]
     assert not problems, _problems(problems)
 
 
@@ -228,9 +241,11 @@ def test_every_subcommand_named_is_a_command_of_the_cli(page):
     for offset, code in page.code:
         for m in SUBCOMMAND.finditer(code):
             if m.group(1) not in SUBCOMMANDS:
-                problems.append(f"{page.name}:{page.line(offset + m.start())}: '{m.group(0)}': "
-                                f"{m.group(1)!r} is not a pytest-specdec subcommand "
-                                f"(pytest_specdec.cli.COMMANDS: {', '.join(sorted(SUBCOMMANDS))})")
+                problems.append(
+                    f"{page.name}:{page.line(offset + m.start())}: '{m.group(0)}': "
+                    f"{m.group(1)!r} is not a pytest-specdec subcommand "
+                    f"(pytest_specdec.cli.COMMANDS: {', '.join(sorted(SUBCOMMANDS))})"
+                )
     assert not problems, _problems(problems)
 
 
@@ -243,20 +258,29 @@ def test_every_python_example_parses(page):
         try:
             ast.parse(code)
         except SyntaxError as exc:
-            problems.append(f"{page.name}:{start + (exc.lineno or 0)}: the python block opened on line {start} "
-                            f"does not parse: {exc.msg}: {(exc.text or '').strip()!r}")
+            problems.append(
+                f"{page.name}:{start + (exc.lineno or 0)}: the python block opened on line {start} "
+                f"does not parse: {exc.msg}: {(exc.text or '').strip()!r}"
+            )
     assert not problems, _problems(problems)
 
 
 def _linked_files(page: Page) -> set[Path]:
-    return {file for _, _, target in page.links for file, _, problem in [resolve(page, target)]
-            if file is not None and problem is None}
+    return {
+        file
+        for _, _, target in page.links
+        for file, _, problem in [resolve(page, target)]
+        if file is not None and problem is None
+    }
 
 
 def test_the_index_links_every_page_of_the_docs():
     index = Page(INDEX)
-    missing = sorted(p.relative_to(ROOT).as_posix() for p in DOCS.glob("*.md")
-                     if p != INDEX and p.resolve() not in _linked_files(index))
+    missing = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in DOCS.glob("*.md")
+        if p != INDEX and p.resolve() not in _linked_files(index)
+    )
     assert not missing, f"docs/index.md: no link to {', '.join(missing)}"
 
 
@@ -266,8 +290,9 @@ def test_the_readme_links_the_index():
 
 def test_the_readme_is_a_front_page():
     lines = len(Page(README).text.splitlines())
-    assert lines <= README_MAX_LINES, (f"README.md:{lines}: {lines} lines, over {README_MAX_LINES}: "
-                                       f"move the detail into a docs/ page")
+    assert lines <= README_MAX_LINES, (
+        f"README.md:{lines}: {lines} lines, over {README_MAX_LINES}: move the detail into a docs/ page"
+    )
 
 
 def test_the_ini_key_finder_sees_the_options_table_and_prose():

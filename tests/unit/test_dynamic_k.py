@@ -10,9 +10,17 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import MarkerError, ServerSpec, check_k_schedule
-from pytest_specdec.measure.dynamic_k import (KMeasurement, Switch, assert_no_fall_across_switches,
-                                              check_no_fall_across_switches, levels_around_switches,
-                                              measurements_from, recommend_k, schedule_of, switch_points)
+from pytest_specdec.measure.dynamic_k import (
+    KMeasurement,
+    Switch,
+    assert_no_fall_across_switches,
+    check_no_fall_across_switches,
+    levels_around_switches,
+    measurements_from,
+    recommend_k,
+    schedule_of,
+    switch_points,
+)
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.measure.sweep import SweepResult
@@ -26,6 +34,7 @@ def config(rows, k=4):
 
 
 # --- the schedule and its switches -------------------------------------------------------------
+
 
 def test_schedule_of_is_what_vllm_runs_sorted_and_clamped():
     assert schedule_of(None) is None and schedule_of(NGRAM) is None
@@ -54,6 +63,7 @@ def test_levels_around_switches_take_both_sides_and_one_beyond_each():
 
 
 # --- no fall across a switch -------------------------------------------------------------------
+
 
 def test_throughput_that_rises_or_dips_within_tolerance_across_the_switch_passes():
     check = assert_no_fall_across_switches({1: 100.0, 2: 180.0, 3: 240.0}, TWO_STEP)
@@ -99,11 +109,21 @@ def level(concurrency, sd_seconds, ref_seconds, lag=0.0):
     """One sweep level of SPEC: 4 requests of 10 tokens each side (tok/s = 40 / seconds)."""
     ref = [Rec(i) for i in range(4)]
     sd = [Rec(i, lag=lag) for i in range(4)]
-    runs = (Run(SPEC.reference(), 0, summarize(ref, ref_seconds), ref, None, ["vllm"], 0.0),
-            Run(SPEC, 0, summarize(sd, sd_seconds), sd, None, ["vllm"], 0.0))
+    runs = (
+        Run(SPEC.reference(), 0, summarize(ref, ref_seconds), ref, None, ["vllm"], 0.0),
+        Run(SPEC, 0, summarize(sd, sd_seconds), sd, None, ["vllm"], 0.0),
+    )
     outputs = compare_outputs(ref, sd)
-    return SpecDecResult(SPEC, {"name": "w"}, {"name": f"concurrency_{concurrency}", "max_concurrency": concurrency},
-                         [runs[0]], [runs[1]], outputs, {}, outputs_per_repeat=[outputs])
+    return SpecDecResult(
+        SPEC,
+        {"name": "w"},
+        {"name": f"concurrency_{concurrency}", "max_concurrency": concurrency},
+        [runs[0]],
+        [runs[1]],
+        outputs,
+        {},
+        outputs_per_repeat=[outputs],
+    )
 
 
 def test_a_sweep_gives_sds_throughput_and_the_references_change_beside_it():
@@ -127,12 +147,26 @@ def test_a_client_bound_level_is_not_measured_and_says_why():
 
 # --- recommend_k ---------------------------------------------------------------------------------
 
+
 def test_the_best_median_wins_per_level_and_equal_neighbours_merge_into_bands():
-    data = [(k, c, value) for k, c, values in (
-        (1, 1, (100, 102, 101)), (2, 1, (120, 118, 121)), (4, 1, (140, 139, 142)),
-        (1, 2, (190, 188, 191)), (2, 2, (200, 198, 203)), (4, 2, (230, 232, 229)),
-        (1, 8, (600, 605, 598)), (2, 8, (640, 641, 639)), (4, 8, (560, 555, 570)),
-        (1, 16, (900, 910, 905)), (2, 16, (950, 945, 955)), (4, 16, (700, 690, 705))) for value in values]
+    data = [
+        (k, c, value)
+        for k, c, values in (
+            (1, 1, (100, 102, 101)),
+            (2, 1, (120, 118, 121)),
+            (4, 1, (140, 139, 142)),
+            (1, 2, (190, 188, 191)),
+            (2, 2, (200, 198, 203)),
+            (4, 2, (230, 232, 229)),
+            (1, 8, (600, 605, 598)),
+            (2, 8, (640, 641, 639)),
+            (4, 8, (560, 555, 570)),
+            (1, 16, (900, 910, 905)),
+            (2, 16, (950, 945, 955)),
+            (4, 16, (700, 690, 705)),
+        )
+        for value in values
+    ]
     bands = recommend_k(data)
     assert bands.as_schedule() == [[1, 2, 4], [8, 16, 2]]
     assert check_k_schedule(bands.as_schedule())  # pasteable into num_speculative_tokens_per_batch_size
@@ -143,16 +177,24 @@ def test_the_best_median_wins_per_level_and_equal_neighbours_merge_into_bands():
 
 
 def test_repeats_with_failed_requests_are_discarded_and_counted():
-    data = [KMeasurement(4, 1, 150.0), KMeasurement(4, 1, 900.0, failed_requests=2), KMeasurement(4, 1, 148.0),
-            KMeasurement(2, 1, 149.0), KMeasurement(2, 1, 120.0), KMeasurement(2, 1, 121.0),
-            KMeasurement(2, 1, math.nan)]
+    data = [
+        KMeasurement(4, 1, 150.0),
+        KMeasurement(4, 1, 900.0, failed_requests=2),
+        KMeasurement(4, 1, 148.0),
+        KMeasurement(2, 1, 149.0),
+        KMeasurement(2, 1, 120.0),
+        KMeasurement(2, 1, 121.0),
+        KMeasurement(2, 1, math.nan),
+    ]
     (band,) = recommend_k(data)
     pick = band.levels[0]
     assert pick.discarded == 2 and pick.stats(4).repeats == 2 and pick.stats(4).median == 149.0
     assert pick.k == 4 and "2 repeat(s) discarded" in recommend_k(data).table()
     # A level where every repeat failed is named, and vLLM keeps the band below through it.
     failing = recommend_k(data + [KMeasurement(4, 4, 300.0, 1), KMeasurement(2, 4, 280.0, 3)])
-    assert failing.as_schedule() == [[1, 1, 4]] and failing.skipped == ["concurrency 4: every repeat failed (2 discarded)"]
+    assert failing.as_schedule() == [[1, 1, 4]] and failing.skipped == [
+        "concurrency 4: every repeat failed (2 discarded)"
+    ]
     assert "no k at concurrency 4: every repeat failed (2 discarded)" in failing.table()
     with pytest.raises(ValueError, match=r"at least one valid measurement; concurrency 2: every repeat failed"):
         recommend_k([KMeasurement(4, 2, 300.0, 1)])
@@ -162,8 +204,16 @@ def test_repeats_with_failed_requests_are_discarded_and_counted():
 
 def test_a_tie_within_noise_goes_to_the_smaller_k_and_is_said():
     # k=4's median is higher, but k=2's lies within k=4's repeats (140-155): noise, not a difference.
-    data = [(4, 1, 150.0), (4, 1, 140.0), (4, 1, 155.0), (2, 1, 142.0), (2, 1, 138.0), (2, 1, 141.0),
-            (1, 1, 120.0), (1, 1, 119.0)]
+    data = [
+        (4, 1, 150.0),
+        (4, 1, 140.0),
+        (4, 1, 155.0),
+        (2, 1, 142.0),
+        (2, 1, 138.0),
+        (2, 1, 141.0),
+        (1, 1, 120.0),
+        (1, 1, 119.0),
+    ]
     (band,) = recommend_k(data)
     assert band.k == 2 and band.levels[0].tie == "k=2, 4 tie within noise, the smaller k chosen"
     # One lucky repeat of k=2 (149, inside k=4's range) does not make a tie: its median (121) decides.
@@ -173,15 +223,25 @@ def test_a_tie_within_noise_goes_to_the_smaller_k_and_is_said():
     assert recommend_k([(4, 1, 100.0), (2, 1, 99.5)])[0].k == 2
     assert recommend_k([(4, 1, 100.0), (2, 1, 98.0)])[0].k == 4
     # No speculation (k=0, the reference) can win a tie too: the band turns SD off.
-    assert recommend_k([(4, 8, 300.0), (0, 8, 299.0), (4, 1, 150.0), (0, 1, 100.0)]).as_schedule() == \
-        [[1, 1, 4], [8, 8, 0]]
+    assert recommend_k([(4, 8, 300.0), (0, 8, 299.0), (4, 1, 150.0), (0, 1, 100.0)]).as_schedule() == [
+        [1, 1, 4],
+        [8, 8, 0],
+    ]
 
 
 def test_paired_repeats_separate_prompt_sets_from_noise():
     # Measured on the CPU build (benchmarks/dynamic_k.py, code_edit 192/32, 6 prompts, 2 repeats): repeat 2
     # sent other prompts and ran ~20% faster for every k, so unpaired every k "ties" at concurrency 1.
-    runs = {(0, 1): (15.6, 16.1), (1, 1): (15.8, 17.8), (2, 1): (16.3, 19.9), (4, 1): (17.2, 21.2),
-            (0, 4): (44.5, 45.9), (1, 4): (46.3, 50.7), (2, 4): (44.6, 52.1), (4, 4): (46.3, 53.6)}
+    runs = {
+        (0, 1): (15.6, 16.1),
+        (1, 1): (15.8, 17.8),
+        (2, 1): (16.3, 19.9),
+        (4, 1): (17.2, 21.2),
+        (0, 4): (44.5, 45.9),
+        (1, 4): (46.3, 50.7),
+        (2, 4): (44.6, 52.1),
+        (4, 4): (46.3, 53.6),
+    }
     unpaired = recommend_k([(k, c, v) for (k, c), values in runs.items() for v in values])
     assert unpaired.as_schedule() == [[1, 1, 2], [4, 4, 1]] and unpaired[0].levels[0].tie.startswith("k=2, 4 tie")
     # Paired, k=4 beat every other k in both repeats at concurrency 1 (by 5-6% over k=2); at 4 it matched k=1
@@ -197,19 +257,31 @@ def test_the_first_band_starts_at_batch_size_1_as_vllm_requires():
 
 def test_measurements_from_results_take_every_repeat_and_the_reference_once_per_level_as_k0():
     def result(k, concurrency, sd, ref):
-        runs = lambda values: [SimpleNamespace(repeat=i, metrics=SimpleNamespace(output_throughput=v, failed=f))  # noqa: E731
-                               for i, (v, f) in enumerate(values)]
-        return SimpleNamespace(spec=ServerSpec("m", {**NGRAM, "num_speculative_tokens": k}),
-                               pattern={"max_concurrency": concurrency},
-                               speculative_runs=runs(sd), reference_runs=runs(ref))
+        def runs(values):
+            return [
+                SimpleNamespace(repeat=i, metrics=SimpleNamespace(output_throughput=v, failed=f))
+                for i, (v, f) in enumerate(values)
+            ]
+
+        return SimpleNamespace(
+            spec=ServerSpec("m", {**NGRAM, "num_speculative_tokens": k}),
+            pattern={"max_concurrency": concurrency},
+            speculative_runs=runs(sd),
+            reference_runs=runs(ref),
+        )
 
     got = measurements_from([result(4, 1, [(150, 0), (152, 1)], [(100, 0)]), result(2, 1, [(140, 0)], [(100, 0)])])
-    assert got == [KMeasurement(4, 1, 150, 0, 0), KMeasurement(4, 1, 152, 1, 1), KMeasurement(0, 1, 100, 0, 0),
-                   KMeasurement(2, 1, 140, 0, 0)]
+    assert got == [
+        KMeasurement(4, 1, 150, 0, 0),
+        KMeasurement(4, 1, 152, 1, 1),
+        KMeasurement(0, 1, 100, 0, 0),
+        KMeasurement(2, 1, 140, 0, 0),
+    ]
     assert [m.k for m in measurements_from([result(4, 1, [(150, 0)], [(100, 0)])], include_reference=False)] == [4]
 
 
 # --- the server command --------------------------------------------------------------------------
+
 
 def test_the_schedule_reaches_vllm_as_json_rows_and_other_engines_refuse_it():
     import json
@@ -218,16 +290,44 @@ def test_the_schedule_reaches_vllm_as_json_rows_and_other_engines_refuse_it():
     from pytest_specdec.engines.base import LaunchRequest
     from pytest_specdec.engines.vllm import build_command
 
-    spec = parse_specdec_marker((), {"model": "specdec:smollm2-135m", "server_args": ["--enforce-eager"],
-                                     "speculative_config": config(((1, 1, 4), (2, 4, 2)))})
-    command = build_command(LaunchRequest(spec=spec, device="cpu", host="127.0.0.1", port=41234, model_path="/m",
-                                          speculative_config=spec.speculative_config, kv_cache_bytes=1 << 30,
-                                          python="/venv/bin/python"))
+    spec = parse_specdec_marker(
+        (),
+        {
+            "model": "specdec:smollm2-135m",
+            "server_args": ["--enforce-eager"],
+            "speculative_config": config(((1, 1, 4), (2, 4, 2))),
+        },
+    )
+    command = build_command(
+        LaunchRequest(
+            spec=spec,
+            device="cpu",
+            host="127.0.0.1",
+            port=41234,
+            model_path="/m",
+            speculative_config=spec.speculative_config,
+            kv_cache_bytes=1 << 30,
+            python="/venv/bin/python",
+        )
+    )
     sent = json.loads(command[command.index("--speculative-config") + 1])
     assert sent["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 2]]  # tuples as JSON lists
     assert sent["num_speculative_tokens"] == 4
     for engine in ("sglang", "llamacpp"):  # no translation: refused at collection, never dropped silently
-        with pytest.raises(MarkerError, match=r"speculative_config.num_speculative_tokens_per_batch_size: .*has no "
-                                              r"setting for 'num_speculative_tokens_per_batch_size'"):
-            parse_specdec_marker((), {"model": "m", "engine": engine, "speculative_config": {
-                "method": "ngram", "num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": TWO_STEP}})
+        with pytest.raises(
+            MarkerError,
+            match=r"speculative_config.num_speculative_tokens_per_batch_size: .*has no "
+            r"setting for 'num_speculative_tokens_per_batch_size'",
+        ):
+            parse_specdec_marker(
+                (),
+                {
+                    "model": "m",
+                    "engine": engine,
+                    "speculative_config": {
+                        "method": "ngram",
+                        "num_speculative_tokens": 4,
+                        "num_speculative_tokens_per_batch_size": TWO_STEP,
+                    },
+                },
+            )

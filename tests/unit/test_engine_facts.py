@@ -52,22 +52,29 @@ def test_facts_one_side_does_not_reveal_are_no_confound_and_equal_numbers_are_eq
 
 
 def test_cache_config_info_labels_are_facts():
-    text = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
-            'gpu_memory_utilization="0.92",kv_cache_size_tokens="23296",num_cpu_blocks="None"} 1.0\n')
+    text = (
+        'vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",'
+        'gpu_memory_utilization="0.92",kv_cache_size_tokens="23296",num_cpu_blocks="None"} 1.0\n'
+    )
     facts = facts_from_metrics(parse_prometheus(text))
-    assert facts == {"block_size": "128", "kv_cache_dtype": "auto", "enable_prefix_caching": "True",
-                     "gpu_memory_utilization": "0.92", "kv_cache_tokens": "23296"}
+    assert facts == {
+        "block_size": "128",
+        "kv_cache_dtype": "auto",
+        "enable_prefix_caching": "True",
+        "gpu_memory_utilization": "0.92",
+        "kv_cache_tokens": "23296",
+    }
 
 
 def _run(tpot_ms, ttft_ms, throughput, *, output_tokens=65, requests=4, accepted=None, steady=True, facts=None):
     flat = {"median_tpot_ms": tpot_ms, "median_ttft_ms": ttft_ms, "output_throughput": throughput}
     metrics = SimpleNamespace(as_dict=lambda: flat)
     records = [SimpleNamespace(success=True, output_tokens=output_tokens) for _ in range(requests)]
-    counters = None if accepted is None else SpecDecodeCounters(num_drafts=1, num_draft_tokens=4,
-                                                                 num_accepted_tokens=accepted)
+    counters = (
+        None if accepted is None else SpecDecodeCounters(num_drafts=1, num_draft_tokens=4, num_accepted_tokens=accepted)
+    )
     warm = SimpleNamespace(steady=steady, describe=lambda: "rounds ...", as_dict=lambda: {"steady": steady})
-    return SimpleNamespace(metrics=metrics, records=records, counters=counters, warm_up=warm,
-                           engine_facts=facts or {})
+    return SimpleNamespace(metrics=metrics, records=records, counters=counters, warm_up=warm, engine_facts=facts or {})
 
 
 class _Result:
@@ -112,7 +119,9 @@ def test_a_speedup_above_the_tokens_each_forward_yielded_is_flagged():
 
 def test_a_server_that_never_settled_is_flagged_per_side():
     result = _Result(_run(30.0, 100.0, 30.0, steady=False), _run(20.0, 100.0, 45.0, accepted=100))
-    assert [f.message.split(" server")[0] for f in fairness.flags(result) if f.kind == "not_steady"] == ["the reference"]
+    assert [f.message.split(" server")[0] for f in fairness.flags(result) if f.kind == "not_steady"] == [
+        "the reference"
+    ]
 
 
 def test_the_drift_check_compares_the_first_run_with_the_run_at_the_end_within_the_noise():

@@ -5,7 +5,6 @@ payload is one llama-server sends (shapes from its server-task.cpp and
 server-common.cpp), built by hand.
 """
 
-
 import numpy as np
 import pytest
 
@@ -21,8 +20,15 @@ DRAFT = {"method": "draft_model", "model": "specdec:smollm2-135m@layers=8", "num
 
 
 def launch(config=None, server_args=(), monkeypatch=None):
-    spec = parse_specdec_marker((), {"model": "specdec:smollm2-135m", "engine": "llamacpp",
-                                     "speculative_config": config, "server_args": list(server_args)})
+    spec = parse_specdec_marker(
+        (),
+        {
+            "model": "specdec:smollm2-135m",
+            "engine": "llamacpp",
+            "speculative_config": config,
+            "server_args": list(server_args),
+        },
+    )
     resolved = dict(config, model="/cache/draft.gguf") if config and "model" in config else config
     return LaunchRequest(spec, "cpu", "127.0.0.1", 8123, "/pkg/target.gguf", resolved, None, python="/venv/python")
 
@@ -35,11 +41,33 @@ def no_binary(monkeypatch):
 
 def test_the_n_gram_command_is_llama_servers_own_flags_run_by_the_shim_without_a_binary():
     command = ENGINE.command(launch(NGRAM))
-    assert command == ["/venv/python", "-m", "pytest_specdec.engines.llamacpp_serve",
-                       "-m", "/pkg/target.gguf", "--alias", "specdec:smollm2-135m", "--host", "127.0.0.1",
-                       "--port", "8123", "--metrics", "-np", "16", "-c", "8192", "--kv-unified",
-                       "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
-                       "--spec-ngram-simple-size-m", "4", "--spec-ngram-simple-min-hits", "1"]
+    assert command == [
+        "/venv/python",
+        "-m",
+        "pytest_specdec.engines.llamacpp_serve",
+        "-m",
+        "/pkg/target.gguf",
+        "--alias",
+        "specdec:smollm2-135m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--metrics",
+        "-np",
+        "16",
+        "-c",
+        "8192",
+        "--kv-unified",
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "3",
+        "--spec-ngram-simple-size-m",
+        "4",
+        "--spec-ngram-simple-min-hits",
+        "1",
+    ]
     # The shim takes exactly what the engine emits.
     args = parser().parse_args(command[3:])
     assert (args.spec_type, args.spec_ngram_simple_size_n, args.spec_ngram_simple_size_m) == ("ngram-simple", 3, 4)
@@ -57,38 +85,75 @@ def test_a_draft_model_needs_its_spec_type_and_a_real_binary_is_preferred(monkey
     monkeypatch.setattr(llamacpp.shutil, "which", lambda name: "/usr/bin/llama-server")
     command = ENGINE.command(launch(DRAFT, server_args=["-t", "2"]))
     assert command[0] == "/usr/bin/llama-server"
-    tail = command[command.index("--spec-type"):]
-    assert tail == ["--spec-type", "draft-simple", "-md", "/cache/draft.gguf", "--spec-draft-n-max", "3",
-                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-t", "2"]
-    assert parser().parse_args(command[1:command.index("-t")]).spec_draft_p_min == 0.0  # drafts all k, as vLLM
+    tail = command[command.index("--spec-type") :]
+    assert tail == [
+        "--spec-type",
+        "draft-simple",
+        "-md",
+        "/cache/draft.gguf",
+        "--spec-draft-n-max",
+        "3",
+        "--spec-draft-n-min",
+        "0",
+        "--spec-draft-p-min",
+        "0",
+        "-t",
+        "2",
+    ]
+    assert parser().parse_args(command[1 : command.index("-t")]).spec_draft_p_min == 0.0  # drafts all k, as vLLM
     monkeypatch.setenv(llamacpp.BINARY_ENV, "/opt/llama/bin/llama-server")
     assert ENGINE.command(launch(DRAFT))[0] == "/opt/llama/bin/llama-server"
     assert "--spec-type" not in ENGINE.command(launch(None))  # the reference drafts nothing
 
 
-@pytest.mark.parametrize("config, server_args, field, words", [
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}, (),
-     "speculative_config.prompt_lookup_min", "matches one n-gram length"),
-    ({"method": "suffix", "num_speculative_tokens": 4}, (), "speculative_config.method", "cannot run method 'suffix'"),
-    ({"method": "eagle3", "model": "x", "num_speculative_tokens": 3}, (), "speculative_config.method", "eagle3"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "model": "d"}, (), "speculative_config.model",
-     "n-gram lookup takes no draft model"),
-    (NGRAM, ("-md", "x.gguf"), "server_args", "flag -md is set by the plugin"),
-    (DRAFT, ("--spec-draft-n-max=8",), "server_args", "flag --spec-draft-n-max"),
-    (DRAFT, ("--spec-draft-p-min", "0.75"), "server_args", "flag --spec-draft-p-min"),
-])
+@pytest.mark.parametrize(
+    "config, server_args, field, words",
+    [
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+            (),
+            "speculative_config.prompt_lookup_min",
+            "matches one n-gram length",
+        ),
+        (
+            {"method": "suffix", "num_speculative_tokens": 4},
+            (),
+            "speculative_config.method",
+            "cannot run method 'suffix'",
+        ),
+        ({"method": "eagle3", "model": "x", "num_speculative_tokens": 3}, (), "speculative_config.method", "eagle3"),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "model": "d"},
+            (),
+            "speculative_config.model",
+            "n-gram lookup takes no draft model",
+        ),
+        (NGRAM, ("-md", "x.gguf"), "server_args", "flag -md is set by the plugin"),
+        (DRAFT, ("--spec-draft-n-max=8",), "server_args", "flag --spec-draft-n-max"),
+        (DRAFT, ("--spec-draft-p-min", "0.75"), "server_args", "flag --spec-draft-p-min"),
+    ],
+)
 def test_what_llama_cpp_cannot_run_is_refused_at_collection(config, server_args, field, words):
     with pytest.raises(MarkerError) as refused:
-        parse_specdec_marker((), {"model": "specdec:smollm2-135m", "engine": "llamacpp",
-                                  "speculative_config": config, "server_args": list(server_args)})
+        parse_specdec_marker(
+            (),
+            {
+                "model": "specdec:smollm2-135m",
+                "engine": "llamacpp",
+                "speculative_config": config,
+                "server_args": list(server_args),
+            },
+        )
     assert refused.value.field == field and "llama.cpp" in str(refused.value) and words in str(refused.value)
 
 
 def test_the_final_chunk_carries_the_requests_drafted_and_accepted_tokens():
     # The last /v1/completions chunk (finish_reason set) has timings; draft_n appears once something was drafted.
-    final = {"choices": [{"text": "", "finish_reason": "length"}],
-             "usage": {"completion_tokens": 32, "prompt_tokens": 192},
-             "timings": {"predicted_n": 32, "predicted_ms": 900.0, "draft_n": 40, "draft_n_accepted": 23}}
+    final = {
+        "choices": [{"text": "", "finish_reason": "length"}],
+        "usage": {"completion_tokens": 32, "prompt_tokens": 192},
+        "timings": {"predicted_n": 32, "predicted_ms": 900.0, "draft_n": 40, "draft_n_accepted": 23},
+    }
     assert ENGINE.request_sd(final) == {"num_draft_tokens": 40, "num_accepted_draft_tokens": 23}
     final["timings"] = {"predicted_n": 32, "predicted_ms": 900.0}  # nothing drafted: zero, not unknown
     assert ENGINE.request_sd(final) == {"num_draft_tokens": 0, "num_accepted_draft_tokens": 0}
@@ -99,7 +164,11 @@ def test_the_final_chunk_carries_the_requests_drafted_and_accepted_tokens():
     # prompt is prefilled in full: a slot's reused KV made an SD side that had seen the prompts before
     # 33.7x faster to the first token than a reference measured cold.
     assert ENGINE.completion_payload({"prompt": "p", "max_tokens": 4}) == {
-        "prompt": "p", "max_tokens": 4, "verbose": True, "cache_prompt": False}
+        "prompt": "p",
+        "max_tokens": 4,
+        "verbose": True,
+        "cache_prompt": False,
+    }
 
 
 METRICS = """# HELP llamacpp:spec_decode_num_drafts_total Total speculative decoding verification steps
@@ -122,8 +191,11 @@ def test_the_counters_and_their_positions_come_from_llamacpp_metrics():
     assert counters.accepted_per_position == {0: 9, 1: 7, 2: 4, 3: 2}
     assert counters.acceptance_length == pytest.approx(1 + 22 / 10)
     missing = ENGINE.counters("llamacpp:tokens_predicted_total 3\n", ["m"], "http://h/metrics")
-    assert not missing.present and "no llamacpp:spec_decode_num_accepted_tokens_total at http://h/metrics" in \
-        missing.problem and "--metrics" in missing.problem
+    assert (
+        not missing.present
+        and "no llamacpp:spec_decode_num_accepted_tokens_total at http://h/metrics" in missing.problem
+        and "--metrics" in missing.problem
+    )
 
 
 def test_gguf_names_resolve_to_files_and_anything_else_is_named(tmp_path):
@@ -137,6 +209,7 @@ def test_gguf_names_resolve_to_files_and_anything_else_is_named(tmp_path):
 
 def test_a_truncated_gguf_keeps_the_first_blocks_byte_for_byte(tmp_path):
     import gguf  # a dependency of the [cpu] extra
+
     source = tmp_path / "tiny.gguf"
     writer = gguf.GGUFWriter(str(source), "llama")
     writer.add_block_count(4)
@@ -157,8 +230,9 @@ def test_a_truncated_gguf_keeps_the_first_blocks_byte_for_byte(tmp_path):
     count = reader.get_field("llama.block_count")
     assert count.parts[count.data[0]][0] == 2
     kept = {t.name: t for t in reader.tensors}
-    assert sorted(kept) == sorted(["token_embd.weight", "blk.0.attn_q.weight", "blk.1.attn_q.weight",
-                                   "output_norm.weight"])
+    assert sorted(kept) == sorted(
+        ["token_embd.weight", "blk.0.attn_q.weight", "blk.1.attn_q.weight", "output_norm.weight"]
+    )
     for name, tensor in kept.items():
         assert np.array_equal(np.asarray(tensor.data).reshape(8, 4), tensors[name])
     tokens = reader.get_field("tokenizer.ggml.tokens")

@@ -26,19 +26,31 @@ def test_vllms_short_name_for_the_speculative_config_is_reserved():
 
 def test_sglang_refuses_adaptive_k_which_its_histogram_does_not_record():
     with pytest.raises(MarkerError) as refused:
-        parse_specdec_marker((), {"model": "m", "engine": "sglang", "server_args": ["--speculative-adaptive"],
-                                  "speculative_config": {"method": "eagle3", "model": "d",
-                                                         "num_speculative_tokens": 3}})
+        parse_specdec_marker(
+            (),
+            {
+                "model": "m",
+                "engine": "sglang",
+                "server_args": ["--speculative-adaptive"],
+                "speculative_config": {"method": "eagle3", "model": "d", "num_speculative_tokens": 3},
+            },
+        )
     assert refused.value.field == "server_args" and "--speculative-adaptive" in str(refused.value)
 
 
 def test_a_row_says_when_its_engines_acceptance_is_not_vllms():
     ngram = {"method": "ngram", "num_speculative_tokens": 4}
-    sglang = row_for("t.py::test_a", parse_specdec_marker((), {"model": "m", "engine": "sglang",
-                                                               "speculative_config": ngram}), {}, {}, outcome="passed")
+    sglang = row_for(
+        "t.py::test_a",
+        parse_specdec_marker((), {"model": "m", "engine": "sglang", "speculative_config": ngram}),
+        {},
+        {},
+        outcome="passed",
+    )
     assert "zero padding" in sglang["acceptance_note"] and "shares one n-gram cache" in sglang["acceptance_note"]
-    vllm = row_for("t.py::test_b", parse_specdec_marker((), {"model": "m", "speculative_config": ngram}), {}, {},
-                   outcome="passed")
+    vllm = row_for(
+        "t.py::test_b", parse_specdec_marker((), {"model": "m", "speculative_config": ngram}), {}, {}, outcome="passed"
+    )
     assert vllm["acceptance_note"] is None
 
 
@@ -60,8 +72,16 @@ def test_readiness_waits_for_the_name_the_engine_serves(tmp_path):
     # A server that lists only the basename: ready under that name, where the marker's name never appears.
     claim = claim_port()
     command = [sys.executable, FAKE, "--port", str(claim.port), "--served-model-name", "llama-3.1-8b-fp8"]
-    server = VllmServer(ServerSpec("nvidia/Llama-3.1-8B"), command, claim, "127.0.0.1", tmp_path / "server.log",
-                        startup_timeout=20.0, stop_timeout=5.0, served_name="llama-3.1-8b-fp8")
+    server = VllmServer(
+        ServerSpec("nvidia/Llama-3.1-8B"),
+        command,
+        claim,
+        "127.0.0.1",
+        tmp_path / "server.log",
+        startup_timeout=20.0,
+        stop_timeout=5.0,
+        served_name="llama-3.1-8b-fp8",
+    )
     server.start()
     try:
         assert server.model == "llama-3.1-8b-fp8" and server.served_names == ("llama-3.1-8b-fp8",)

@@ -56,20 +56,25 @@ def test_vllm_keeps_its_identity_and_other_engines_get_their_own():
 
 def test_what_an_engine_cannot_run_fails_at_collection_naming_engine_and_field():
     with pytest.raises(MarkerError) as refused:
-        parse_specdec_marker((), {"model": "m", "engine": "sglang",
-                                  "speculative_config": {"method": "suffix", "num_speculative_tokens": 4}})
+        parse_specdec_marker(
+            (),
+            {"model": "m", "engine": "sglang", "speculative_config": {"method": "suffix", "num_speculative_tokens": 4}},
+        )
     assert refused.value.field == "speculative_config.method" and "SGLang" in str(refused.value)
     with pytest.raises(MarkerError) as refused:
-        parse_specdec_marker((), {"model": "m", "engine": "trtllm",
-                                  "speculative_config": {"method": "suffix", "num_speculative_tokens": 4}})
+        parse_specdec_marker(
+            (),
+            {"model": "m", "engine": "trtllm", "speculative_config": {"method": "suffix", "num_speculative_tokens": 4}},
+        )
     assert refused.value.field == "speculative_config.method" and "TensorRT-LLM" in str(refused.value)
 
 
 def test_a_gpu_only_engine_is_refused_on_the_cpu_build_before_anything_starts(tmp_path):
     launched = []
     pool = ServerPool("cpu", tmp_path, launcher=lambda launch: launched.append(launch) or ["true"])
-    spec = parse_specdec_marker((), {"model": "m", "engine": "sglang",
-                                     "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}})
+    spec = parse_specdec_marker(
+        (), {"model": "m", "engine": "sglang", "speculative_config": {"method": "ngram", "num_speculative_tokens": 4}}
+    )
     with pytest.raises(ServerStartError, match=r"SGLang runs on gpu here, not on cpu \(--specdec-cpu\)"):
         pool.get(spec)
     assert launched == []
@@ -77,11 +82,22 @@ def test_a_gpu_only_engine_is_refused_on_the_cpu_build_before_anything_starts(tm
 
 
 def test_launch_files_are_written_beside_the_logs_before_the_launch(tmp_path):
-    spec = parse_specdec_marker((), {"model": "m", "engine": "trtllm",
-                                     "speculative_config": {"method": "ngram", "num_speculative_tokens": 4,
-                                                            "prompt_lookup_min": 1, "prompt_lookup_max": 4}})
-    launch = LaunchRequest(spec, "gpu", "127.0.0.1", 8000, "/models/m", spec.speculative_config, None,
-                           work_dir=str(tmp_path))
+    spec = parse_specdec_marker(
+        (),
+        {
+            "model": "m",
+            "engine": "trtllm",
+            "speculative_config": {
+                "method": "ngram",
+                "num_speculative_tokens": 4,
+                "prompt_lookup_min": 1,
+                "prompt_lookup_max": 4,
+            },
+        },
+    )
+    launch = LaunchRequest(
+        spec, "gpu", "127.0.0.1", 8000, "/models/m", spec.speculative_config, None, work_dir=str(tmp_path)
+    )
     files = engine_named("trtllm").launch_files(launch)
     assert files and all(path.startswith(str(tmp_path)) for path in files)
     command = launch.default_command()  # the launch hook's default dispatches on the engine
@@ -90,15 +106,28 @@ def test_launch_files_are_written_beside_the_logs_before_the_launch(tmp_path):
 
 # --- a baseline recorded on one engine never gates another ------------------------------------------
 
-FINGERPRINT = {"engine": "vllm", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "x",
-               "device_count": 2, "driver": None, "torch_version": "2.13.0"}
+FINGERPRINT = {
+    "engine": "vllm",
+    "engine_version": "0.32.0",
+    "device_kind": "cpu",
+    "device_name": "x",
+    "device_count": 2,
+    "driver": None,
+    "torch_version": "2.13.0",
+}
 
 
 class Rec:
     def __init__(self, i):
         self.index, self.prompt_len, self.output_tokens, self.success = i, 16, 8, True
         self.ttft, self.latency, self.itl = 0.05, 0.05 + 7 * 0.02, [0.02] * 7
-        self.token_ids, self.text, self.top_logprobs, self.spec_decoding, self.chunk_tokens = [1] * 8, "x", None, None, []
+        self.token_ids, self.text, self.top_logprobs, self.spec_decoding, self.chunk_tokens = (
+            [1] * 8,
+            "x",
+            None,
+            None,
+            [],
+        )
         self.error, self.dispatch_lag = None, 0.0
 
 
@@ -115,9 +144,16 @@ def stored(tmp_path, engine=None):
     spec = {"model": "m", "speculative_config": NGRAM, "server_args": [], "tensor_parallel_size": 1}
     if engine is not None:
         spec["engine"] = engine
-    write_baseline(tmp_path, Baseline("t.py::test", FINGERPRINT, {
-        "spec": spec, "workload": {}, "pattern": {}, "seed": 0, "repeat_seeds": [0]},
-        [{"reference": {}, "speculative": {}, "derived": {"acceptance_rate": 0.5}}], {}))
+    write_baseline(
+        tmp_path,
+        Baseline(
+            "t.py::test",
+            FINGERPRINT,
+            {"spec": spec, "workload": {}, "pattern": {}, "seed": 0, "repeat_seeds": [0]},
+            [{"reference": {}, "speculative": {}, "derived": {"acceptance_rate": 0.5}}],
+            {},
+        ),
+    )
 
 
 @pytest.mark.parametrize("recorded, running", [(None, "llamacpp"), ("llamacpp", "vllm"), ("sglang", "llamacpp")])
@@ -127,8 +163,10 @@ def test_a_baseline_from_another_engine_fails_the_gate_and_says_so(tmp_path, rec
     result.gate = RegressionGate(BaselineSession(tmp_path, update=False, fingerprint=FINGERPRINT), "t.py::test")
     with pytest.raises(AssertionError) as failure:
         result.assert_no_regression(metrics=["acceptance_rate"])
-    assert (f"was recorded on engine {recorded or 'vllm'!r}, this run is on {running!r}: a baseline never gates "
-            "another engine") in str(failure.value)
+    assert (
+        f"was recorded on engine {recorded or 'vllm'!r}, this run is on {running!r}: a baseline never gates "
+        "another engine"
+    ) in str(failure.value)
     assert result.gate.outcome == "failed"
 
 
@@ -186,5 +224,7 @@ def test_per_step_data_is_never_estimated_from_llama_cpps_one_token_events():
     assert with_events("vllm").analysis().source == "estimate"
     llamacpp = with_events("llamacpp").analysis()
     assert llamacpp.source is None
-    assert llamacpp.problem == ("no per-step data: llama.cpp reports per-request totals only, and streams one "
-                                "event per token, drafted or not, so its events are not steps")
+    assert llamacpp.problem == (
+        "no per-step data: llama.cpp reports per-request totals only, and streams one "
+        "event per token, drafted or not, so its events are not steps"
+    )

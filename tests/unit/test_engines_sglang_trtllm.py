@@ -26,11 +26,21 @@ DRAFT_MODEL = {"method": "draft_model", "num_speculative_tokens": 2, "model": DR
 
 
 def launch_of(engine: str, config: dict | None, tmp_path, *, tp: int = 1, server_args=(), device="gpu"):
-    spec = ServerSpec(model=TARGET, speculative_config=config, server_args=tuple(server_args),
-                      tensor_parallel_size=tp, engine=engine)
+    spec = ServerSpec(
+        model=TARGET, speculative_config=config, server_args=tuple(server_args), tensor_parallel_size=tp, engine=engine
+    )
     resolved = None if config is None else {**config, **({"model": DRAFT_PATH} if "model" in config else {})}
-    return LaunchRequest(spec=spec, device=device, host="127.0.0.1", port=8000, model_path="/models/target",
-                         speculative_config=resolved, kv_cache_bytes=None, python=PYTHON, work_dir=str(tmp_path))
+    return LaunchRequest(
+        spec=spec,
+        device=device,
+        host="127.0.0.1",
+        port=8000,
+        model_path="/models/target",
+        speculative_config=resolved,
+        kv_cache_bytes=None,
+        python=PYTHON,
+        work_dir=str(tmp_path),
+    )
 
 
 def refusal(engine, config: dict | None, server_args=()) -> EngineConfigError:
@@ -49,8 +59,20 @@ def test_the_registry_finds_both_engines():
 
 # ---------------------------------------------------------------- SGLang: commands
 
-SGLANG_BASE = [PYTHON, "-m", "sglang.launch_server", "--model-path", "/models/target", "--served-model-name",
-               TARGET, "--host", "127.0.0.1", "--port", "8000", "--enable-metrics"]
+SGLANG_BASE = [
+    PYTHON,
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "/models/target",
+    "--served-model-name",
+    TARGET,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "8000",
+    "--enable-metrics",
+]
 
 
 def test_sglang_eagle3_takes_the_resolved_draft_path_and_a_chain_of_k(tmp_path):
@@ -58,33 +80,66 @@ def test_sglang_eagle3_takes_the_resolved_draft_path_and_a_chain_of_k(tmp_path):
     SGLANG.check(launch.spec)
     # k=3: three draft steps, top-1 each, and 4 draft tokens because SGLang counts the root token too.
     assert SGLANG.command(launch) == SGLANG_BASE + [
-        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", DRAFT_PATH,
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        DRAFT_PATH,
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
 
 
 def test_sglang_ngram_is_a_chain_of_k_without_window_flags(tmp_path):
     launch = launch_of("sglang", NGRAM, tmp_path)
     SGLANG.check(launch.spec)
     assert SGLANG.command(launch) == SGLANG_BASE + [
-        "--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "5",
-        "--speculative-ngram-min-bfs-breadth", "1", "--speculative-ngram-max-bfs-breadth", "1"]
+        "--speculative-algorithm",
+        "NGRAM",
+        "--speculative-num-draft-tokens",
+        "5",
+        "--speculative-ngram-min-bfs-breadth",
+        "1",
+        "--speculative-ngram-max-bfs-breadth",
+        "1",
+    ]
 
 
 def test_sglang_draft_model_is_standalone_with_tp_and_server_args_last(tmp_path):
     launch = launch_of("sglang", DRAFT_MODEL, tmp_path, tp=2, server_args=["--mem-fraction-static", "0.8"])
     SGLANG.check(launch.spec)
     assert SGLANG.command(launch) == SGLANG_BASE + ["--tp-size", "2"] + [
-        "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", DRAFT_PATH,
-        "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
-        "--mem-fraction-static", "0.8"]
+        "--speculative-algorithm",
+        "STANDALONE",
+        "--speculative-draft-model-path",
+        DRAFT_PATH,
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "3",
+        "--mem-fraction-static",
+        "0.8",
+    ]
 
 
 def test_sglang_mtp_is_eagle_without_a_draft_path_and_the_reference_has_no_sd_flags(tmp_path):
     mtp = launch_of("sglang", {"method": "mtp", "num_speculative_tokens": 2}, tmp_path)
     SGLANG.check(mtp.spec)
-    assert SGLANG.command(mtp)[len(SGLANG_BASE):] == [
-        "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "3"]
+    assert SGLANG.command(mtp)[len(SGLANG_BASE) :] == [
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "3",
+    ]
     reference = launch_of("sglang", None, tmp_path)
     SGLANG.check(reference.spec)
     assert SGLANG.command(reference) == SGLANG_BASE
@@ -95,19 +150,31 @@ def test_sglang_refuses_the_cpu_with_the_reason(tmp_path):
         SGLANG.command(launch_of("sglang", NGRAM, tmp_path, device="cpu"))
 
 
-@pytest.mark.parametrize("config, field, words", [
-    ({"method": "medusa", "num_speculative_tokens": 3, "model": "d"}, "speculative_config.method", "medusa"),
-    ({"method": "eagle3", "num_speculative_tokens": 3}, "speculative_config.model", "needs a draft model"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "model": "d"}, "speculative_config.model", "ignores"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
-     "speculative_config.prompt_lookup_max", "#21225"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2},
-     "speculative_config.prompt_lookup_min", "#21225"),
-    ({"method": "eagle", "num_speculative_tokens": 3, "model": "d", "draft_tensor_parallel_size": 1},
-     "speculative_config.draft_tensor_parallel_size", "has no setting"),
-    ({"method": "mtp", "num_speculative_tokens": 1, "model": "d"}, "speculative_config.model", "own layers"),
-    ({"method": "ngram", "num_speculative_tokens": 0}, "speculative_config.num_speculative_tokens", ">= 1"),
-])
+@pytest.mark.parametrize(
+    "config, field, words",
+    [
+        ({"method": "medusa", "num_speculative_tokens": 3, "model": "d"}, "speculative_config.method", "medusa"),
+        ({"method": "eagle3", "num_speculative_tokens": 3}, "speculative_config.model", "needs a draft model"),
+        ({"method": "ngram", "num_speculative_tokens": 4, "model": "d"}, "speculative_config.model", "ignores"),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
+            "speculative_config.prompt_lookup_max",
+            "#21225",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2},
+            "speculative_config.prompt_lookup_min",
+            "#21225",
+        ),
+        (
+            {"method": "eagle", "num_speculative_tokens": 3, "model": "d", "draft_tensor_parallel_size": 1},
+            "speculative_config.draft_tensor_parallel_size",
+            "has no setting",
+        ),
+        ({"method": "mtp", "num_speculative_tokens": 1, "model": "d"}, "speculative_config.model", "own layers"),
+        ({"method": "ngram", "num_speculative_tokens": 0}, "speculative_config.num_speculative_tokens", ">= 1"),
+    ],
+)
 def test_sglang_refusals_name_the_engine_and_the_field(config, field, words):
     error = refusal(SGLANG, config)
     assert (error.engine, error.field) == ("SGLang", field)
@@ -124,8 +191,14 @@ def test_sglang_refuses_server_args_that_repeat_its_own_flags():
 # Worked example, k=3, histogram h=[2, 1, 0, 3] (index = drafts accepted in one verify step):
 # steps = 2+1+0+3 = 6 = spec_verify_ct; accepted = 0*2 + 1*1 + 2*0 + 3*3 = 10; proposed = 6 steps * 3 = 18.
 HISTOGRAM = [2, 1, 0, 3]
-PER_STEP = {"num_spec_steps": 6, "num_draft_tokens": 18, "num_accepted_draft_tokens": 10,
-            "per_step_accepted": [0, 0, 1, 3, 3, 3], "per_step_drafted": [3, 3, 3, 3, 3, 3], "num_spec_tokens": 3}
+PER_STEP = {
+    "num_spec_steps": 6,
+    "num_draft_tokens": 18,
+    "num_accepted_draft_tokens": 10,
+    "per_step_accepted": [0, 0, 1, 3, 3, 3],
+    "per_step_drafted": [3, 3, 3, 3, 3, 3],
+    "num_spec_tokens": 3,
+}
 NAME_VARIANTS = [  # (histogram, proposed, accepted) as successive releases named them
     ("spec_correct_drafts_histogram", "spec_num_proposed_drafts", "spec_num_correct_drafts"),
     ("spec_accept_histogram", "spec_proposed_drafts", "spec_accepted_drafts"),
@@ -138,15 +211,29 @@ def generate_shape(meta: dict) -> dict:
 
 
 def chat_shape(meta: dict) -> dict:
-    return {"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", "content": "..."},
-                                     "meta_info": {"completion_tokens": 17, **meta}}]}
+    return {
+        "id": "c1",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "..."},
+                "meta_info": {"completion_tokens": 17, **meta},
+            }
+        ],
+    }
 
 
 @pytest.mark.parametrize("shape", [generate_shape, chat_shape])
 @pytest.mark.parametrize("histogram_key, proposed_key, accepted_key", NAME_VARIANTS)
 def test_sglang_histogram_becomes_vllms_per_step_form(shape, histogram_key, proposed_key, accepted_key):
-    meta = {"spec_verify_ct": 6, histogram_key: HISTOGRAM, proposed_key: 18, accepted_key: 10,
-            "spec_accept_rate": 10 / 18, "spec_accept_length": 17 / 6}
+    meta = {
+        "spec_verify_ct": 6,
+        histogram_key: HISTOGRAM,
+        proposed_key: 18,
+        accepted_key: 10,
+        "spec_accept_rate": 10 / 18,
+        "spec_accept_length": 17 / 6,
+    }
     figures = SGLANG.request_sd(shape(meta))
     assert figures == PER_STEP
     steps = steps_from_server(figures, output_tokens=17)  # what the per-request analyses read
@@ -164,20 +251,32 @@ def test_sglang_histogram_without_a_proposed_count_gives_the_summary_form(histog
 def test_sglang_without_a_histogram_gives_the_summary_form(proposed_key, accepted_key):
     # The research's example: 16 verify steps, 48 proposed, 32 accepted.
     meta = {"spec_verify_ct": 16, proposed_key: 48, accepted_key: 32, "spec_accept_rate": 0.6667}
-    assert SGLANG.request_sd(chat_shape(meta)) == {"num_spec_steps": 16, "num_draft_tokens": 48,
-                                                   "num_accepted_draft_tokens": 32}
+    assert SGLANG.request_sd(chat_shape(meta)) == {
+        "num_spec_steps": 16,
+        "num_draft_tokens": 48,
+        "num_accepted_draft_tokens": 32,
+    }
 
 
 def test_sglang_histogram_that_disagrees_with_the_verify_count_is_an_error():
     with pytest.raises(ValueError, match="spec_correct_drafts_histogram.*spec_verify_ct"):
-        SGLANG.request_sd(generate_shape({"spec_verify_ct": 7, "spec_correct_drafts_histogram": HISTOGRAM,
-                                          "spec_num_proposed_drafts": 21}))
+        SGLANG.request_sd(
+            generate_shape(
+                {"spec_verify_ct": 7, "spec_correct_drafts_histogram": HISTOGRAM, "spec_num_proposed_drafts": 21}
+            )
+        )
     with pytest.raises(ValueError, match="spec_num_correct_drafts"):  # Σ i·h[i] is 10, not 11
-        SGLANG.request_sd(generate_shape({"spec_verify_ct": 6, "spec_correct_drafts_histogram": HISTOGRAM,
-                                          "spec_num_correct_drafts": 11}))
+        SGLANG.request_sd(
+            generate_shape(
+                {"spec_verify_ct": 6, "spec_correct_drafts_histogram": HISTOGRAM, "spec_num_correct_drafts": 11}
+            )
+        )
     with pytest.raises(ValueError, match="spec_num_proposed_drafts"):  # 17 / 6 steps is no whole k
-        SGLANG.request_sd(generate_shape({"spec_verify_ct": 6, "spec_correct_drafts_histogram": HISTOGRAM,
-                                          "spec_num_proposed_drafts": 17}))
+        SGLANG.request_sd(
+            generate_shape(
+                {"spec_verify_ct": 6, "spec_correct_drafts_histogram": HISTOGRAM, "spec_num_proposed_drafts": 17}
+            )
+        )
 
 
 def test_sglang_payload_without_spec_keys_has_no_figures():
@@ -188,8 +287,10 @@ def test_sglang_payload_without_spec_keys_has_no_figures():
 
 
 def test_sglang_counters_are_unavailable_with_the_reason():
-    text = ('sglang:spec_accept_length{engine_type="unified",model_name="sd-target"} 3.05\n'
-            'sglang:spec_accept_rate{engine_type="unified",model_name="sd-target"} 0.68\n')
+    text = (
+        'sglang:spec_accept_length{engine_type="unified",model_name="sd-target"} 3.05\n'
+        'sglang:spec_accept_rate{engine_type="unified",model_name="sd-target"} 0.68\n'
+    )
     counters = SGLANG.counters(text, [TARGET], "http://127.0.0.1:8000/metrics")
     assert not counters.present and counters.num_draft_tokens == 0.0
     assert "http://127.0.0.1:8000/metrics" in counters.problem and "gauges" in counters.problem
@@ -202,8 +303,18 @@ STATS = {"enable_iter_perf_stats": True, "iter_stats_max_iterations": 100_000}
 
 
 def trtllm_base(tmp_path) -> list[str]:
-    return ["trtllm-serve", "/models/target", "--host", "127.0.0.1", "--port", "8000", "--backend", "pytorch",
-            "--extra_llm_api_options", str(tmp_path / "trtllm-options-8000.yaml")]
+    return [
+        "trtllm-serve",
+        "/models/target",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--backend",
+        "pytorch",
+        "--extra_llm_api_options",
+        str(tmp_path / "trtllm-options-8000.yaml"),
+    ]
 
 
 def options_of(launch) -> dict:
@@ -216,8 +327,10 @@ def test_trtllm_eagle3_options_and_command(tmp_path):
     launch = launch_of("trtllm", EAGLE3, tmp_path)
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path)
-    assert options_of(launch) == {**STATS, "speculative_config": {
-        "decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": DRAFT_PATH}}
+    assert options_of(launch) == {
+        **STATS,
+        "speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": DRAFT_PATH},
+    }
 
 
 def test_trtllm_ngram_sets_every_field_from_the_declared_matcher(tmp_path):
@@ -225,16 +338,24 @@ def test_trtllm_ngram_sets_every_field_from_the_declared_matcher(tmp_path):
     launch = launch_of("trtllm", {**NGRAM, "prompt_lookup_min": 1, "prompt_lookup_max": 4}, tmp_path)
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path)
-    ngram = {"decoding_type": "NGram", "max_draft_len": 4, "max_matching_ngram_size": 4, "is_keep_all": True,
-             "is_use_oldest": True, "is_public_pool": False}
+    ngram = {
+        "decoding_type": "NGram",
+        "max_draft_len": 4,
+        "max_matching_ngram_size": 4,
+        "is_keep_all": True,
+        "is_use_oldest": True,
+        "is_public_pool": False,
+    }
     assert options_of(launch) == {**STATS, "speculative_config": ngram}
     window = launch_of("trtllm", {**NGRAM, "prompt_lookup_min": 1, "prompt_lookup_max": 2}, tmp_path)
     TRTLLM.check(window.spec)
     assert options_of(window)["speculative_config"] == {**ngram, "max_matching_ngram_size": 2}
 
 
-@pytest.mark.parametrize("sizes, declared", [({}, "5-5"), ({"prompt_lookup_max": 4}, "4-4"),
-                                             ({"prompt_lookup_min": 2, "prompt_lookup_max": 4}, "2-4")])
+@pytest.mark.parametrize(
+    "sizes, declared",
+    [({}, "5-5"), ({"prompt_lookup_max": 4}, "4-4"), ({"prompt_lookup_min": 2, "prompt_lookup_max": 4}, "2-4")],
+)
 def test_trtllm_refuses_a_matcher_its_ngram_drafter_cannot_run(sizes, declared):
     # vLLM resolves no sizes to 5-5 and a lone maximum to min = max; NGram always goes down to 1.
     error = refusal(TRTLLM, {**NGRAM, **sizes})
@@ -252,12 +373,16 @@ def test_trtllm_draft_model_with_tp_and_server_args_last(tmp_path):
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path) + ["--tp_size", "2", "--max_batch_size", "8"]
     assert options_of(launch)["speculative_config"] == {
-        "decoding_type": "DraftTarget", "max_draft_len": 2, "speculative_model": DRAFT_PATH}
+        "decoding_type": "DraftTarget",
+        "max_draft_len": 2,
+        "speculative_model": DRAFT_PATH,
+    }
 
 
-@pytest.mark.parametrize("config, section", [
-    ({"method": "mtp", "num_speculative_tokens": 1}, {"decoding_type": "MTP", "num_nextn_predict_layers": 1}),
-])
+@pytest.mark.parametrize(
+    "config, section",
+    [({"method": "mtp", "num_speculative_tokens": 1}, {"decoding_type": "MTP", "num_nextn_predict_layers": 1})],
+)
 def test_trtllm_mtp_section(tmp_path, config, section):
     launch = launch_of("trtllm", config, tmp_path)
     TRTLLM.check(launch.spec)
@@ -273,19 +398,34 @@ def test_trtllm_reference_keeps_iteration_stats_without_speculation(tmp_path):
         TRTLLM.command(launch_of("trtllm", None, tmp_path, device="cpu"))
 
 
-@pytest.mark.parametrize("config, field, words", [
-    ({"method": "suffix", "num_speculative_tokens": 3}, "speculative_config.method", "suffix"),
-    ({"method": "draft_model", "num_speculative_tokens": 3}, "speculative_config.model", "needs a draft model"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2},
-     "speculative_config.prompt_lookup_min", "down to 1"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 0},
-     "speculative_config.prompt_lookup_max", ">= 1"),
-    ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "model": "d"},
-     "speculative_config.model", "has no setting"),
-    ({"method": "eagle3", "num_speculative_tokens": 3, "model": "d", "draft_tensor_parallel_size": 1},
-     "speculative_config.draft_tensor_parallel_size", "has no setting"),
-    ({"method": "mtp", "num_speculative_tokens": "2"}, "speculative_config.num_speculative_tokens", "integer"),
-])
+@pytest.mark.parametrize(
+    "config, field, words",
+    [
+        ({"method": "suffix", "num_speculative_tokens": 3}, "speculative_config.method", "suffix"),
+        ({"method": "draft_model", "num_speculative_tokens": 3}, "speculative_config.model", "needs a draft model"),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2},
+            "speculative_config.prompt_lookup_min",
+            "down to 1",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 0},
+            "speculative_config.prompt_lookup_max",
+            ">= 1",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "model": "d"},
+            "speculative_config.model",
+            "has no setting",
+        ),
+        (
+            {"method": "eagle3", "num_speculative_tokens": 3, "model": "d", "draft_tensor_parallel_size": 1},
+            "speculative_config.draft_tensor_parallel_size",
+            "has no setting",
+        ),
+        ({"method": "mtp", "num_speculative_tokens": "2"}, "speculative_config.num_speculative_tokens", "integer"),
+    ],
+)
 def test_trtllm_refusals_name_the_engine_and_the_field(config, field, words):
     error = refusal(TRTLLM, config)
     assert (error.engine, error.field) == ("TensorRT-LLM", field)
@@ -305,10 +445,28 @@ WHERE = "http://127.0.0.1:8000/metrics"
 # Acceptance rate 3/9 = 1/3; acceptance length 1 + 3/3 = 2.0.
 ITERATIONS = [
     {"iter": 1, "numActiveRequests": 2},
-    {"iter": 2, "specDecodingStats": {"numDraftTokens": 3, "numAcceptedTokens": 2, "numRequestsWithDraftTokens": 1,
-                                      "acceptanceLength": 3.0, "iterLatencyMS": 0.0, "draftOverhead": 0.0}},
-    {"iter": 3, "specDecodingStats": {"numDraftTokens": 6, "numAcceptedTokens": 1, "numRequestsWithDraftTokens": 2,
-                                      "acceptanceLength": 1.5, "iterLatencyMS": 0.0, "draftOverhead": 0.0}},
+    {
+        "iter": 2,
+        "specDecodingStats": {
+            "numDraftTokens": 3,
+            "numAcceptedTokens": 2,
+            "numRequestsWithDraftTokens": 1,
+            "acceptanceLength": 3.0,
+            "iterLatencyMS": 0.0,
+            "draftOverhead": 0.0,
+        },
+    },
+    {
+        "iter": 3,
+        "specDecodingStats": {
+            "numDraftTokens": 6,
+            "numAcceptedTokens": 1,
+            "numRequestsWithDraftTokens": 2,
+            "acceptanceLength": 1.5,
+            "iterLatencyMS": 0.0,
+            "draftOverhead": 0.0,
+        },
+    },
 ]
 
 
@@ -321,13 +479,18 @@ def test_trtllm_iteration_stats_are_summed():
 
 
 # An empty list is a valid reading the first time (the zero a run starts from): see the running-totals test.
-@pytest.mark.parametrize("text, words", [
-    (json.dumps(ITERATIONS[:1]), "specDecodingStats"),
-    ("<html>not json</html>", "not TensorRT-LLM's JSON"),
-    ('{"iter": 1}', "not TensorRT-LLM's list"),
-    (json.dumps([{"specDecodingStats": {"numDraftTokens": 3, "numAcceptedTokens": 2}}]),
-     "numRequestsWithDraftTokens"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (json.dumps(ITERATIONS[:1]), "specDecodingStats"),
+        ("<html>not json</html>", "not TensorRT-LLM's JSON"),
+        ('{"iter": 1}', "not TensorRT-LLM's list"),
+        (
+            json.dumps([{"specDecodingStats": {"numDraftTokens": 3, "numAcceptedTokens": 2}}]),
+            "numRequestsWithDraftTokens",
+        ),
+    ],
+)
 def test_trtllm_counters_without_stats_are_unavailable_never_zeros(text, words):
     from pytest_specdec.engines.trtllm import TensorRTLLM
 
@@ -343,8 +506,10 @@ def test_trtllm_counters_are_running_totals_because_each_read_drains_the_queue()
 
     engine = TensorRTLLM()
     where = "http://127.0.0.1:8000/metrics"
-    stats = [{"specDecodingStats": {"numDraftTokens": 8, "numAcceptedTokens": 5, "numRequestsWithDraftTokens": 2}},
-             {"specDecodingStats": {"numDraftTokens": 4, "numAcceptedTokens": 1, "numRequestsWithDraftTokens": 1}}]
+    stats = [
+        {"specDecodingStats": {"numDraftTokens": 8, "numAcceptedTokens": 5, "numRequestsWithDraftTokens": 2}},
+        {"specDecodingStats": {"numDraftTokens": 4, "numAcceptedTokens": 1, "numRequestsWithDraftTokens": 1}},
+    ]
     before = engine.counters("[]", ["m"], where)  # nothing ran yet: a zero to subtract from, not unavailable
     assert before.present and before.num_draft_tokens == 0
     after = engine.counters(_json.dumps(stats), ["m"], where)

@@ -3,8 +3,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_specdec.measure.goodput import (SLO_KEYS, SLOPercentiles, describe_objectives, goodput,
-                                            parse_objectives, parse_slo, resolve_slo)
+from pytest_specdec.measure.goodput import (
+    SLO_KEYS,
+    SLOPercentiles,
+    describe_objectives,
+    goodput,
+    parse_objectives,
+    parse_slo,
+    resolve_slo,
+)
 
 
 @dataclass
@@ -161,21 +168,27 @@ def test_objectives_mix_milliseconds_and_multiples_of_the_unloaded_median():
     assert parse_objectives("tpot_x:2.5, e2el:9000") == {"tpot_x": 2.5, "e2el": 9000.0}
     limits, how = resolve_slo({"tpot_x": 2, "ttft_ms": 2000}, {"tpot": 33.0, "ttft": 150.0, "e2el": 2200.0})
     assert limits == {"tpot": 66.0, "ttft": 2000.0}
-    assert how == {"tpot": {"objective": "tpot_x=2", "ms": 66.0, "multiple": 2.0, "unloaded_p50_ms": 33.0},
-                   "ttft": {"objective": "ttft_ms=2000", "ms": 2000.0}}
-    assert describe_objectives(how, 50) == ("p50 tpot <= 66 ms (tpot_x=2: 2 x the reference's unloaded median 33 ms), "
-                                            "p50 ttft <= 2000 ms")
+    assert how == {
+        "tpot": {"objective": "tpot_x=2", "ms": 66.0, "multiple": 2.0, "unloaded_p50_ms": 33.0},
+        "ttft": {"objective": "ttft_ms=2000", "ms": 2000.0},
+    }
+    assert describe_objectives(how, 50) == (
+        "p50 tpot <= 66 ms (tpot_x=2: 2 x the reference's unloaded median 33 ms), p50 ttft <= 2000 ms"
+    )
     assert resolve_slo({"e2el": 10}) == ({"e2el": 10.0}, {"e2el": {"objective": "e2el_ms=10", "ms": 10.0}})
 
 
-@pytest.mark.parametrize("bad, named", [
-    ({"tpot_ms": 50, "tpot_x": 2}, "'tpot' given both in milliseconds and as a multiple ('tpot_ms' and 'tpot_x')"),
-    (["tpot_x:2", "tpot:50"], "given both in milliseconds and as a multiple"),
-    ({"tpot_x": 0}, "'tpot_x' must be a finite multiple > 0"),
-    ({"ttft_x": math.inf}, "'ttft_x' must be a finite multiple > 0"),
-    ({"ttft_x": -1}, "'ttft_x' must be a finite multiple > 0"),
-    ({"itl_x": 2}, "unknown SLO key 'itl_x'"),
-])
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        ({"tpot_ms": 50, "tpot_x": 2}, "'tpot' given both in milliseconds and as a multiple ('tpot_ms' and 'tpot_x')"),
+        (["tpot_x:2", "tpot:50"], "given both in milliseconds and as a multiple"),
+        ({"tpot_x": 0}, "'tpot_x' must be a finite multiple > 0"),
+        ({"ttft_x": math.inf}, "'ttft_x' must be a finite multiple > 0"),
+        ({"ttft_x": -1}, "'ttft_x' must be a finite multiple > 0"),
+        ({"itl_x": 2}, "unknown SLO key 'itl_x'"),
+    ],
+)
 def test_objective_errors_name_the_field(bad, named):
     with pytest.raises(ValueError) as caught:
         parse_objectives(bad)

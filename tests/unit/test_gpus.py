@@ -5,10 +5,23 @@ import itertools
 
 import pytest
 
-from pytest_specdec.serving.gpus import (DeviceError, Gpu, discover_gpus, gpus_needed, memory_needed_mib, parse_devices,
-                                 servers_at_once, skip_reason, wait_for_memory, worker_share, xdist_worker)
+from pytest_specdec.serving.gpus import (
+    DeviceError,
+    Gpu,
+    discover_gpus,
+    gpus_needed,
+    memory_needed_mib,
+    parse_devices,
+    servers_at_once,
+    skip_reason,
+    wait_for_memory,
+    worker_share,
+    xdist_worker,
+)
 
-SMI = "0, NVIDIA H100, 81920, 81000, 550.54\n1, NVIDIA H100, 81920, 1000, 550.54\n2, NVIDIA H100, 81920, 80000, 550.54\n"
+SMI = (
+    "0, NVIDIA H100, 81920, 81000, 550.54\n1, NVIDIA H100, 81920, 1000, 550.54\n2, NVIDIA H100, 81920, 80000, 550.54\n"
+)
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 8])
@@ -21,10 +34,22 @@ def test_shares_are_disjoint_equal_and_within_the_devices(gpus, workers):
     assert len({len(share) for share in shares}) == 1  # equal: predictable which worker fits what
 
 
-@pytest.mark.parametrize("gpus, tp, workers, at_once", [
-    (8, 1, 8, 8), (8, 2, 4, 4), (8, 2, 8, 0), (8, 4, 2, 2), (8, 8, 1, 1), (8, 8, 2, 0),
-    (2, 1, 2, 2), (2, 2, 1, 1), (2, 4, 1, 0), (1, 1, 1, 1), (1, 2, 1, 0),
-])
+@pytest.mark.parametrize(
+    "gpus, tp, workers, at_once",
+    [
+        (8, 1, 8, 8),
+        (8, 2, 4, 4),
+        (8, 2, 8, 0),
+        (8, 4, 2, 2),
+        (8, 8, 1, 1),
+        (8, 8, 2, 0),
+        (2, 1, 2, 2),
+        (2, 2, 1, 1),
+        (2, 4, 1, 0),
+        (1, 1, 1, 1),
+        (1, 2, 1, 0),
+    ],
+)
 def test_how_many_servers_an_node_runs_and_who_skips(gpus, tp, workers, at_once):
     assert servers_at_once(gpus, tp, workers) == at_once
     share = worker_share(tuple(range(gpus)), 0, workers)
@@ -95,8 +120,7 @@ def test_the_memory_wait_returns_once_the_last_server_let_go():
 def test_the_memory_wait_fails_with_the_numbers():
     clock = Clock()
     with pytest.raises(DeviceError, match=r"needs 60000 MiB per GPU; GPU 1: 1000 MiB free\).*specdec_gpu_memory_mib"):
-        wait_for_memory([0, 1], 60000, lambda: {0: 70000, 1: 1000}, timeout=10, poll=2, clock=clock,
-                        sleep=clock.sleep)
+        wait_for_memory([0, 1], 60000, lambda: {0: 70000, 1: 1000}, timeout=10, poll=2, clock=clock, sleep=clock.sleep)
     assert clock.now >= 10
 
 
@@ -113,8 +137,11 @@ def test_servers_get_pci_bus_order_so_cuda_and_nvidia_smi_agree():
 
     assert device_order_env({}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # CUDA's default is fastest first
     assert device_order_env({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    with pytest.raises(DeviceError, match="CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently from "
-                                          "nvidia-smi.*set CUDA_DEVICE_ORDER=PCI_BUS_ID"):
+    with pytest.raises(
+        DeviceError,
+        match="CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently from "
+        "nvidia-smi.*set CUDA_DEVICE_ORDER=PCI_BUS_ID",
+    ):
         device_order_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
 
 

@@ -16,21 +16,53 @@ EVIL = 'tests/t.py::test_sd[<script>alert("x")</script>]'
 
 
 def row(test="tests/t.py::test_sd[ngram]", *, outcome="passed", speedup=1.25, per_position=(0.9, 0.6), **extra):
-    return {"test": test, "outcome": outcome, "regression": "passed", "config": "ngram k=4", "engine": "vllm",
-            "method": "ngram", "k": 4, "workload": "code_edit", "access_pattern": "throughput_low",
-            "max_concurrency": 1, "request_rate": "inf", "repeats": 3,
-            "speedup_output_throughput": speedup, "speedup_range": [1.2, 1.31], "expected_speedup": 1.6,
-            "acceptance_rate": 0.6, "acceptance_length": 2.4, "match_rate": 1.0, "numerical_ties": 0,
-            "per_position_acceptance": list(per_position), "unavailable": {},
-            "reference": {"output_throughput": 100.0}, "speculative": {"output_throughput": 125.0}, **extra}
+    return {
+        "test": test,
+        "outcome": outcome,
+        "regression": "passed",
+        "config": "ngram k=4",
+        "engine": "vllm",
+        "method": "ngram",
+        "k": 4,
+        "workload": "code_edit",
+        "access_pattern": "throughput_low",
+        "max_concurrency": 1,
+        "request_rate": "inf",
+        "repeats": 3,
+        "speedup_output_throughput": speedup,
+        "speedup_range": [1.2, 1.31],
+        "expected_speedup": 1.6,
+        "acceptance_rate": 0.6,
+        "acceptance_length": 2.4,
+        "match_rate": 1.0,
+        "numerical_ties": 0,
+        "per_position_acceptance": list(per_position),
+        "unavailable": {},
+        "reference": {"output_throughput": 100.0},
+        "speculative": {"output_throughput": 125.0},
+        **extra,
+    }
 
 
 def unmeasured(test="tests/t.py::test_sd[crashed]"):
     # What rows.row_for gives a test that failed before measuring: no figures, no reasons, no repeats.
-    return {"test": test, "outcome": "failed", "regression": "not checked", "config": "eagle3 k=3", "engine": "vllm",
-            "workload": "sharegpt", "access_pattern": "throughput_low", "repeats": 0, "unavailable": {},
-            "speedup_output_throughput": None, "expected_speedup": None, "acceptance_rate": None,
-            "acceptance_length": None, "match_rate": None, "per_position_acceptance": []}
+    return {
+        "test": test,
+        "outcome": "failed",
+        "regression": "not checked",
+        "config": "eagle3 k=3",
+        "engine": "vllm",
+        "workload": "sharegpt",
+        "access_pattern": "throughput_low",
+        "repeats": 0,
+        "unavailable": {},
+        "speedup_output_throughput": None,
+        "expected_speedup": None,
+        "acceptance_rate": None,
+        "acceptance_length": None,
+        "match_rate": None,
+        "per_position_acceptance": [],
+    }
 
 
 def tiny_png(colour=(200, 30, 30)):
@@ -81,8 +113,11 @@ def render(rows, **kwargs):
 
 
 def test_strings_from_rows_are_escaped_and_cannot_inject_markup():
-    text = render([row(EVIL, config='<b onmouseover="x">', engine="<img src=x>")],
-                  title="<i>title</i>", notes=["<script>note</script>"])
+    text = render(
+        [row(EVIL, config='<b onmouseover="x">', engine="<img src=x>")],
+        title="<i>title</i>",
+        notes=["<script>note</script>"],
+    )
     page = Page(text)
     assert [tag for tag, _ in page.tags].count("script") == 1  # the page's own, nothing injected
     assert not page.attrs_of("b") and not page.attrs_of("i") and page.attrs_of("img") == []
@@ -112,14 +147,30 @@ def test_a_row_without_figures_still_gets_its_table_line_with_the_outcome():
 
 def test_the_table_columns_and_figures():
     line = Page(render([row(speedup_median_tpot=1.4)])).body_rows[0]
-    assert line == ["tests/t.py::test_sd[ngram]", "ngram k=4", "vllm", "code_edit / throughput_low", "passed",
-                    "passed", "1.25x (1.20-1.31)", "1.40x", "1.60x", "60%", "2.40", "100%", "–"]
+    assert line == [
+        "tests/t.py::test_sd[ngram]",
+        "ngram k=4",
+        "vllm",
+        "code_edit / throughput_low",
+        "passed",
+        "passed",
+        "1.25x (1.20-1.31)",
+        "1.40x",
+        "1.60x",
+        "60%",
+        "2.40",
+        "100%",
+        "–",
+    ]
 
 
 def test_the_plots_are_inline_pngs_drawn_from_the_rows():
     pytest.importorskip("matplotlib")
-    text = render_html([row(), row("tests/t.py::test_sd[other]", per_position=(0.7, 0.5, 0.2)), unmeasured()],
-                       title="t", generated_at="now")
+    text = render_html(
+        [row(), row("tests/t.py::test_sd[other]", per_position=(0.7, 0.5, 0.2)), unmeasured()],
+        title="t",
+        generated_at="now",
+    )
     sources = [attrs["src"] for attrs in Page(text).attrs_of("img")]
     assert sources, "per-position acceptance and the heatmap were drawn"
     for src in sources:
@@ -130,8 +181,11 @@ def test_the_plots_are_inline_pngs_drawn_from_the_rows():
 
 
 def test_nothing_is_fetched_from_anywhere():
-    text = render([row(EVIL), unmeasured()], plots=[PlotImage("a.png", "A", tiny_png())],
-                  trends=[TrendFigure("trend", tiny_png(), "caption")])
+    text = render(
+        [row(EVIL), unmeasured()],
+        plots=[PlotImage("a.png", "A", tiny_png())],
+        trends=[TrendFigure("trend", tiny_png(), "caption")],
+    )
     page = Page(text)
     for tag, attrs in page.tags:
         for name in ("src", "href", "srcset", "data", "action", "poster"):
@@ -146,8 +200,13 @@ def test_nothing_is_fetched_from_anywhere():
 
 def test_trend_figures_appear_in_order_with_their_captions():
     first, second = tiny_png((10, 120, 10)), tiny_png((10, 10, 200))
-    text = render([row()], trends=[TrendFigure("Speedup over time", first, "median speedup per commit"),
-                                   TrendFigure("Acceptance <history>", second, "rate & length")])
+    text = render(
+        [row()],
+        trends=[
+            TrendFigure("Speedup over time", first, "median speedup per commit"),
+            TrendFigure("Acceptance <history>", second, "rate & length"),
+        ],
+    )
     assert text.index("<h2>Trends</h2>") < text.index("Speedup over time") < text.index("Acceptance &lt;history&gt;")
     assert "<figcaption>median speedup per commit</figcaption>" in text
     assert "<figcaption>rate &amp; length</figcaption>" in text
@@ -165,8 +224,9 @@ def test_notes_and_an_empty_session():
 def test_write_html_is_atomic_and_the_report_directory_has_report_html(tmp_path):
     path = write_html(tmp_path / "page.html", "<p>é</p>")
     assert path.read_text(encoding="utf-8") == "<p>é</p>"
-    written = write_report(tmp_path / "out", [], {"engine": "vllm-cpu", "engine_version": "0.32.0",
-                                                  "device_name": "AMD EPYC"})
+    written = write_report(
+        tmp_path / "out", [], {"engine": "vllm-cpu", "engine_version": "0.32.0", "device_name": "AMD EPYC"}
+    )
     assert tmp_path / "out" / "report.html" in written
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

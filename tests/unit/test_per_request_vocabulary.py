@@ -15,9 +15,19 @@ from pytest_specdec.measure.groups import breakdown
 def vllm_payload(drafted, accepted, steps):
     # The last streamed event of vLLM's CPU build with --per-request-spec-decode-metrics (k=4).
     per_step = [accepted // steps + (1 if i < accepted % steps else 0) for i in range(steps)]
-    return {"choices": [{"text": ""}], "metrics": {"speculative_decoding": {
-        "num_spec_tokens": 4, "num_spec_steps": steps, "num_draft_tokens": drafted,
-        "num_accepted_draft_tokens": accepted, "per_step_accepted": per_step, "per_step_drafted": [4] * steps}}}
+    return {
+        "choices": [{"text": ""}],
+        "metrics": {
+            "speculative_decoding": {
+                "num_spec_tokens": 4,
+                "num_spec_steps": steps,
+                "num_draft_tokens": drafted,
+                "num_accepted_draft_tokens": accepted,
+                "per_step_accepted": per_step,
+                "per_step_drafted": [4] * steps,
+            }
+        },
+    }
 
 
 def sglang_payload(drafted, accepted, steps):
@@ -25,10 +35,17 @@ def sglang_payload(drafted, accepted, steps):
     histogram = [0] * 5
     for a in [accepted // steps + (1 if i < accepted % steps else 0) for i in range(steps)]:
         histogram[a] += 1
-    return {"text": "...", "output_ids": [1], "meta_info": {"completion_tokens": 20, "spec_verify_ct": steps,
-                                                            "spec_accept_histogram": histogram,
-                                                            "spec_num_proposed_drafts": drafted,
-                                                            "spec_num_correct_drafts": accepted}}
+    return {
+        "text": "...",
+        "output_ids": [1],
+        "meta_info": {
+            "completion_tokens": 20,
+            "spec_verify_ct": steps,
+            "spec_accept_histogram": histogram,
+            "spec_num_proposed_drafts": drafted,
+            "spec_num_correct_drafts": accepted,
+        },
+    }
 
 
 def llamacpp_payload(drafted, accepted, steps):
@@ -43,8 +60,18 @@ def records(engine, side_figures):
     out = []
     for index, (category, drafted, accepted, steps) in enumerate(side_figures):
         figures = engine_named(engine).request_sd(SHAPES[engine](drafted, accepted, steps)) if drafted else None
-        out.append(SimpleNamespace(index=index, success=True, output_tokens=11, ttft=0.1, latency=0.3,
-                                   category=category, turn=None, spec_decoding=figures))
+        out.append(
+            SimpleNamespace(
+                index=index,
+                success=True,
+                output_tokens=11,
+                ttft=0.1,
+                latency=0.3,
+                category=category,
+                turn=None,
+                spec_decoding=figures,
+            )
+        )
     return [SimpleNamespace(records=out)]
 
 
@@ -88,7 +115,9 @@ def test_no_engine_is_sent_another_engines_request_field():
     body = completion_body("m", "hello", 8, RequestOptions(logprobs=2))
     trtllm = engine_named("trtllm").completion_payload(dict(body))
     assert trtllm_refusal(trtllm) is None, trtllm  # it refused every request while vLLM's field rode along
-    assert trtllm_refusal(engine_named("vllm").completion_payload(dict(body))) == \
-        "return_token_ids: Extra inputs are not permitted"
+    assert (
+        trtllm_refusal(engine_named("vllm").completion_payload(dict(body)))
+        == "return_token_ids: Extra inputs are not permitted"
+    )
     assert engine_named("vllm").completion_payload(dict(body))["return_token_ids"] is True
     assert "return_token_ids" not in engine_named("llamacpp").completion_payload(dict(body))

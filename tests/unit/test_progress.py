@@ -12,8 +12,10 @@ class Clock:
 
 
 def test_progress_text_pads_the_count():
-    assert progress_text("SD on code_edit/throughput_low", 7, 256, 12.4) == \
-        "SD on code_edit/throughput_low:   7/256 requests, 12 s elapsed"
+    assert (
+        progress_text("SD on code_edit/throughput_low", 7, 256, 12.4)
+        == "SD on code_edit/throughput_low:   7/256 requests, 12 s elapsed"
+    )
 
 
 def test_live_progress_rewrites_one_line_throttled_and_clears_it():

@@ -29,8 +29,10 @@ def test_the_test_script_runs_every_test_folder_once():
     # never beside a server, and without the serial files (each runs once).
     assert "-n 2" in logic and "--specdec-cpu" not in logic and '"${skip_serial[@]}"' in logic
     assert "--specdec-cpu" in servers and "-n " not in servers and '"${SERIAL[@]}"' in servers
-    assert serial and all((ROOT / path).is_file() and path.startswith(("tests/unit/", "tests/plugin/",
-                                                                       "tests/history/")) for path in serial)
+    assert serial and all(
+        (ROOT / path).is_file() and path.startswith(("tests/unit/", "tests/plugin/", "tests/history/"))
+        for path in serial
+    )
 
 
 def test_ci_runs_the_readme_test_command_verbatim():

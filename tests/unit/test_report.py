@@ -12,13 +12,21 @@ from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.theory import cost_ratio_for
 from pytest_specdec.report.rows import CSV_COLUMNS, row_for
-from pytest_specdec.report.files import ReportError, append_step_summary, load_report, report_document, validate_report, write_report
+from pytest_specdec.report.files import (
+    ReportError,
+    append_step_summary,
+    load_report,
+    report_document,
+    validate_report,
+    write_report,
+)
 from pytest_specdec.report.tables import csv_text, markdown_summary, terminal_table
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.config.spec import ServerSpec
 
-NGRAM = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
-                   server_args=("--enforce-eager",))
+NGRAM = ServerSpec(
+    "m", {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}, server_args=("--enforce-eager",)
+)
 WORKLOAD = {"name": "code_edit", "input_len": 192, "output_len": 64}
 PATTERN = {"name": "throughput_low", "request_rate": "inf", "max_concurrency": 1, "num_prompts": 2}
 
@@ -46,16 +54,36 @@ def result(sd_tok_s=45.0, sd_ids=((1, 2, 3), (4, 5, 6))):
     # 10 drafts of k=4, 30 accepted: acceptance length 1 + 30/10 = 4.0, rate 30/40.
     counters = SpecDecodeCounters(10, 40, 30, {0: 10, 1: 9, 2: 7, 3: 4})
     ref, sd = run(NGRAM.reference(), 30.0, 0.030), run(NGRAM, sd_tok_s, 0.020, counters, sd_ids)
-    return SpecDecResult(NGRAM, WORKLOAD, PATTERN, [ref], [sd], compare_outputs(ref.records, sd.records),
-                         {"bench": "vllm bench serve --model m"})
+    return SpecDecResult(
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        [ref],
+        [sd],
+        compare_outputs(ref.records, sd.records),
+        {"bench": "vllm bench serve --model m"},
+    )
 
 
 def test_row_carries_ratios_theory_and_costs():
-    row = row_for("t.py::test_ngram", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result(),
-                  regression="passed", cost_ratio=0.0, gpu_usd_per_hour=3.6)
+    row = row_for(
+        "t.py::test_ngram",
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        outcome="passed",
+        result=result(),
+        regression="passed",
+        cost_ratio=0.0,
+        gpu_usd_per_hour=3.6,
+    )
     assert row["config"] == "ngram k=4 prompt_lookup_max=4 --enforce-eager"
-    assert (row["method"], row["k"], row["workload"], row["access_pattern"]) == ("ngram", 4, "code_edit",
-                                                                                 "throughput_low")
+    assert (row["method"], row["k"], row["workload"], row["access_pattern"]) == (
+        "ngram",
+        4,
+        "code_edit",
+        "throughput_low",
+    )
     assert row["speedup_output_throughput"] == pytest.approx(1.5)
     assert row["speedup_median_tpot"] == pytest.approx(1.5)
     assert row["speedup_median_ttft"] is not None and row["speedup_median_e2el"] is not None
@@ -79,8 +107,15 @@ def test_row_carries_ratios_theory_and_costs():
 
 
 def test_row_with_a_draft_cost_and_divergent_outputs():
-    row = row_for("t.py::test_x", NGRAM, WORKLOAD, PATTERN, outcome="failed", result=result(
-        sd_tok_s=20.0, sd_ids=((1, 2, 3), (4, 9, 9))), cost_ratio=0.25)
+    row = row_for(
+        "t.py::test_x",
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        outcome="failed",
+        result=result(sd_tok_s=20.0, sd_ids=((1, 2, 3), (4, 9, 9))),
+        cost_ratio=0.25,
+    )
     assert row["expected_speedup"] == pytest.approx(4.0 / (4 * 0.25 + 1))  # 2.0
     assert row["speedup_output_throughput"] == pytest.approx(20 / 30)
     assert row["match_rate"] == 0.5
@@ -112,8 +147,16 @@ def test_cost_ratio_from_local_model_directories(tmp_path):
 
 
 def rows():
-    passed = row_for("t.py::test_ngram", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result(),
-                     regression="passed", cost_ratio=0.0)
+    passed = row_for(
+        "t.py::test_ngram",
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        outcome="passed",
+        result=result(),
+        regression="passed",
+        cost_ratio=0.0,
+    )
     failed = row_for("t.py::test_y", NGRAM, WORKLOAD, PATTERN, outcome="error")
     return [passed, failed]
 
@@ -138,8 +181,16 @@ def test_csv_has_fixed_columns_and_empty_cells_for_missing_figures():
 
 
 def test_markdown_summary_table_and_notes():
-    below = row_for("t.py::test_slow", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result(sd_tok_s=31.0),
-                    cost_ratio=0.0, gpu_usd_per_hour=2.0)
+    below = row_for(
+        "t.py::test_slow",
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        outcome="passed",
+        result=result(sd_tok_s=31.0),
+        cost_ratio=0.0,
+        gpu_usd_per_hour=2.0,
+    )
     text = markdown_summary(rows() + [below])
     assert text.startswith("## pytest-specdec results\n")
     assert "| test | SD config | workload | pattern | speedup |" in text
@@ -148,8 +199,10 @@ def test_markdown_summary_table_and_notes():
     # of one repeat (the line is 4.0 * 0.85 = 3.4); the throughput's 1.03x plays no part.
     assert "**Theory**" in text
     line = next(line for line in text.splitlines() if line.startswith("| t.py::test_slow | 0 | given: c not measured"))
-    assert line.endswith("| unknown | 1.000 | 4.00 | 4.00x | 1.50x | yes (beyond the 15% margin, the default speedup "
-                         "tolerance (one repeat: noise unknown)) |")
+    assert line.endswith(
+        "| unknown | 1.000 | 4.00 | 4.00x | 1.50x | yes (beyond the 15% margin, the default speedup "
+        "tolerance (one repeat: noise unknown)) |"
+    )
     assert "USD per 1M output tokens" in text and "| saturation: closed loop, 1 request in flight" in text
     assert markdown_summary([]).endswith("No specdec test ran.\n")
 
@@ -180,8 +233,17 @@ def test_the_schema_declares_every_field_a_row_carries_and_refuses_others():
     from pytest_specdec.schemas import REPORT, load_schema
 
     declared = set(load_schema(REPORT)["$defs"]["row"]["properties"])
-    measured = row_for("t.py::test_ngram", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result(),
-                       regression="passed", cost_ratio=0.0, gpu_usd_per_hour=3.6)
+    measured = row_for(
+        "t.py::test_ngram",
+        NGRAM,
+        WORKLOAD,
+        PATTERN,
+        outcome="passed",
+        result=result(),
+        regression="passed",
+        cost_ratio=0.0,
+        gpu_usd_per_hour=3.6,
+    )
     before_measuring = row_for("t.py::test_x", NGRAM, WORKLOAD, PATTERN, outcome="failed")
     for row in (measured, before_measuring):
         assert set(row) <= declared, f"undeclared in report.schema.json: {sorted(set(row) - declared)}"
@@ -216,10 +278,23 @@ def test_nan_figures_are_null():
 
 
 def test_a_dynamic_k_schedule_has_no_single_k_theory():
-    dynamic = replace(NGRAM, speculative_config={**NGRAM.speculative_config,
-                                                 "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 8, 2]]})
-    row = row_for("t.py::test_dynamic", dynamic, WORKLOAD, PATTERN, outcome="passed", result=result(),
-                  regression="passed", cost_ratio=0.0)
+    dynamic = replace(
+        NGRAM,
+        speculative_config={
+            **NGRAM.speculative_config,
+            "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 8, 2]],
+        },
+    )
+    row = row_for(
+        "t.py::test_dynamic",
+        dynamic,
+        WORKLOAD,
+        PATTERN,
+        outcome="passed",
+        result=result(),
+        regression="passed",
+        cost_ratio=0.0,
+    )
     assert row["speedup_output_throughput"] == pytest.approx(1.5) and row["acceptance_rate"] == pytest.approx(0.75)
     for name in ("expected_speedup", "best_k", "oracle_speedup"):
         assert row[name] is None and "dynamic k schedule" in row["unavailable"][name]

@@ -24,8 +24,15 @@ def fake_command(port, model="m", mode="ok"):
 
 def start_fake(tmp_path, mode="ok", timeout=20.0, stop_timeout=5.0):
     claim = claim_port()
-    server = VllmServer(ServerSpec("m"), fake_command(claim.port, mode=mode), claim, "127.0.0.1",
-                        tmp_path / "server.log", startup_timeout=timeout, stop_timeout=stop_timeout)
+    server = VllmServer(
+        ServerSpec("m"),
+        fake_command(claim.port, mode=mode),
+        claim,
+        "127.0.0.1",
+        tmp_path / "server.log",
+        startup_timeout=timeout,
+        stop_timeout=stop_timeout,
+    )
     return server, server.start
 
 
@@ -168,10 +175,12 @@ def test_a_root_cause_above_the_tail_is_quoted(tmp_path):
     with pytest.raises(ServerStartError) as info:
         start()
     message = str(info.value)
-    assert "--- exception lines earlier in the log ---\nERROR 11-22 [worker.py:9] ValueError: the real root cause" in message
+    assert (
+        "--- exception lines earlier in the log ---\nERROR 11-22 [worker.py:9] ValueError: the real root cause"
+        in message
+    )
     assert "is only a warning" not in message
     assert message.rstrip().endswith("RuntimeError: Engine core initialization failed. See root cause above.")
-
 
 
 def test_an_engine_without_per_request_metrics_is_said_once_and_not_asked_for(tmp_path, monkeypatch):
@@ -179,8 +188,13 @@ def test_an_engine_without_per_request_metrics_is_said_once_and_not_asked_for(tm
 
     monkeypatch.setattr(Vllm, "per_request_metrics_available", lambda self, python=None: False)
     events, launches = [], []
-    pool = ServerPool("cpu", tmp_path, launcher=lambda launch: launches.append(launch) or "not a list",
-                      model_resolver=str, on_event=events.append)
+    pool = ServerPool(
+        "cpu",
+        tmp_path,
+        launcher=lambda launch: launches.append(launch) or "not a list",
+        model_resolver=str,
+        on_event=events.append,
+    )
     for _ in range(2):
         with pytest.raises(ServerStartError):
             pool.get(ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 3}))

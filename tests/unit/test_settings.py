@@ -5,8 +5,10 @@ import pytest
 from pytest_specdec.config.settings import parse_byte_size, parse_ini, parse_seconds
 
 
-@pytest.mark.parametrize("text, size", [("1073741824", 1 << 30), ("1GiB", 1 << 30), ("512MiB", 512 << 20),
-                                        ("2GB", 2_000_000_000), ("1.5gib", 3 << 29)])
+@pytest.mark.parametrize(
+    "text, size",
+    [("1073741824", 1 << 30), ("1GiB", 1 << 30), ("512MiB", 512 << 20), ("2GB", 2_000_000_000), ("1.5gib", 3 << 29)],
+)
 def test_byte_sizes(text, size):
     assert parse_byte_size(text) == size
 
@@ -47,8 +49,10 @@ def test_flags_match_their_ini_keys_and_old_flags_still_work(tmp_path):
     assert settings.gpu_usd_per_hour == 2.5 and settings.deprecations == ()
     old = _resolve({"specdec_gpu_price": 3.0, "specdec_kv_cache_bytes": 1 << 29}, tmp_path=tmp_path)
     assert old.gpu_usd_per_hour == 3.0 and old.cpu_kv_cache_bytes == 1 << 29
-    assert [message.split(" is ")[0] for message in old.deprecations] == ["--specdec-kv-cache-bytes",
-                                                                            "--specdec-gpu-price"]
+    assert [message.split(" is ")[0] for message in old.deprecations] == [
+        "--specdec-kv-cache-bytes",
+        "--specdec-gpu-price",
+    ]
     # The new flag wins over the old one; the ini is the fallback for both.
     both = _resolve({"specdec_gpu_usd_per_hour": 1.0, "specdec_gpu_price": 9.0}, tmp_path=tmp_path)
     assert both.gpu_usd_per_hour == 1.0

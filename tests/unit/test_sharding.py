@@ -14,8 +14,7 @@ from pytest_specdec.config.spec import ServerSpec
 # 9 SD configurations of two targets with uneven test counts (35 tests), plus 5 plain tests.
 SIZES = (9, 7, 5, 4, 3, 3, 2, 1, 1)
 KEYS = [
-    ServerSpec(f"target-{i % 2}", {"method": "ngram", "num_speculative_tokens": i + 1}).key
-    for i in range(len(SIZES))
+    ServerSpec(f"target-{i % 2}", {"method": "ngram", "num_speculative_tokens": i + 1}).key for i in range(len(SIZES))
 ]
 SUITE = [
     (f"tests/specdec/test_config_{i}.py::test_case[{j}]", KEYS[i]) for i, size in enumerate(SIZES) for j in range(size)
@@ -84,8 +83,15 @@ def test_assignment_is_identical_in_another_interpreter_with_other_hash_seeds():
     )
     outputs = set()
     for seed in ("1", "2"):
-        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(SUITE), capture_output=True, text=True,
-                              env={"PYTHONHASHSEED": seed, "PATH": ""}, check=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps(SUITE),
+            capture_output=True,
+            text=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+            check=True,
+            timeout=60,
+        )
         outputs.add(proc.stdout)
     assert len(outputs) == 1
     assert json.loads(outputs.pop()) == assign_shards(SUITE, 4)
@@ -131,11 +137,20 @@ def test_parse_shard_accepts(text, expected):
     assert parse_shard(text) == expected
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0/4", "between 1 and 4"), ("5/4", "between 1 and 4"), ("1/0", "at least 1"), ("-1/3", "between 1 and 3"),
-    ("2", "expected I/N"), ("a/b", "expected I/N"), ("1/2/3", "expected I/N"), ("", "expected I/N"),
-    ("1.5/2", "expected I/N"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0/4", "between 1 and 4"),
+        ("5/4", "between 1 and 4"),
+        ("1/0", "at least 1"),
+        ("-1/3", "between 1 and 3"),
+        ("2", "expected I/N"),
+        ("a/b", "expected I/N"),
+        ("1/2/3", "expected I/N"),
+        ("", "expected I/N"),
+        ("1.5/2", "expected I/N"),
+    ],
+)
 def test_parse_shard_rejects(text, message):
     with pytest.raises(argparse.ArgumentTypeError, match=message):
         parse_shard(text)

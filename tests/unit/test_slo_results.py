@@ -29,11 +29,22 @@ class Rec:
 def result(ref_tpots, sd_tpots, *, slo=None, pattern=None, duration=2.0):
     ref = [Rec(i, 0.1, t) for i, t in enumerate(ref_tpots)]
     sd = [Rec(i, 0.1, t) for i, t in enumerate(sd_tpots)]
-    runs = (Run(SPEC.reference(), 0, summarize(ref, duration), ref, None, ["vllm"], 0.0),
-            Run(SPEC, 0, summarize(sd, duration * 0.8), sd, None, ["vllm"], 0.0))
+    runs = (
+        Run(SPEC.reference(), 0, summarize(ref, duration), ref, None, ["vllm"], 0.0),
+        Run(SPEC, 0, summarize(sd, duration * 0.8), sd, None, ["vllm"], 0.0),
+    )
     outputs = compare_outputs(ref, sd)
-    return SpecDecResult(SPEC, {"name": "w"}, pattern or {"name": "p"}, [runs[0]], [runs[1]], outputs, {},
-                         outputs_per_repeat=[outputs], slo=slo or {})
+    return SpecDecResult(
+        SPEC,
+        {"name": "w"},
+        pattern or {"name": "p"},
+        [runs[0]],
+        [runs[1]],
+        outputs,
+        {},
+        outputs_per_repeat=[outputs],
+        slo=slo or {},
+    )
 
 
 def test_goodput_counts_the_requests_that_met_every_slo_per_second():
@@ -97,10 +108,20 @@ def test_never_crossing_passes_only_as_far_as_the_sweep_went():
 
 def capacity(reference_limit, sd_limit, max_probes=6):
     def side(limit):
-        return search_capacity(lambda load: Probe(load, load <= limit, {"reason": "synthetic"}),
-                               CapacitySearch("request_rate", start=1.0, max_probes=max_probes))
-    return CapacityResult(SPEC, {"name": "w"}, {"name": "slo_capacity", "search": "request_rate"},
-                          {"tpot": 50.0}, 99.0, side(reference_limit), side(sd_limit))
+        return search_capacity(
+            lambda load: Probe(load, load <= limit, {"reason": "synthetic"}),
+            CapacitySearch("request_rate", start=1.0, max_probes=max_probes),
+        )
+
+    return CapacityResult(
+        SPEC,
+        {"name": "w"},
+        {"name": "slo_capacity", "search": "request_rate"},
+        {"tpot": 50.0},
+        99.0,
+        side(reference_limit),
+        side(sd_limit),
+    )
 
 
 def test_capacity_ratio_and_its_check():
@@ -156,12 +177,21 @@ def test_specdec_sweep_measures_every_reference_level_first_then_sd(monkeypatch)
 
     test = SpecDecTest(SPEC, FakeMeasurements(), resolve_workload("random_s", {"input_len": 8, "output_len": 4}))
     sweep_result = test.sweep(levels=(1, 4, 16), num_prompts=4)
-    assert [c for c in calls if c[0] != "event"] == [("reference", 1), ("reference", 4), ("reference", 16),
-                                                     ("SD", 1), ("SD", 4), ("SD", 16)]
+    assert [c for c in calls if c[0] != "event"] == [
+        ("reference", 1),
+        ("reference", 4),
+        ("reference", 16),
+        ("SD", 1),
+        ("SD", 4),
+        ("SD", 16),
+    ]
     assert sweep_result.levels == [1, 4, 16] and len(test.results) == 3
     assert all(r.sweep_speedups == sweep_result.speedups() for r in test.results)  # for each level's diagnosis
     assert sweep_result.crossover().value == pytest.approx(4 + 12 * 0.2 / 0.4)  # 1.2 -> 0.8 crosses 1 halfway
-    assert calls[-1] == ("event", f"{SPEC.label()}: SD stops paying at ≈ 10 concurrent requests (linear between 4 and 16)")
+    assert calls[-1] == (
+        "event",
+        f"{SPEC.label()}: SD stops paying at ≈ 10 concurrent requests (linear between 4 and 16)",
+    )
 
 
 def test_each_sweep_level_carries_the_sweeps_speedups_and_a_client_bound_level_is_skipped():
@@ -216,8 +246,14 @@ def _stalled_search(stalled, **pattern):
     from pytest_specdec.measure.slo_capacity import measure_capacity
 
     measurements = StallingMeasurements(stalled)
-    found = measure_capacity(measurements, SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
-                             resolve_pattern("slo_capacity", {"num_prompts": 4, **pattern}), {"tpot": 50.0}, 99.0)
+    found = measure_capacity(
+        measurements,
+        SPEC,
+        resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
+        resolve_pattern("slo_capacity", {"num_prompts": 4, **pattern}),
+        {"tpot": 50.0},
+        99.0,
+    )
     return found, measurements
 
 
@@ -232,9 +268,11 @@ def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_s
     assert [(p.load, p.offered) for p in sd.probes] == [(1.0, True), (2.0, True), (4.0, False)]
     assert sd.stopped == "client_bound" and sd.status == "above_highest_probe" and sd.capacity == 2.0
     assert sd.not_offered() == [4.0] and sd.probes[-1].detail["client_bound_lags_ms"] == [30.0] * 3
-    assert sd.describe() == (">= 2 req/s (held at every load up to 2; the client could not offer more)"
-                             "; not offered (the client, not the server, set the pace) at 4: client-bound: p99 "
-                             "dispatch lag 30.0 ms over the 10 ms limit")
+    assert sd.describe() == (
+        ">= 2 req/s (held at every load up to 2; the client could not offer more)"
+        "; not offered (the client, not the server, set the pace) at 4: client-bound: p99 "
+        "dispatch lag 30.0 ms over the 10 ms limit"
+    )
     # A lower bound of 2 over the reference's 4-8: it cannot say SD reaches 1x; it says why, and the remedy.
     assert found.ratio().kind == "lower_bound"
     with pytest.raises(AssertionError) as failure:
@@ -251,15 +289,17 @@ def test_a_client_stall_that_does_not_repeat_costs_a_run_and_changes_no_verdict(
     """The CI failure of 2026-11-25: SD's first probe had a 1.1 s client stall and read as SD missing the SLO
     at 0.5 req/s, so SD's capacity came out below the start and the ratio at 0.18x."""
     calm, _ = _stalled_search(lambda side, load, attempt: False, max_probes=6)
-    found, measurements = _stalled_search(lambda side, load, attempt: side == "SD" and load == 1 and attempt == 1,
-                                          max_probes=6)
-    assert [(p.load, p.holds) for p in found.speculative.probes] == \
-        [(p.load, p.holds) for p in calm.speculative.probes]
+    found, measurements = _stalled_search(
+        lambda side, load, attempt: side == "SD" and load == 1 and attempt == 1, max_probes=6
+    )
+    assert [(p.load, p.holds) for p in found.speculative.probes] == [(p.load, p.holds) for p in calm.speculative.probes]
     assert found.speculative.capacity == calm.speculative.capacity and found.ratio() == calm.ratio()
     assert measurements.runs.count(("SD", 1.0)) == 2 and not found.speculative.not_offered()
     assert found.speculative.probes[0].detail["client_bound_lags_ms"] == [30.0]
-    assert measurements.events == ["SD probe at 1: client-bound: p99 dispatch lag 30.0 ms over the 10 ms limit "
-                                   "(run 1 of at most 3): the client set the pace, not the server; running it again"]
+    assert measurements.events == [
+        "SD probe at 1: client-bound: p99 dispatch lag 30.0 ms over the 10 ms limit "
+        "(run 1 of at most 3): the client set the pace, not the server; running it again"
+    ]
 
 
 def test_a_client_that_cannot_offer_even_the_first_load_leaves_the_capacity_unknown():
@@ -310,8 +350,14 @@ def _search(slo, servers=None, **pattern):
     from pytest_specdec.measure.slo_capacity import measure_capacity
 
     servers = servers or ModelServers()
-    found = measure_capacity(servers, SPEC, resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
-                             resolve_pattern("slo_capacity", {"num_prompts": 4, **pattern}), slo, 50.0)
+    found = measure_capacity(
+        servers,
+        SPEC,
+        resolve_workload("random_s", {"input_len": 8, "output_len": 4}),
+        resolve_pattern("slo_capacity", {"num_prompts": 4, **pattern}),
+        slo,
+        50.0,
+    )
     return found, servers
 
 
@@ -324,13 +370,18 @@ def test_a_relative_objective_resolves_once_before_probing_and_is_recorded_every
     assert sum(1 for c in servers.calls if c[0] == "unloaded") == 1
     # 3 x 30 ms = 90 ms: the reference holds to (90 - 30) / 20 = 3 req/s, SD (90/0.8 - 30) / 20 = 4.125.
     assert found.slo == {"tpot": pytest.approx(90.0), "ttft": 2000.0}
-    assert found.objectives["tpot"] == {"objective": "tpot_x=3", "ms": pytest.approx(90.0), "multiple": 3.0,
-                                        "unloaded_p50_ms": pytest.approx(30.0)}
+    assert found.objectives["tpot"] == {
+        "objective": "tpot_x=3",
+        "ms": pytest.approx(90.0),
+        "multiple": 3.0,
+        "unloaded_p50_ms": pytest.approx(30.0),
+    }
     assert found.unloaded_ms["tpot"] == pytest.approx(30.0)
     assert found.reference.bracket[0] <= 3.0 < found.reference.bracket[1]
     assert found.speculative.bracket[0] <= 4.125 < found.speculative.bracket[1]
-    assert found.describe().splitlines()[0] == ("SLO: p50 tpot <= 90 ms (tpot_x=3: 3 x the reference's unloaded "
-                                                "median 30 ms), p50 ttft <= 2000 ms")
+    assert found.describe().splitlines()[0] == (
+        "SLO: p50 tpot <= 90 ms (tpot_x=3: 3 x the reference's unloaded median 30 ms), p50 ttft <= 2000 ms"
+    )
     derived = found.derived()
     assert derived["slo_tpot_ms"] == pytest.approx(90.0) and derived["slo_tpot_x"] == 3.0
     assert derived["unloaded_reference_tpot_ms"] == pytest.approx(30.0) and derived["slo_ttft_ms"] == 2000.0
@@ -370,9 +421,11 @@ def test_the_unloaded_reference_is_measured_once_per_server_and_workload_and_sha
 
     measurements.measure = measure
     workload = resolve_workload("code_edit", {"input_len": 192, "output_len": 64})
-    assert unloaded_reference(measurements, SPEC, workload) == {"ttft": pytest.approx(100.0),
-                                                              "tpot": pytest.approx(30.0),
-                                                              "e2el": pytest.approx(220.0)}
+    assert unloaded_reference(measurements, SPEC, workload) == {
+        "ttft": pytest.approx(100.0),
+        "tpot": pytest.approx(30.0),
+        "e2el": pytest.approx(220.0),
+    }
     unloaded_reference(measurements, SPEC, workload)
     other_sd = ServerSpec("m", {"method": "suffix", "num_speculative_tokens": 4})  # same reference server
     unloaded_reference(measurements, other_sd, workload)

@@ -52,19 +52,48 @@ def test_equal_configs_share_a_key_whatever_the_dict_order():
         ({"model": ""}, "model", "non-empty"),
         ({"model": "m", "speculative_config": "ngram"}, "speculative_config", "must be a mapping"),
         ({"model": "m", "speculative_config": ["ngram"]}, "speculative_config", "got list"),
-        ({"model": "m", "speculative_config": {"num_speculative_tokens": 2}}, "speculative_config.method", "is required"),
-        ({"model": "m", "speculative_config": {"method": "nagram", "num_speculative_tokens": 2}},
-         "speculative_config.method", "unknown method 'nagram'"),
-        ({"model": "m", "speculative_config": {"method": "ngram", "num_speculative_tokens": 0}},
-         "speculative_config.num_speculative_tokens", ">= 1, got 0"),
-        ({"model": "m", "speculative_config": {"method": "ngram", "num_speculative_tokens": "4"}},
-         "speculative_config.num_speculative_tokens", "got '4'"),
-        ({"model": "m", "speculative_config": {"method": "ngram"}}, "speculative_config.num_speculative_tokens", "required"),
-        ({"model": "m", "speculative_config": {"method": "eagle3", "num_speculative_tokens": 1}},
-         "speculative_config.model", "needs a draft model"),
-        ({"model": "m", "speculative_config": {"method": "draft_model", "num_speculative_tokens": 3,
-                                               "model": "specdec:smollm2-135m@layers=99"}},
-         "speculative_config.model", "layers must be an integer from 1 to 29"),
+        (
+            {"model": "m", "speculative_config": {"num_speculative_tokens": 2}},
+            "speculative_config.method",
+            "is required",
+        ),
+        (
+            {"model": "m", "speculative_config": {"method": "nagram", "num_speculative_tokens": 2}},
+            "speculative_config.method",
+            "unknown method 'nagram'",
+        ),
+        (
+            {"model": "m", "speculative_config": {"method": "ngram", "num_speculative_tokens": 0}},
+            "speculative_config.num_speculative_tokens",
+            ">= 1, got 0",
+        ),
+        (
+            {"model": "m", "speculative_config": {"method": "ngram", "num_speculative_tokens": "4"}},
+            "speculative_config.num_speculative_tokens",
+            "got '4'",
+        ),
+        (
+            {"model": "m", "speculative_config": {"method": "ngram"}},
+            "speculative_config.num_speculative_tokens",
+            "required",
+        ),
+        (
+            {"model": "m", "speculative_config": {"method": "eagle3", "num_speculative_tokens": 1}},
+            "speculative_config.model",
+            "needs a draft model",
+        ),
+        (
+            {
+                "model": "m",
+                "speculative_config": {
+                    "method": "draft_model",
+                    "num_speculative_tokens": 3,
+                    "model": "specdec:smollm2-135m@layers=99",
+                },
+            },
+            "speculative_config.model",
+            "layers must be an integer from 1 to 29",
+        ),
         ({"model": "specdec:gpt2"}, "model", "unknown bundled model"),
         ({"model": "m", "server_args": "--enforce-eager"}, "server_args", "list of strings"),
         ({"model": "m", "server_args": ["--max-num-seqs", 8]}, "server_args", "must be a string"),
@@ -101,8 +130,14 @@ def test_spec_is_usable_as_dict_key():
 def test_label_tells_configs_with_the_same_method_and_k_apart():
     a = parse(model="m", speculative_config={**NGRAM, "prompt_lookup_min": 5})
     assert a.label() == "m [ngram k=4 prompt_lookup_min=5]"
-    draft = parse(model="m", speculative_config={"method": "draft_model", "num_speculative_tokens": 3,
-                                                 "model": "specdec:smollm2-135m@layers=8"})
+    draft = parse(
+        model="m",
+        speculative_config={
+            "method": "draft_model",
+            "num_speculative_tokens": 3,
+            "model": "specdec:smollm2-135m@layers=8",
+        },
+    )
     assert draft.label() == "m [draft_model k=3 draft=specdec:smollm2-135m@layers=8]"
 
 
@@ -110,8 +145,10 @@ SCHEDULE = "speculative_config.num_speculative_tokens_per_batch_size"
 
 
 def with_schedule(rows, k=4):
-    return {"model": "m", "speculative_config": {**NGRAM, "num_speculative_tokens": k,
-                                                 "num_speculative_tokens_per_batch_size": rows}}
+    return {
+        "model": "m",
+        "speculative_config": {**NGRAM, "num_speculative_tokens": k, "num_speculative_tokens_per_batch_size": rows},
+    }
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ BASE = [100.0, 101.0, 99.0]
 
 # --- direction ---------------------------------------------------------------
 
+
 def test_throughput_drop_is_a_negative_change():
     verdict = compare_samples("output_throughput", BASE, [75.0, 76.0, 74.0])
     assert verdict.higher_is_better
@@ -25,8 +26,9 @@ def test_tpot_rise_is_a_negative_change():
     assert verdict.regression
 
 
-@pytest.mark.parametrize("metric, current", [("output_throughput", [130.0, 131.0, 129.0]),
-                                             ("median_tpot_ms", [70.0, 71.0, 69.0])])
+@pytest.mark.parametrize(
+    "metric, current", [("output_throughput", [130.0, 131.0, 129.0]), ("median_tpot_ms", [70.0, 71.0, 69.0])]
+)
 def test_improvements_are_positive_and_never_regress(metric, current):
     verdict = compare_samples(metric, BASE, current)
     assert verdict.change > 0 and not verdict.regression
@@ -38,6 +40,7 @@ def test_explicit_direction_overrides_the_name():
 
 
 # --- medians, noise and the tolerance band -----------------------------------
+
 
 def test_one_bad_repeat_does_not_flip_the_verdict():
     # The mean of the current repeats is 13% down; the median has not moved.
@@ -95,14 +98,14 @@ def test_ratio_of_medians_ci_brackets_the_ratio():
 
 # --- simulation: 3 vs 3 repeats with 3% relative noise ------------------------
 
+
 def _detection_rate(metric, drop, tolerance=None, pairs=500, repeats=3, noise=0.03, seed=2024):
     rng = np.random.default_rng(seed)
     # A drop of d means change = -d in the module's convention for either direction.
     true = 100 * (1 - drop) if not metric.endswith("_ms") else 100 / (1 - drop)
     base = 100 * (1 + noise * rng.standard_normal((pairs, repeats)))
     cur = true * (1 + noise * rng.standard_normal((pairs, repeats)))
-    hits = sum(compare_samples(metric, b, c, tolerance=tolerance, resamples=500).regression
-               for b, c in zip(base, cur))
+    hits = sum(compare_samples(metric, b, c, tolerance=tolerance, resamples=500).regression for b, c in zip(base, cur))
     return hits / pairs
 
 
@@ -126,12 +129,24 @@ def test_simulated_drop_at_the_tolerance_is_a_coin_flip(metric):
 
 # --- tolerances ------------------------------------------------------------------
 
-@pytest.mark.parametrize("metric, expected", [
-    ("output_throughput", 0.10), ("median_tpot_ms", 0.10), ("mean_itl_ms", 0.10),
-    ("median_ttft_ms", 0.15), ("mean_e2el_ms", 0.15), ("p95_tpot_ms", 0.25), ("p99_ttft_ms", 0.25),
-    ("speedup_output_throughput", 0.15), ("speedup_p99_ttft_ms", 0.15),
-    ("acceptance_rate", 0.05), ("acceptance_length", 0.05), ("match_rate", 0.10),
-])
+
+@pytest.mark.parametrize(
+    "metric, expected",
+    [
+        ("output_throughput", 0.10),
+        ("median_tpot_ms", 0.10),
+        ("mean_itl_ms", 0.10),
+        ("median_ttft_ms", 0.15),
+        ("mean_e2el_ms", 0.15),
+        ("p95_tpot_ms", 0.25),
+        ("p99_ttft_ms", 0.25),
+        ("speedup_output_throughput", 0.15),
+        ("speedup_p99_ttft_ms", 0.15),
+        ("acceptance_rate", 0.05),
+        ("acceptance_length", 0.05),
+        ("match_rate", 0.10),
+    ],
+)
 def test_default_tolerances(metric, expected):
     assert default_tolerance(metric) == expected
 
@@ -151,14 +166,17 @@ def test_tolerance_precedence_call_marker_ini_default():
     assert resolve_tolerance("p99_ttft_ms", call=0) == 0.0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"call": 10}, r"'median_tpot_ms' from the assert_no_regression.*0\.10 for 10%.*got 10"),
-    ({"marker": {"p99_ttft_ms": 1.0}}, r"'p99_ttft_ms' from the test's marker"),
-    ({"ini": {"median_tpot_ms": -0.1}}, r"'median_tpot_ms' from the project's ini"),
-    ({"call": True}, r"got True"),
-    ({"marker": "0.1"}, r"got '0.1'"),
-    ({"call": math.nan}, r"got nan"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"call": 10}, r"'median_tpot_ms' from the assert_no_regression.*0\.10 for 10%.*got 10"),
+        ({"marker": {"p99_ttft_ms": 1.0}}, r"'p99_ttft_ms' from the test's marker"),
+        ({"ini": {"median_tpot_ms": -0.1}}, r"'median_tpot_ms' from the project's ini"),
+        ({"call": True}, r"got True"),
+        ({"marker": "0.1"}, r"got '0.1'"),
+        ({"call": math.nan}, r"got nan"),
+    ],
+)
 def test_invalid_tolerances_name_metric_and_source(kwargs, match):
     with pytest.raises(ValueError, match=match):
         resolve_tolerance("median_tpot_ms", **kwargs)
@@ -172,6 +190,7 @@ def test_compare_samples_validates_its_arguments():
 
 
 # --- describe() -----------------------------------------------------------------
+
 
 def test_describe_a_regression_with_interval():
     line = compare_samples("median_tpot_ms", [32.0, 31.5, 32.4], [36.1, 36.5, 35.8]).describe()

@@ -158,9 +158,7 @@ def test_cost_ratio_model_free(method):
 
 def test_cost_ratio_from_params():
     # 0.5B draft for a 7B target: 0.5 / 7 = 0.0714285...
-    assert estimate_cost_ratio("draft_model", draft_params=0.5e9, target_params=7e9) == pytest.approx(
-        0.0714285714
-    )
+    assert estimate_cost_ratio("draft_model", draft_params=0.5e9, target_params=7e9) == pytest.approx(0.0714285714)
     # params win over layers when both are given: 1 / 8 = 0.125, not 2 / 32
     assert estimate_cost_ratio(
         "draft_model", draft_layers=2, target_layers=32, draft_params=1, target_params=8
@@ -268,10 +266,7 @@ def test_cost_per_million_rejects_bad_input(tok_s, price, name):
 # --- Theory / theory_for ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "length,k",
-    [(None, 4), (float("nan"), 4), (3.0, None), (3.0, float("nan")), (None, None)],
-)
+@pytest.mark.parametrize("length,k", [(None, 4), (float("nan"), 4), (3.0, None), (3.0, float("nan")), (None, None)])
 def test_theory_for_missing_inputs(length, k):
     assert theory_for(length, k, 0.05, 2.0) is None
 
@@ -319,8 +314,10 @@ def test_theory_for_bad_length_is_unavailable_not_a_crash():
     assert theory.expected_speedup is None and theory.measured_speedup == 1.5
     assert "outside [1, k+1] = [1, 5]" in theory.problem
     assert theory.efficiency is None
-    assert theory_for(3.0, 4, None, 1.5).problem == ("the draft/target cost ratio of this method is unknown "
-                                                     "(no draft/target cost ratio was given)")
+    assert theory_for(3.0, 4, None, 1.5).problem == (
+        "the draft/target cost ratio of this method is unknown (no draft/target cost ratio was given)"
+    )
+
 
 def test_theory_efficiency_and_frozen():
     t = Theory(alpha=0.5, k=1, cost_ratio=0.0, expected_speedup=1.5, measured_speedup=1.2)
@@ -334,8 +331,14 @@ def test_theory_efficiency_and_frozen():
 
 # --- undrafted steps, break-evens, the shortfall test ------------------------------------------------
 
-from pytest_specdec.measure.theory import (break_even_length, expected_decode_speedup, falls_short,  # noqa: E402
-                                           position_break_even, shortfall_margin, speedups_by_draft_length)
+from pytest_specdec.measure.theory import (  # noqa: E402
+    break_even_length,
+    expected_decode_speedup,
+    falls_short,
+    position_break_even,
+    shortfall_margin,
+    speedups_by_draft_length,
+)
 
 
 def test_expected_decode_speedup_counts_undrafted_steps():
@@ -365,7 +368,8 @@ def test_speedups_by_draft_length_and_the_position_break_even():
     assert (round(speedups[3], 3), round(speedups[2], 3)) == (1.176, 1.257)
     # Break-evens c * E_(j-1) / (1 + (j-1) c): 0.375, 0.375 * 1.7 / 1.375 = 0.4636, 0.375 * 2.2 / 1.75 = 0.4714.
     assert [position_break_even([0.7, 0.5, 0.3], j, 0.375) for j in (1, 2, 3)] == pytest.approx(
-        [0.375, 0.375 * 1.7 / 1.375, 0.375 * 2.2 / 1.75])
+        [0.375, 0.375 * 1.7 / 1.375, 0.375 * 2.2 / 1.75]
+    )
 
 
 def test_a_position_pays_exactly_when_its_rate_beats_its_break_even():

@@ -58,7 +58,8 @@ def test_a_closed_loop_at_rate_inf_is_priced_at_saturation_and_labelled():
     text = markdown_summary([out])
     assert "| t.py::test | saturation: closed loop, 32 requests in flight" in text and "| 25.000 | 20.000 |" in text
     assert operating_point({"request_rate": float("inf"), "num_prompts": 8})[1].startswith(
-        "closed loop, all 8 prompts at once")
+        "closed loop, all 8 prompts at once"
+    )
     assert operating_point({})[0] is None  # a pattern that states no rate is not assumed saturated
 
 
@@ -66,12 +67,28 @@ def test_a_capacity_search_is_priced_at_each_sides_slo_capacity():
     reference = SimpleNamespace(as_dict=lambda: {"capacity": 4.0, "status": "found", "probes": []})
     speculative = SimpleNamespace(as_dict=lambda: {"capacity": None, "status": "not_reached", "probes": []})
     found = SimpleNamespace(
-        capacity_ratio=lambda: float("nan"), pattern={"search": "request_rate"}, percentile=99.0, slo={"tpot": 50.0},
-        ratio_note=lambda: "SD not reached", reference=reference, speculative=speculative, reproduce={},
+        capacity_ratio=lambda: float("nan"),
+        pattern={"search": "request_rate"},
+        percentile=99.0,
+        slo={"tpot": 50.0},
+        ratio_note=lambda: "SD not reached",
+        reference=reference,
+        speculative=speculative,
+        reproduce={},
         unavailable=lambda name: "SD not reached",
-        cost_per_million=lambda side, usd: 1e6 / 80.0 * usd / 3600 if side == "reference" else None)
-    out = row_for("t.py::cap", SPEC, {"name": "w"}, {"name": "slo_capacity"}, outcome="failed", result=found,
-                  gpu_usd_per_hour=PRICE)
+        cost_per_million=lambda side, usd: 1e6 / 80.0 * usd / 3600 if side == "reference" else None,
+    )
+    out = row_for(
+        "t.py::cap",
+        SPEC,
+        {"name": "w"},
+        {"name": "slo_capacity"},
+        outcome="failed",
+        result=found,
+        gpu_usd_per_hour=PRICE,
+    )
     assert out["cost_operating_point"] == SLO_CAPACITY
     assert out["reference_usd_per_1m_tokens"] == pytest.approx(12.5)  # 1000 / 80 tok/s at capacity
-    assert out["unavailable"]["speculative_usd_per_1m_tokens"] == "the speculative side reached no SLO capacity to price"
+    assert (
+        out["unavailable"]["speculative_usd_per_1m_tokens"] == "the speculative side reached no SLO capacity to price"
+    )

@@ -15,9 +15,20 @@ from pytest_specdec.measure.analysis import cost_ratio_of, step_counts, theory_f
 from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.measure.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.measure.theory import (GIVEN, MEASURED, METHOD_DEFAULT, PARAMETER_RATIO, UNAVAILABLE, CostRatio,
-                                           as_cost_ratio, cost_ratio_for, estimated_cost_ratio,
-                                           expected_decode_speedup, measured_cost_ratio, theory_for)
+from pytest_specdec.measure.theory import (
+    GIVEN,
+    MEASURED,
+    METHOD_DEFAULT,
+    PARAMETER_RATIO,
+    UNAVAILABLE,
+    CostRatio,
+    as_cost_ratio,
+    cost_ratio_for,
+    estimated_cost_ratio,
+    expected_decode_speedup,
+    measured_cost_ratio,
+    theory_for,
+)
 from pytest_specdec.report.files import report_document, validate_report
 from pytest_specdec.report.rows import row_for, rows_for_test
 from pytest_specdec.serving.models import ModelUnavailableError
@@ -40,8 +51,19 @@ class Rec:
         self.spec_decoding, self.chunk_tokens = spec_decoding, []
 
 
-def make(k, accepted, t_k_ms, *, undrafted=0, requests=4, server=True, counters=True, estimate=None,
-         method="ngram", t_ks=None):
+def make(
+    k,
+    accepted,
+    t_k_ms,
+    *,
+    undrafted=0,
+    requests=4,
+    server=True,
+    counters=True,
+    estimate=None,
+    method="ngram",
+    t_ks=None,
+):
     """`requests` alike: drafted steps accepting `accepted`, `undrafted` plain steps; one repeat per `t_ks` entry."""
     the_spec = spec(k, method)
     tokens = 1 + sum(a + 1 for a in accepted) + undrafted  # the prefill's token, then every step's
@@ -51,17 +73,31 @@ def make(k, accepted, t_k_ms, *, undrafted=0, requests=4, server=True, counters=
         metrics = {"per_step_accepted": list(accepted), "per_step_drafted": [k] * len(accepted)} if server else None
         sd_records = [Rec(i, tokens, len(accepted) * t_k / 1000 + undrafted * T_REF, metrics) for i in range(requests)]
         per_position = {p: float(requests * sum(a > p for a in accepted)) for p in range(k)}
-        sd_counters = SpecDecodeCounters(requests * len(accepted), requests * len(accepted) * k,
-                                         requests * sum(accepted), per_position) if counters else None
+        sd_counters = (
+            SpecDecodeCounters(
+                requests * len(accepted), requests * len(accepted) * k, requests * sum(accepted), per_position
+            )
+            if counters
+            else None
+        )
         reference.append(Run(the_spec.reference(), repeat, summarize(ref_records, 1.0), ref_records, None, ["v"], 0.0))
         speculative.append(Run(the_spec, repeat, summarize(sd_records, 1.0), sd_records, sd_counters, ["v"], 0.0))
     outputs = compare_outputs(ref_records, speculative[0].records)
-    return SpecDecResult(the_spec, {"name": "w"}, {"name": "p", "request_rate": "inf", "max_concurrency": 1},
-                         reference, speculative, outputs, {}, outputs_per_repeat=[outputs] * len(speculative),
-                         cost_ratio=estimate)
+    return SpecDecResult(
+        the_spec,
+        {"name": "w"},
+        {"name": "p", "request_rate": "inf", "max_concurrency": 1},
+        reference,
+        speculative,
+        outputs,
+        {},
+        outputs_per_repeat=[outputs] * len(speculative),
+        cost_ratio=estimate,
+    )
 
 
 # --- c: measured, labelled, and the estimate only a fallback -----------------------------------------
+
 
 def test_the_studys_measured_c_and_the_parameter_guess():
     # Tab. 3 parameter counts: Llama3.2-1B / Llama3-70B = 1.23 / 70.55 = 0.0174 and Qwen3-0.6B / Qwen3-8B =
@@ -137,8 +173,15 @@ def test_a_reference_that_streams_its_answer_at_once_leaves_c_unmeasured_not_a_c
     result = make(3, [3, 1, 0, 2], 42.5)
     for record in result.reference_runs[0].records:
         record.latency, record.itl = record.ttft, [0.0] * len(record.itl)
-    result.reference_runs[0] = Run(result.reference_runs[0].spec, 0, summarize(result.reference_runs[0].records, 1.0),
-                                   result.reference_runs[0].records, None, ["v"], 0.0)
+    result.reference_runs[0] = Run(
+        result.reference_runs[0].spec,
+        0,
+        summarize(result.reference_runs[0].records, 1.0),
+        result.reference_runs[0].records,
+        None,
+        ["v"],
+        0.0,
+    )
     cost = cost_ratio_of(result)
     assert (cost.value, cost.source) == (0.0, METHOD_DEFAULT)
     assert "c not measured: the reference's decode step timed 0 ms" in cost.note
@@ -147,6 +190,7 @@ def test_a_reference_that_streams_its_answer_at_once_leaves_c_unmeasured_not_a_c
 
 
 # --- steps that drafted nothing --------------------------------------------------------------------
+
 
 def test_half_the_steps_undrafted_halves_the_gain_of_a_free_draft():
     # L = 3, c = 0, D = U: (3D + D) / (D + D) = 2.0 tokens per forward, not 3.0.
@@ -185,6 +229,7 @@ def test_counters_that_overrun_max_tokens_or_count_other_traffic():
 
 
 # --- estimating at measure time never fails, and reports never resolve ----------------------------
+
 
 def test_an_unresolvable_model_leaves_the_estimate_unavailable_with_the_reason():
     def missing(name):

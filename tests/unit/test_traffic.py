@@ -32,8 +32,9 @@ def jsonl(tmp_path, name, objects):
 
 
 def test_shared_prefix_prompts_are_exact_and_share_their_prefixes(tokenizer):
-    workload = resolve_workload("shared_prefix", {"prefix_len": 200, "input_len": 24, "output_len": 8,
-                                                  "num_prefixes": 3})
+    workload = resolve_workload(
+        "shared_prefix", {"prefix_len": 200, "input_len": 24, "output_len": 8, "num_prefixes": 3}
+    )
     prompts = workload.build(tokenizer, 7, seed=1)
     assert all(p.prompt_len == count(tokenizer, p.text) == 224 and p.output_len == 8 for p in prompts)
     ids = [tokenizer(p.text).input_ids for p in prompts]
@@ -48,14 +49,22 @@ def test_shared_prefix_prompts_are_exact_and_share_their_prefixes(tokenizer):
 
 
 def test_a_trace_keeps_its_order_times_lengths_and_shared_blocks(tokenizer, tmp_path):
-    path = jsonl(tmp_path, "trace.jsonl", [
-        {"timestamp": 1000, "input_length": 120, "output_length": 9, "hash_ids": [7]},
-        {"timestamp": 1250, "input_length": 700, "output_length": 12, "hash_ids": [7, 8]},
-        {"timestamp": 3000, "input_length": 40, "output_length": 5},
-        {"timestamp": 3500, "input_length": 50, "output_length": 5}])
+    path = jsonl(
+        tmp_path,
+        "trace.jsonl",
+        [
+            {"timestamp": 1000, "input_length": 120, "output_length": 9, "hash_ids": [7]},
+            {"timestamp": 1250, "input_length": 700, "output_length": 12, "hash_ids": [7, 8]},
+            {"timestamp": 3000, "input_length": 40, "output_length": 5},
+            {"timestamp": 3500, "input_length": 50, "output_length": 5},
+        ],
+    )
     prompts = Workload("t", "mooncake_trace", path=path).build(tokenizer, 3)
-    assert [(p.prompt_len, p.output_len, p.arrival_s) for p in prompts] == [(120, 9, 0.0), (700, 12, 0.25),
-                                                                            (40, 5, 2.0)]
+    assert [(p.prompt_len, p.output_len, p.arrival_s) for p in prompts] == [
+        (120, 9, 0.0),
+        (700, 12, 0.25),
+        (40, 5, 2.0),
+    ]
     assert all(count(tokenizer, p.text) == p.prompt_len for p in prompts)
     first, second = (tokenizer(p.text).input_ids for p in prompts[:2])
     assert first[:100] == second[:100]  # hash id 7 is one block wherever it recurs
@@ -65,14 +74,20 @@ def test_a_trace_keeps_its_order_times_lengths_and_shared_blocks(tokenizer, tmp_
         Workload("t", "mooncake_trace", path=path).build(tokenizer, 6)
 
 
-@pytest.mark.parametrize("line, problem", [
-    ({"timestamp": 5, "input_length": 10}, "line 2: field 'output_length' is missing"),
-    ({"timestamp": -1, "input_length": 10, "output_length": 1}, "line 2: field 'timestamp' must be a number"),
-    ({"timestamp": 1, "input_length": 10, "output_length": 1}, "line 2: timestamp 1 is earlier than the line before"),
-    ({"timestamp": 5, "input_length": 0, "output_length": 1}, "line 2: field 'input_length' must be an integer"),
-    ({"timestamp": 5, "input_length": 9, "output_length": 1, "hash_ids": ["a"]}, "line 2: field 'hash_ids'"),
-    ("{not json", "line 2: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ({"timestamp": 5, "input_length": 10}, "line 2: field 'output_length' is missing"),
+        ({"timestamp": -1, "input_length": 10, "output_length": 1}, "line 2: field 'timestamp' must be a number"),
+        (
+            {"timestamp": 1, "input_length": 10, "output_length": 1},
+            "line 2: timestamp 1 is earlier than the line before",
+        ),
+        ({"timestamp": 5, "input_length": 0, "output_length": 1}, "line 2: field 'input_length' must be an integer"),
+        ({"timestamp": 5, "input_length": 9, "output_length": 1, "hash_ids": ["a"]}, "line 2: field 'hash_ids'"),
+        ("{not json", "line 2: invalid JSON"),
+    ],
+)
 def test_a_bad_trace_line_is_named(tokenizer, tmp_path, line, problem):
     path = jsonl(tmp_path, "bad.jsonl", [{"timestamp": 2, "input_length": 10, "output_length": 1}, line])
     with pytest.raises(WorkloadError, match=f"bad.jsonl, {problem}"):
@@ -80,9 +95,14 @@ def test_a_bad_trace_line_is_named(tokenizer, tmp_path, line, problem):
 
 
 def test_categories_come_from_spec_bench_and_from_a_files_own_field(tokenizer, tmp_path):
-    bench = jsonl(tmp_path, "question.jsonl", [
-        {"question_id": 1, "category": "translation", "turns": ["Translate: bonjour"]},
-        {"question_id": 2, "category": "math_reasoning", "turns": ["What is 2+2?"]}])
+    bench = jsonl(
+        tmp_path,
+        "question.jsonl",
+        [
+            {"question_id": 1, "category": "translation", "turns": ["Translate: bonjour"]},
+            {"question_id": 2, "category": "math_reasoning", "turns": ["What is 2+2?"]},
+        ],
+    )
     prompts = Workload("b", "spec_bench", path=bench, output_len=8).build(tokenizer, 2)
     assert sorted(p.category for p in prompts) == ["math_reasoning", "translation"]
     own = jsonl(tmp_path, "own.jsonl", [{"prompt": "a", "task": "qa"}, {"prompt": "b", "task": "rag"}])
@@ -94,17 +114,33 @@ def test_categories_come_from_spec_bench_and_from_a_files_own_field(tokenizer, t
 
 
 def test_multi_turn_files_load_as_conversations(tokenizer, tmp_path):
-    bench = jsonl(tmp_path, "mt.jsonl", [
-        {"category": "writing", "turns": ["Write a haiku.", "Now make it rhyme.", "Shorter."]},
-        {"category": "qa", "turns": ["One turn only."]}])
+    bench = jsonl(
+        tmp_path,
+        "mt.jsonl",
+        [
+            {"category": "writing", "turns": ["Write a haiku.", "Now make it rhyme.", "Shorter."]},
+            {"category": "qa", "turns": ["One turn only."]},
+        ],
+    )
     (prompt,) = Workload("b", "spec_bench", path=bench, output_len=16, turns=3).build(tokenizer, 1)
     assert prompt.text == conversation_prompt("", "Write a haiku.") == "User: Write a haiku.\nAssistant:"
     assert prompt.prompt_len == count(tokenizer, prompt.text) and prompt.output_len == 16
     assert prompt.turns == (("Now make it rhyme.", 16), ("Shorter.", 16)) and prompt.category == "writing"
     share = tmp_path / "sharegpt.json"
-    share.write_text(json.dumps([{"conversations": [
-        {"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello there friend"},
-        {"from": "human", "value": "how are you?"}, {"from": "gpt", "value": "fine"}]}]))
+    share.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        {"from": "human", "value": "hi"},
+                        {"from": "gpt", "value": "hello there friend"},
+                        {"from": "human", "value": "how are you?"},
+                        {"from": "gpt", "value": "fine"},
+                    ]
+                }
+            ]
+        )
+    )
     (chat,) = Workload("s", "sharegpt", path=str(share), turns=2).build(tokenizer, 1)
     assert chat.output_len == len(tokenizer.encode("hello there friend", add_special_tokens=False))
     assert chat.turns == (("how are you?", len(tokenizer.encode("fine", add_special_tokens=False))),)
@@ -131,10 +167,16 @@ def test_trace_and_conversation_patterns_validate_and_describe():
 
 def record(index, *, success=True, tpot_ms=20.0, ttft=0.1, drafted=8, accepted=4, steps=2, category=None, turn=None):
     tokens = 11
-    return SimpleNamespace(index=index, success=success, output_tokens=tokens, ttft=ttft,
-                           latency=ttft + tpot_ms / 1000 * (tokens - 1), category=category, turn=turn,
-                           spec_decoding={"num_draft_tokens": drafted, "num_accepted_draft_tokens": accepted,
-                                          "num_spec_steps": steps})
+    return SimpleNamespace(
+        index=index,
+        success=success,
+        output_tokens=tokens,
+        ttft=ttft,
+        latency=ttft + tpot_ms / 1000 * (tokens - 1),
+        category=category,
+        turn=turn,
+        spec_decoding={"num_draft_tokens": drafted, "num_accepted_draft_tokens": accepted, "num_spec_steps": steps},
+    )
 
 
 def runs(records):
@@ -143,23 +185,34 @@ def runs(records):
 
 def test_per_category_figures_and_whether_categories_differ():
     reference = runs([record(i, tpot_ms=40.0, category=c) for i, c in enumerate("aabb")])
-    sd = runs([record(0, tpot_ms=10.0, accepted=7, category="a"), record(1, tpot_ms=12.0, accepted=6, category="a"),
-               record(2, tpot_ms=30.0, accepted=1, category="b"), record(3, tpot_ms=34.0, accepted=2, category="b")])
+    sd = runs(
+        [
+            record(0, tpot_ms=10.0, accepted=7, category="a"),
+            record(1, tpot_ms=12.0, accepted=6, category="a"),
+            record(2, tpot_ms=30.0, accepted=1, category="b"),
+            record(3, tpot_ms=34.0, accepted=2, category="b"),
+        ]
+    )
     a, b = breakdown(reference, sd, lambda r: r.category)
     assert (a.name, a.requests, a.acceptance_rate, a.acceptance_length) == ("a", 2, 13 / 16, 1 + 13 / 4)
     assert a.speedup_median_tpot == pytest.approx(40 / 11) and b.speedup_median_tpot == pytest.approx(40 / 32)
     assert (a.request_rate_low, a.request_rate_high) == (6 / 8, 7 / 8)
     # Two requests a side cannot reach p < 0.05 by permutation (the smallest p of 2 + 2 is 1/3).
     assert difference([a, b]).startswith("no difference measurable: the highest and lowest groups' requests")
-    many = runs([record(i, accepted=6 + i % 2 if i < 8 else 1 + i % 2, category="a" if i < 8 else "b")
-                 for i in range(16)])
-    separated = breakdown(runs([record(i, category="a" if i < 8 else "b") for i in range(16)]), many,
-                          lambda r: r.category)
+    many = runs(
+        [record(i, accepted=6 + i % 2 if i < 8 else 1 + i % 2, category="a" if i < 8 else "b") for i in range(16)]
+    )
+    separated = breakdown(
+        runs([record(i, category="a" if i < 8 else "b") for i in range(16)]), many, lambda r: r.category
+    )
     text = difference(separated)
     assert text.startswith("differs: a 81% (8 requests) against b 19% (8); permutation test, p = ")
     assert float(text.split("p = ")[1].split()[0]) < 0.01
-    overlapping = breakdown(reference, runs([record(i, accepted=4 + (i % 2), category=c) for i, c in
-                                             enumerate("aabb")]), lambda r: r.category)
+    overlapping = breakdown(
+        reference,
+        runs([record(i, accepted=4 + (i % 2), category=c) for i, c in enumerate("aabb")]),
+        lambda r: r.category,
+    )
     assert difference(overlapping).startswith("no difference measurable")
     assert difference(separated[:1]).startswith("no difference measurable: fewer than two groups")
 
@@ -195,11 +248,16 @@ def test_groups_reach_the_summary_the_terminal_and_a_plot():
     reference = runs([record(i, tpot_ms=40.0, category=c) for i, c in enumerate("ab")])
     sd = runs([record(0, tpot_ms=10.0, accepted=7, category="a"), record(1, tpot_ms=30.0, accepted=1, category="b")])
     groups = breakdown(reference, sd, lambda r: r.category)
-    row = {"test": "t.py::test_c", "config": "ngram k=4", "workload": "spec_bench",
-           "groups": {"category": {"figures": [g.as_dict() for g in groups], "difference": difference(groups)}}}
+    row = {
+        "test": "t.py::test_c",
+        "config": "ngram k=4",
+        "workload": "spec_bench",
+        "groups": {"category": {"figures": [g.as_dict() for g in groups], "difference": difference(groups)}},
+    }
     lines = group_lines([row])
-    assert lines[0] == ("t.py::test_c by category (accepted / length / TPOT speedup): a 88% / 4.50 / 4.00x, "
-                        "b 12% / 1.50 / 1.33x")
+    assert lines[0] == (
+        "t.py::test_c by category (accepted / length / TPOT speedup): a 88% / 4.50 / 4.00x, b 12% / 1.50 / 1.33x"
+    )
     assert lines[1].startswith("  no difference measurable: fewer than two groups")
     from pytest_specdec.report.group_figures import group_sections
 
@@ -222,11 +280,15 @@ def test_a_trace_or_conversation_reproduces_with_the_plugins_own_client(tmp_path
     assert argv[:4] == ["/venv/bin/python", "-m", "pytest_specdec", "replay"]
     assert json.loads(argv[argv.index("--pattern") + 1])["replay_speed"] == 2.0
     assert argv[argv.index("--prompts") + 1] == str(tmp_path / "p.jsonl") and "--ignore-eos" in argv
-    plain = reproduce_commands(run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl", "tok", 3,
-                               True)
+    plain = reproduce_commands(
+        run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl", "tok", 3, True
+    )
     assert shlex.split(plain["bench"])[2:4] == ["pytest_specdec", "bench"]
     # Another engine's load is rerun by the client that spoke its body (vllm bench serve would send vLLM's:
     # on llama.cpp it dropped cache_prompt: false).
-    llamacpp = shlex.split(reproduce_commands(run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl",
-                                              "tok", 3, True, engine="llamacpp")["bench"])
+    llamacpp = shlex.split(
+        reproduce_commands(
+            run, run, server, resolve_pattern("throughput_low"), tmp_path / "p.jsonl", "tok", 3, True, engine="llamacpp"
+        )["bench"]
+    )
     assert llamacpp[2:4] == ["pytest_specdec", "replay"] and llamacpp[llamacpp.index("--engine") + 1] == "llamacpp"

@@ -27,8 +27,9 @@ HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nTransfer-
 async def read_request(reader) -> None:
     """Read one request (head and Content-Length body) off a connection."""
     head = await reader.readuntil(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     await reader.readexactly(length)
 
 
@@ -43,7 +44,7 @@ async def serve(responses, *, split=None):
                 await read_request(reader)
                 served["requests"] += 1
                 response, close = responses.pop(0)
-                for piece in (split(response) if split else [response]):
+                for piece in split(response) if split else [response]:
                     writer.write(piece)
                     await writer.drain()
                     await asyncio.sleep(0)
@@ -90,7 +91,7 @@ def test_byte_by_byte_content_length_and_close_delimited_bodies():
         until_close = b"HTTP/1.0 200 OK\r\n\r\n" + BODY
         results = []
         for raw in (with_length, until_close):
-            server, url, _ = await serve([(raw, True)], split=lambda data: [data[i:i + 1] for i in range(len(data))])
+            server, url, _ = await serve([(raw, True)], split=lambda data: [data[i : i + 1] for i in range(len(data))])
             async with server:
                 results.append(await post(url))
         return results

@@ -25,17 +25,20 @@ SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 
 def scrape(drafts, tokens, accepted, *, name="m", created=1700000000.0, engine="0"):
     labels = f'engine="{engine}",model_name="{name}"'
-    text = "\n".join([
-        f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts}",
-        f"vllm:spec_decode_num_drafts_created{{{labels}}} {created}",
-        f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {tokens}",
-        f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}",
-        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="0"}} {min(accepted, drafts)}',
-    ])
+    text = "\n".join(
+        [
+            f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts}",
+            f"vllm:spec_decode_num_drafts_created{{{labels}}} {created}",
+            f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {tokens}",
+            f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}",
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="0"}} {min(accepted, drafts)}',
+        ]
+    )
     return spec_decode_counters(parse_prometheus(text), ["m", "m-alias"], where=URL)
 
 
 # --- counters --------------------------------------------------------------------------------
+
 
 def test_a_checked_delta_of_two_scrapes_of_one_process():
     delta = scrape(150, 600, 300).delta(scrape(100, 400, 200), where=URL)
@@ -46,8 +49,11 @@ def test_a_checked_delta_of_two_scrapes_of_one_process():
 def test_counters_that_go_backwards_are_an_error_naming_the_endpoint():
     # A restart between scrapes with no creation time exposed: only monotonicity can tell.
     before, after = scrape(1000, 4000, 2000, created=0.0), scrape(50, 200, 150, created=0.0)
-    with pytest.raises(CounterError, match=r"http://10.0.0.7:8000/metrics: SD counters went backwards.*"
-                                           r"num_drafts -950"):
+    with pytest.raises(
+        CounterError,
+        match=r"http://10.0.0.7:8000/metrics: SD counters went backwards.*"
+        r"num_drafts -950",
+    ):
         after.delta(before, where=URL)
 
 
@@ -69,6 +75,7 @@ def test_counters_match_any_served_name_and_are_unavailable_without_one():
 
 # --- results and checks -----------------------------------------------------------------------
 
+
 class Rec:
     def __init__(self, index, token_ids=(1, 2, 3, 4), text=None, tpot_s=0.02, success=True, tokens=None):
         self.index, self.prompt_len = index, 16
@@ -79,8 +86,14 @@ class Rec:
         self.text = " ".join(map(str, token_ids)) if text is None else text
 
 
-def make_result(counters=SpecDecodeCounters(100, 400, 200, {0: 90, 1: 60, 2: 40, 3: 10}), ref_records=None, sd_records=None,
-                ref_tpot=0.03, sd_tpot=0.02, repeats=1):
+def make_result(
+    counters=SpecDecodeCounters(100, 400, 200, {0: 90, 1: 60, 2: 40, 3: 10}),
+    ref_records=None,
+    sd_records=None,
+    ref_tpot=0.03,
+    sd_tpot=0.02,
+    repeats=1,
+):
     def run(spec, records, tpot, repeat, run_counters):
         records = records or [Rec(i, tpot_s=tpot) for i in range(4)]
         return Run(spec, repeat, summarize(records, duration_s=1.0), records, run_counters, ["vllm"], 0.0)
@@ -88,8 +101,9 @@ def make_result(counters=SpecDecodeCounters(100, 400, 200, {0: 90, 1: 60, 2: 40,
     reference = [run(SPEC.reference(), ref_records, ref_tpot, r, None) for r in range(repeats)]
     speculative = [run(SPEC, sd_records, sd_tpot, r, counters) for r in range(repeats)]
     outputs = [compare_outputs(a.records, b.records) for a, b in zip(reference, speculative)]
-    return SpecDecResult(SPEC, {"name": "w"}, {"name": "p"}, reference, speculative, outputs[0], {},
-                         outputs_per_repeat=outputs)
+    return SpecDecResult(
+        SPEC, {"name": "w"}, {"name": "p"}, reference, speculative, outputs[0], {}, outputs_per_repeat=outputs
+    )
 
 
 def test_lost_counters_fail_assert_acceptance_as_unavailable():
@@ -108,8 +122,11 @@ def test_without_token_ids_outputs_are_compared_as_text_never_100_percent_by_def
     row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=same)
     assert row["match_basis"] == "text" and "100% as text" in terminal_table([row])[2]
     assert dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))["match_basis"] == "text"
-    with pytest.raises(AssertionError, match=r"(?s)0 of 4 requests identical.*compared as text.*"
-                                             r"first difference at character 12"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)0 of 4 requests identical.*compared as text.*"
+        r"first difference at character 12",
+    ):
         result.assert_outputs_equivalent(min_match=0.95)
     # Neither ids nor text: unavailable, and the check fails saying so.
     blank = make_result(ref_records=[Rec(i, token_ids=(), text="", tokens=8) for i in range(4)], sd_records=sd)
@@ -148,7 +165,6 @@ def test_one_token_outputs_leave_no_blank_and_no_zero_in_the_reports():
     assert "unavailable" in terminal_table([row])[2]
 
 
-
 def one_event(index, tokens=8):
     """A request whose whole output came in one streamed event: TTFT = E2E, no gap to time."""
     record = Rec(index, token_ids=tuple(range(tokens)))
@@ -173,9 +189,11 @@ def test_an_undefined_speedup_names_both_sides():
     # A server that streamed text but counted no tokens: throughput 0, and no speedup to take of it.
     result = make_result(sd_records=[Rec(i, token_ids=(), text="x", tokens=0) for i in range(4)])
     assert result.unavailable("speedup_output_throughput") == (
-        "speedup_output_throughput is undefined in repeat 1: output_throughput is 16 for the reference and 0 for SD")
+        "speedup_output_throughput is undefined in repeat 1: output_throughput is 16 for the reference and 0 for SD"
+    )
     with pytest.raises(AssertionError, match="speedup_output_throughput: unavailable"):
         result.assert_speedup(min=0.5)
+
 
 def test_assert_speedup_uses_the_one_speedup_and_its_paired_interval():
     result = make_result(repeats=3)
@@ -188,8 +206,15 @@ def test_assert_speedup_uses_the_one_speedup_and_its_paired_interval():
 
 # --- the gate ---------------------------------------------------------------------------------
 
-FINGERPRINT = {"engine": "vllm", "engine_version": "0.32.0", "device_kind": "cpu", "device_name": "x",
-               "device_count": 2, "driver": None, "torch_version": "2.13.0"}
+FINGERPRINT = {
+    "engine": "vllm",
+    "engine_version": "0.32.0",
+    "device_kind": "cpu",
+    "device_name": "x",
+    "device_count": 2,
+    "driver": None,
+    "torch_version": "2.13.0",
+}
 
 
 def gate_with_baseline(tmp_path, derived, repeats=1):
@@ -198,10 +223,22 @@ def gate_with_baseline(tmp_path, derived, repeats=1):
 
     per_repeat = derived if isinstance(derived, list) else [derived] * repeats
     session = BaselineSession(base_dir=tmp_path, update=False, fingerprint=FINGERPRINT)
-    write_baseline(tmp_path, Baseline("t.py::test", FINGERPRINT, {
-        "spec": {"model": "m", "speculative_config": None, "server_args": [], "tensor_parallel_size": 1},
-        "workload": {}, "pattern": {}, "seed": 0, "repeat_seeds": [r * 7919 for r in range(len(per_repeat))]},
-        [{"reference": {}, "speculative": {}, "derived": dict(d)} for d in per_repeat], {}))
+    write_baseline(
+        tmp_path,
+        Baseline(
+            "t.py::test",
+            FINGERPRINT,
+            {
+                "spec": {"model": "m", "speculative_config": None, "server_args": [], "tensor_parallel_size": 1},
+                "workload": {},
+                "pattern": {},
+                "seed": 0,
+                "repeat_seeds": [r * 7919 for r in range(len(per_repeat))],
+            },
+            [{"reference": {}, "speculative": {}, "derived": dict(d)} for d in per_repeat],
+            {},
+        ),
+    )
     return RegressionGate(session, "t.py::test")
 
 
@@ -241,7 +278,7 @@ def test_the_gate_says_what_it_can_detect(tmp_path):
     found = gate.detections["speedup_median_tpot"]
     # Paired: the noise is the spread of the ratios 1.5/1.47, 1.5/1.50, 1.5/1.53 (2%), per side 2%/sqrt(2).
     assert found.repeats == 3 and found.noise_from == "paired ratios"
-    assert found.spread == pytest.approx(0.02 / 2 ** 0.5, abs=0.001)
+    assert found.spread == pytest.approx(0.02 / 2**0.5, abs=0.001)
     assert 0.15 < found.smallest_drop < 0.20 and found.false_alarm_rate <= 0.01
     assert "flagged in 90% of runs" in found.describe() and "paired repeats' ratios" in found.describe()
     # A failing check shows it in its table.
@@ -258,7 +295,7 @@ def test_prompt_sets_that_differ_are_not_noise_when_repeats_are_paired():
     unpaired = detection("speedup_output_throughput", baseline, 3, 0.15, paired=False)
     paired = detection("speedup_output_throughput", baseline, 3, 0.15, current_values=current)
     assert unpaired.noise_from == "baseline repeats" and unpaired.spread == pytest.approx(0.2)
-    assert paired.spread == pytest.approx(0.01 / 2 ** 0.5, abs=0.002)
+    assert paired.spread == pytest.approx(0.01 / 2**0.5, abs=0.002)
     assert paired.smallest_drop < 0.18 < unpaired.smallest_drop and paired.false_alarm_rate == 0.0
     assert detection("m", baseline, 3, 0.15, current_values=[1.2, None, None]).spread is None  # one pair
 
@@ -274,17 +311,25 @@ def test_detection_gets_worse_with_noise_and_false_alarms_fewer_with_repeats():
 
 # --- failures in order, theory, reports -------------------------------------------------------
 
+
 def test_a_dead_server_is_reported_before_anything_else():
     def never(*args):
         raise AssertionError("a dead server must not be scraped")
 
-    server = SimpleNamespace(process=SimpleNamespace(poll=lambda: -9), log_path="/logs/server-02.log",
-                             log_tail=lambda: "--- last 1 log lines ---\nKilled", url="http://x",
-                             spec_decode_counters=never)
+    server = SimpleNamespace(
+        process=SimpleNamespace(poll=lambda: -9),
+        log_path="/logs/server-02.log",
+        log_tail=lambda: "--- last 1 log lines ---\nKilled",
+        url="http://x",
+        spec_decode_counters=never,
+    )
     records = [Rec(0), Rec(1, success=False)]
     records[1].error = "ConnectError: All connection attempts failed"
-    with pytest.raises(RunError, match=r"(?s)died during the run \(killed by SIGKILL\); 1 of 2 requests failed"
-                                       r".*server log: /logs/server-02.log.*Killed"):
+    with pytest.raises(
+        RunError,
+        match=r"(?s)died during the run \(killed by SIGKILL\); 1 of 2 requests failed"
+        r".*server log: /logs/server-02.log.*Killed",
+    ):
         check_run(server, SPEC, records, "SD on w/p")
     alive = SimpleNamespace(process=None, log_path=None, url="http://x")
     with pytest.raises(RunError, match="(?s)1 of 2 requests failed on .*ConnectError.*endpoint: http://x"):
@@ -316,16 +361,21 @@ def test_counters_older_than_the_managed_server_are_another_process():
     # A stale vLLM still answering on the port the plugin's server should have: not this server's counters.
     from pytest_specdec.serving.server import scrape_counters
 
-    text = "\n".join([
-        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10',
-        'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1700000000.0',
-        'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 40',
-        'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20'])
-    server = SimpleNamespace(url="http://127.0.0.1:8123", port=8123, metrics_text=lambda: text,
-                             started_at=1700000100.0)
+    text = "\n".join(
+        [
+            'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10',
+            'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1700000000.0',
+            'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 40',
+            'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20',
+        ]
+    )
+    server = SimpleNamespace(url="http://127.0.0.1:8123", port=8123, metrics_text=lambda: text, started_at=1700000100.0)
     counters = scrape_counters(server, ["m"])
-    assert not counters.present and "created at 1700000000, before this server was started at 1700000100" in \
-        counters.problem and "port 8123" in counters.problem
+    assert (
+        not counters.present
+        and "created at 1700000000, before this server was started at 1700000100" in counters.problem
+        and "port 8123" in counters.problem
+    )
     server.started_at = 1699999990.0
     assert scrape_counters(server, ["m"]).present
     del server.started_at  # an endpoint the plugin did not start: no launch time to check against
@@ -336,9 +386,12 @@ def test_endpoint_mode_without_speculative_config_says_what_the_config_is_for():
     from pytest_specdec.measure.measurements import Measurements
 
     spec = ServerSpec("m", None, endpoints=(("reference", "http://a:1"), ("speculative", "http://b:2")))
-    with pytest.raises(RunError, match=r"(?s)In endpoint mode the plugin starts nothing: speculative_config "
-                                       r"describes what the speculative endpoint \(http://b:2\) runs.*"
-                                       r"num_speculative_tokens"):
+    with pytest.raises(
+        RunError,
+        match=r"(?s)In endpoint mode the plugin starts nothing: speculative_config "
+        r"describes what the speculative endpoint \(http://b:2\) runs.*"
+        r"num_speculative_tokens",
+    ):
         Measurements.run(SimpleNamespace(), spec, None, None)
 
 
@@ -357,9 +410,12 @@ def test_summary_and_results_json_carry_unavailable_figures_and_what_the_gate_de
     result.assert_no_regression(metrics=["acceptance_rate"])
     detection = {metric: found.as_dict() for metric, found in gate.detections.items()}
     lost = make_result(counters=SpecDecodeCounters.unavailable(f"no vllm:spec_decode_* counters for m at {URL}"))
-    rows = [row_for("t.py::test_gated", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=result,
-                    detection=detection),
-            row_for("t.py::test_lost", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=lost)]
+    rows = [
+        row_for(
+            "t.py::test_gated", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=result, detection=detection
+        ),
+        row_for("t.py::test_lost", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=lost),
+    ]
     summary = markdown_summary(rows)
     assert f"- t.py::test_lost: acceptance_rate: no vllm:spec_decode_* counters for m at {URL}" in summary
     assert "**What the baseline gates can detect**" in summary and "| t.py::test_gated | acceptance_rate |" in summary
@@ -389,7 +445,8 @@ def test_a_client_bound_run_shows_client_bound_not_a_speedup_and_its_lag_in_ever
     assert result.client_bound().startswith("client-bound")
     row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=result)
     assert row["speedup_output_throughput"] is None and row["unavailable"]["speedup_output_throughput"].startswith(
-        "client-bound")
+        "client-bound"
+    )
     assert row["speculative"]["p99_dispatch_lag_ms"] == pytest.approx(50.0)
     assert row["reference"]["p99_dispatch_lag_ms"] == pytest.approx(0.0)
     assert "client-bound" in terminal_table([row])[2] and "1.50x" not in terminal_table([row])[2]

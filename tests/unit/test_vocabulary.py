@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.config.settings import SpecdecDeprecationWarning
-from pytest_specdec.verdict.metric_names import (canonical_metric, derived_metrics, higher_is_better, relative_change,
-                                            speedup, speedup_metric, speedup_name)
+from pytest_specdec.verdict.metric_names import (
+    canonical_metric,
+    derived_metrics,
+    higher_is_better,
+    relative_change,
+    speedup,
+    speedup_metric,
+    speedup_name,
+)
 from pytest_specdec.report.files import load_report, validate_report
 from pytest_specdec.verdict.baselines import SCHEMA_VERSION, load_baseline
 from pytest_specdec.verdict.tolerances import canonical_keys, parse_tolerance_lines
@@ -44,9 +51,14 @@ def test_speedup_and_change_read_the_same_way_for_every_metric():
 def test_derived_metrics_are_one_speedup_per_headline_metric():
     ref = {"output_throughput": 20.0, "median_tpot_ms": 40.0, "median_ttft_ms": 100.0, "median_e2el_ms": 2000.0}
     sd = {"output_throughput": 30.0, "median_tpot_ms": 20.0, "median_ttft_ms": 125.0, "median_e2el_ms": 1000.0}
-    assert derived_metrics(ref, sd) == pytest.approx({
-        "speedup_output_throughput": 1.5, "speedup_median_tpot": 2.0, "speedup_median_ttft": 0.8,
-        "speedup_median_e2el": 2.0})
+    assert derived_metrics(ref, sd) == pytest.approx(
+        {
+            "speedup_output_throughput": 1.5,
+            "speedup_median_tpot": 2.0,
+            "speedup_median_ttft": 0.8,
+            "speedup_median_e2el": 2.0,
+        }
+    )
     assert all(higher_is_better(name) for name in derived_metrics(ref, sd))
 
 
@@ -74,9 +86,15 @@ def test_old_module_paths_import_the_new_modules_with_a_warning(monkeypatch):
     assert old is theory and old.__spec__.name == "pytest_specdec.measure.theory"
 
 
-@pytest.mark.parametrize("old, new", [("measure.counters", "engines.counters"),
-                                      ("measure.derived", "verdict.metric_names"),
-                                      ("report.progress", "measure.progress"), ("load.replay", "measure.replay")])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("measure.counters", "engines.counters"),
+        ("measure.derived", "verdict.metric_names"),
+        ("report.progress", "measure.progress"),
+        ("load.replay", "measure.replay"),
+    ],
+)
 def test_a_module_moved_between_layers_still_imports_by_its_old_path_with_a_warning(monkeypatch, old, new):
     import importlib
 
@@ -96,8 +114,9 @@ def test_a_version_1_baseline_is_read_as_version_2(tmp_path):
     baseline = load_baseline(tmp_path, V1_TEST)
     assert baseline.migrated_from == 1 and baseline.schema_version == SCHEMA_VERSION
     old_derived = stored["repeats"][0]["derived"]
-    assert baseline.per_repeat("derived", "speedup_median_tpot") == [r["derived"]["speedup_median_tpot_ms"]
-                                                                      for r in stored["repeats"]]
+    assert baseline.per_repeat("derived", "speedup_median_tpot") == [
+        r["derived"]["speedup_median_tpot_ms"] for r in stored["repeats"]
+    ]
     assert baseline.per_repeat("derived", "speedup_output_throughput")[0] == old_derived["speedup_output_throughput"]
     assert baseline.per_repeat("derived", "speedup_median_tpot_ms") == [None] * len(stored["repeats"])
     assert baseline.tolerances == stored["tolerances"]  # no speedup-with-unit keys in this file
@@ -140,8 +159,9 @@ def test_a_version_1_baseline_gets_a_note_in_the_gate(tmp_path, monkeypatch):
 
     stored = json.loads((V1 / "baseline.json").read_text())
     (tmp_path / baseline_filename(V1_TEST)).write_text(json.dumps(stored))
-    gate = gate_module.RegressionGate(gate_module.BaselineSession(tmp_path, update=False,
-                                                                  fingerprint=stored["fingerprint"]), V1_TEST)
+    gate = gate_module.RegressionGate(
+        gate_module.BaselineSession(tmp_path, update=False, fingerprint=stored["fingerprint"]), V1_TEST
+    )
     monkeypatch.setattr(gate_module, "repeat_seeds", lambda result: stored["config"].get("repeat_seeds"))
     result = SimpleNamespace(repeats=lambda: stored["repeats"], unavailable=lambda metric: None)
     gate.check(result, metrics=["speedup_output_throughput"])

@@ -20,9 +20,11 @@ class FakeServer:
 def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path):
     sent = []
     steady_round = [SimpleNamespace(success=True, output_tokens=16, latency=0.5)] * measuring.WARMUP_REQUESTS
-    monkeypatch.setattr(measuring, "generate_load",
-                        lambda url, model, prompts, pattern, **kw: sent.append(len(prompts)) or
-                        SimpleNamespace(records=steady_round))
+    monkeypatch.setattr(
+        measuring,
+        "generate_load",
+        lambda url, model, prompts, pattern, **kw: sent.append(len(prompts)) or SimpleNamespace(records=steady_round),
+    )
     measurements = Measurements(pool=None, work_dir=tmp_path)
     monkeypatch.setattr(measurements, "prompts", lambda *a: [Prompt("p", 4, 64)] * 3)
     workload = resolve_workload("random_s", {"input_len": 4, "output_len": 64})
@@ -45,8 +47,10 @@ def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path
 def _round(ms_per_token: float, spread: float = 0.0, tokens: int = 16):
     a = ms_per_token * (1 - spread / 2) * tokens / 1000
     b = ms_per_token * (1 + spread / 2) * tokens / 1000
-    return [SimpleNamespace(success=True, output_tokens=tokens, latency=a),
-            SimpleNamespace(success=True, output_tokens=tokens, latency=b)]
+    return [
+        SimpleNamespace(success=True, output_tokens=tokens, latency=a),
+        SimpleNamespace(success=True, output_tokens=tokens, latency=b),
+    ]
 
 
 def test_a_cold_server_is_warmed_until_two_rounds_agree():
@@ -74,7 +78,7 @@ def test_rounds_that_bounce_without_a_trend_are_steady_once_they_stop_beating_th
 def test_a_server_that_keeps_slowing_down_is_not_steady():
     from pytest_specdec.measure.warm_up import warm_until_steady
 
-    state = warm_until_steady(lambda i: _round(30.0 * 1.6 ** i), max_rounds=6)
+    state = warm_until_steady(lambda i: _round(30.0 * 1.6**i), max_rounds=6)
     assert not state.steady and "slowing down" in state.reason
 
 

@@ -24,8 +24,9 @@ def _fresh(server):
     server.reset()
 
 
-@pytest.mark.parametrize("cap, workers, caps", [(None, 3, [None, None, None]), (5, 2, [3, 2]), (2, 4, [1, 1]),
-                                                (1, 2, [1])])
+@pytest.mark.parametrize(
+    "cap, workers, caps", [(None, 3, [None, None, None]), (5, 2, [3, 2]), (2, 4, [1, 1]), (1, 2, [1])]
+)
 def test_a_cap_is_split_into_worker_caps_that_add_up_to_it(cap, workers, caps):
     assert split_concurrency(cap, workers) == caps
 
@@ -42,8 +43,14 @@ def test_each_worker_gets_a_share_in_proportion_to_its_cap_across_the_whole_sche
 def test_two_workers_send_every_request_once_within_the_cap_and_report_in_order(server):
     server.respond = lambda p: stream([[1], [2, 3]], first=0.05, gap=0.02)
     done = []
-    run = generate_load(server.url, "m", [P(f"p{i}", 1, 3) for i in range(5)], AccessPattern(
-        "c", num_prompts=12, max_concurrency=3), workers=2, on_progress=lambda d, t: done.append((d, t)))
+    run = generate_load(
+        server.url,
+        "m",
+        [P(f"p{i}", 1, 3) for i in range(5)],
+        AccessPattern("c", num_prompts=12, max_concurrency=3),
+        workers=2,
+        on_progress=lambda d, t: done.append((d, t)),
+    )
     assert [r.index for r in run.records] == list(range(12)) and all(r.success for r in run.records)
     assert [r.token_ids for r in run.records] == [[1, 2, 3]] * 12
     assert sorted(p["prompt"] for _, _, p in server.requests) == sorted(f"p{i % 5}" for i in range(12))
@@ -74,8 +81,14 @@ def test_a_worker_killed_mid_run_fails_its_requests_by_name_and_the_rest_stand(s
                 os.kill(child.pid, signal.SIGKILL)
                 killed.append(child.pid)
 
-    run = generate_load(server.url, "m", [P("x", 1, 2)], AccessPattern("c", num_prompts=8, max_concurrency=2),
-                        workers=2, on_progress=kill_worker_1)
+    run = generate_load(
+        server.url,
+        "m",
+        [P("x", 1, 2)],
+        AccessPattern("c", num_prompts=8, max_concurrency=2),
+        workers=2,
+        on_progress=kill_worker_1,
+    )
     assert killed and len(run.records) == 8
     lost = [r for r in run.records if not r.success]
     assert [r.index for r in lost] == [1, 3, 5, 7]

@@ -50,16 +50,32 @@ def test_catalog_defaults_are_the_published_numbers():
     assert lengths["random_l"] == ("random", 2048, 2048)
     assert lengths["random_x"] == ("random", 10240, 2048)
     assert lengths["code_edit"] == ("code_edit", 512, 256)
-    assert set(CATALOG) == {"random_s", "random_m", "random_l", "random_x", "code_edit", "sharegpt",
-                            "spec_bench", "burstgpt", "swe_bench", "mlperf", "custom", "shared_prefix",
-                            "spec_bench_multiturn", "sharegpt_multiturn", "mooncake_trace"}
+    assert set(CATALOG) == {
+        "random_s",
+        "random_m",
+        "random_l",
+        "random_x",
+        "code_edit",
+        "sharegpt",
+        "spec_bench",
+        "burstgpt",
+        "swe_bench",
+        "mlperf",
+        "custom",
+        "shared_prefix",
+        "spec_bench_multiturn",
+        "sharegpt_multiturn",
+        "mooncake_trace",
+    }
     assert (CATALOG["shared_prefix"].prefix_len, CATALOG["shared_prefix"].num_prefixes) == (2048, 4)
     assert CATALOG["spec_bench_multiturn"].turns == 2 and CATALOG["sharegpt_multiturn"].turns == 3
     assert all(w.ignore_eos and w.path is None for w in CATALOG.values())
 
 
-@pytest.mark.parametrize("name, input_len, output_len", [
-    ("random_s", 64, 16), ("random_m", 100, 8), ("random_l", 33, 40), ("random_x", 1, 1)])
+@pytest.mark.parametrize(
+    "name, input_len, output_len",
+    [("random_s", 64, 16), ("random_m", 100, 8), ("random_l", 33, 40), ("random_x", 1, 1)],
+)
 def test_random_prompts_have_exact_lengths(tokenizer, name, input_len, output_len):
     prompts = build(name, tokenizer, 4, input_len=input_len, output_len=output_len)
     assert len(prompts) == 4
@@ -114,8 +130,14 @@ def test_seeds_make_builds_repeatable_and_distinct(tokenizer, name):
     assert len(builds) > 1
 
 
-_FILES = {"sharegpt": "sharegpt.json", "spec_bench": "spec_bench.jsonl", "burstgpt": "burstgpt.csv",
-          "custom": "custom.jsonl", "swe_bench": "custom.jsonl", "mlperf": "custom.jsonl"}
+_FILES = {
+    "sharegpt": "sharegpt.json",
+    "spec_bench": "spec_bench.jsonl",
+    "burstgpt": "burstgpt.csv",
+    "custom": "custom.jsonl",
+    "swe_bench": "custom.jsonl",
+    "mlperf": "custom.jsonl",
+}
 
 
 @pytest.mark.parametrize("name", sorted(_FILES))
@@ -153,9 +175,20 @@ def test_valid_overrides_are_applied():
     assert resolve_workload("custom", {"path": DATA / "custom.jsonl"}).path == str(DATA / "custom.jsonl")
 
 
-@pytest.mark.parametrize("key, value", [
-    ("input_len", 0), ("input_len", -3), ("input_len", "64"), ("input_len", 1.5), ("input_len", True),
-    ("output_len", None), ("output_len", 0), ("ignore_eos", "yes"), ("ignore_eos", 1)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("input_len", 0),
+        ("input_len", -3),
+        ("input_len", "64"),
+        ("input_len", 1.5),
+        ("input_len", True),
+        ("output_len", None),
+        ("output_len", 0),
+        ("ignore_eos", "yes"),
+        ("ignore_eos", 1),
+    ],
+)
 def test_bad_override_values_name_the_key(key, value):
     with pytest.raises(WorkloadError, match=rf"'random_s'.*{key!r}.*{value!r}".replace("(", r"\(")):
         resolve_workload("random_s", {key: value})
@@ -195,10 +228,17 @@ def test_workload_definitions_are_checked_when_made():
 
 
 def test_describe_is_json_able():
-    described = json.loads(json.dumps(resolve_workload("sharegpt", {"output_len": 64}, paths={"sharegpt": "sg.json"})
-                                      .describe()))
-    assert described == {"name": "sharegpt", "kind": "sharegpt", "input_len": None, "output_len": 64,
-                         "path": "sg.json", "ignore_eos": True}
+    described = json.loads(
+        json.dumps(resolve_workload("sharegpt", {"output_len": 64}, paths={"sharegpt": "sg.json"}).describe())
+    )
+    assert described == {
+        "name": "sharegpt",
+        "kind": "sharegpt",
+        "input_len": None,
+        "output_len": 64,
+        "path": "sg.json",
+        "ignore_eos": True,
+    }
 
 
 # -------------------------------------------------------------------- paths
@@ -250,8 +290,11 @@ def test_sharegpt_uses_first_human_turn_and_reply_length(tokenizer):
 
 def test_spec_bench_uses_first_turn(tokenizer):
     prompts = build("spec_bench", tokenizer, 3, path=str(DATA / "spec_bench.jsonl"))
-    assert {p.text for p in prompts} == {"Compose a short travel blog post about a trip to Hawaii.",
-                                         "What is 17 times 23?", "Write a Python function that reverses a linked list."}
+    assert {p.text for p in prompts} == {
+        "Compose a short travel blog post about a trip to Hawaii.",
+        "What is 17 times 23?",
+        "Write a Python function that reverses a linked list.",
+    }
     assert {p.output_len for p in prompts} == {256}
 
 
@@ -295,15 +338,24 @@ def test_bad_json_names_path_and_line(tokenizer, tmp_path):
         build("sharegpt", tokenizer, path=path)
 
 
-@pytest.mark.parametrize("body, where, field", [
-    ('[{"id": 1}]', r"at \[0\]", "'conversations' is missing"),
-    ('[{"conversations": [{"from": "human", "value": "hi"}]}, {"conversations": [{"from": "human"}]}]',
-     r"at \[1\]\.conversations\[0\]", "'value' is missing"),
-    ('[{"conversations": [{"from": "human", "value": 5}]}]', r"at \[0\]\.conversations\[0\]",
-     "'value' must be a string, got int"),
-    ('[{"conversations": "hello"}]', r"at \[0\]", "'conversations' must be a list"),
-    ('{"conversations": []}', "top level", "expected a JSON list"),
-])
+@pytest.mark.parametrize(
+    "body, where, field",
+    [
+        ('[{"id": 1}]', r"at \[0\]", "'conversations' is missing"),
+        (
+            '[{"conversations": [{"from": "human", "value": "hi"}]}, {"conversations": [{"from": "human"}]}]',
+            r"at \[1\]\.conversations\[0\]",
+            "'value' is missing",
+        ),
+        (
+            '[{"conversations": [{"from": "human", "value": 5}]}]',
+            r"at \[0\]\.conversations\[0\]",
+            "'value' must be a string, got int",
+        ),
+        ('[{"conversations": "hello"}]', r"at \[0\]", "'conversations' must be a list"),
+        ('{"conversations": []}', "top level", "expected a JSON list"),
+    ],
+)
 def test_sharegpt_structure_errors(tokenizer, tmp_path, body, where, field):
     path = write(tmp_path, "sg.json", body)
     with pytest.raises(WorkloadError, match=rf"'sharegpt': {path}, {where}: .*{field}"):
@@ -316,14 +368,20 @@ def test_sharegpt_without_usable_entries(tokenizer, tmp_path):
         build("sharegpt", tokenizer, path=path)
 
 
-@pytest.mark.parametrize("line3, message", [
-    ('{"prompt": "three", ', "line 3: invalid JSON"),
-    ('["prompt", "three"]', "line 3: expected a JSON object, got list"),
-    ('{"text": "three"}', "line 3: field 'prompt' is missing"),
-    ('{"prompt": 3}', "line 3: field 'prompt' must be a non-empty string, got int"),
-    ('{"prompt": "three", "output_tokens": "12"}', "line 3: field 'output_tokens' must be an integer >= 1, got str"),
-    ('{"prompt": "three", "output_tokens": 0}', "line 3: field 'output_tokens' must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "line3, message",
+    [
+        ('{"prompt": "three", ', "line 3: invalid JSON"),
+        ('["prompt", "three"]', "line 3: expected a JSON object, got list"),
+        ('{"text": "three"}', "line 3: field 'prompt' is missing"),
+        ('{"prompt": 3}', "line 3: field 'prompt' must be a non-empty string, got int"),
+        (
+            '{"prompt": "three", "output_tokens": "12"}',
+            "line 3: field 'output_tokens' must be an integer >= 1, got str",
+        ),
+        ('{"prompt": "three", "output_tokens": 0}', "line 3: field 'output_tokens' must be an integer >= 1"),
+    ],
+)
 def test_jsonl_errors_name_path_line_and_field(tokenizer, tmp_path, line3, message):
     path = write(tmp_path, "data.jsonl", '{"prompt": "one"}\n{"prompt": "two", "output_tokens": 4}\n' + line3 + "\n")
     with pytest.raises(WorkloadError, match=rf"'custom': {path}, {message}"):
@@ -345,9 +403,15 @@ def test_burstgpt_missing_column(tokenizer, tmp_path):
         build("burstgpt", tokenizer, path=path)
 
 
-@pytest.mark.parametrize("row, column", [
-    ("3,ChatGPT,0,12", "Request tokens"), ("3,ChatGPT,20,0", "Response tokens"),
-    ("3,ChatGPT,twenty,5", "Request tokens"), ("3,ChatGPT,20,", "Response tokens")])
+@pytest.mark.parametrize(
+    "row, column",
+    [
+        ("3,ChatGPT,0,12", "Request tokens"),
+        ("3,ChatGPT,20,0", "Response tokens"),
+        ("3,ChatGPT,twenty,5", "Request tokens"),
+        ("3,ChatGPT,20,", "Response tokens"),
+    ],
+)
 def test_burstgpt_bad_counts_name_the_line(tokenizer, tmp_path, row, column):
     path = write(tmp_path, "b.csv", "Timestamp,Model,Request tokens,Response tokens\n1,ChatGPT,20,5\n" + row + "\n")
     with pytest.raises(WorkloadError, match=rf"{path}, line 3: column '{column}' must be a whole token count"):
@@ -385,8 +449,10 @@ def test_builder_returning_the_wrong_thing(tokenizer):
 
 
 def test_import_pulls_in_no_heavy_modules():
-    code = ("import sys, pytest_specdec.load.workloads; "
-            "print(sorted(m for m in ('torch', 'vllm', 'transformers', 'pytest') if m in sys.modules))")
+    code = (
+        "import sys, pytest_specdec.load.workloads; "
+        "print(sorted(m for m in ('torch', 'vllm', 'transformers', 'pytest') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

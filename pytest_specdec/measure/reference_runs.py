@@ -1,0 +1,104 @@
+"""Reference runs shared by every SD configuration of a target: planned, measured once, drift-checked.
+
+A mixin of `measurements.Measurements`: the reference's traffic is measured
+once per (target, workload, pattern, seed) and reused, and the session's end
+measures the first of them again (`check_drift`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..load.patterns import AccessPattern
+from .result import Run
+from .warm_up import REQUESTS_PER_ROUND
+from ..engines.server_spec import ServerSpec
+from ..load.workloads import Workload
+
+WARMUP_REQUESTS = REQUESTS_PER_ROUND
+DEATH_GRACE_S = 3.0
+WARMUP_TOKENS = 16
+# The warm-up sends prompts of its own (see result.repeat_seed for why).
+WARMUP_SEED_OFFSET = 104729
+
+
+class ReferenceRuns:
+    """The reference side of `Measurements` (which holds the pool, the runs and the planned keys)."""
+
+    @staticmethod
+    def _reference_key(spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int, logprobs) -> str:
+        return json.dumps(
+            [spec.target, workload.describe(), pattern.describe(), seed, logprobs], sort_keys=True, default=str
+        )
+
+    def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
+        """Announce a reference run a later test will need.
+
+        When the reference server is up for one test, every announced
+        reference run of the same target is measured right then, so the
+        reference server starts once however the SD tests are ordered.
+        """
+        queue = self._planned.setdefault(spec.target, [])
+        key = self._reference_key(spec, workload, pattern, seed, None)
+        if all(self._reference_key(*job, None) != key for job in queue):
+            queue.append((spec, workload, pattern, seed))
+
+    def measure_planned_references(self, spec: ServerSpec) -> None:
+        """Measure every announced reference run of `spec`'s target that is still missing.
+
+        Called before an SD server of that target is first needed, so the
+        reference server (often already up) serves all its runs in one go.
+        """
+        for job in self._planned.pop(spec.target, []):
+            key = self._reference_key(*job, None)
+            if key not in self._references:
+                job_spec, workload, pattern, seed = job
+                prompts = self.prompts(job_spec.model, workload, pattern, seed)
+                self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
+
+    def reference(
+        self,
+        spec: ServerSpec,
+        workload: Workload,
+        pattern: AccessPattern,
+        prompts: list,
+        *,
+        seed: int = 0,
+        logprobs: int | None = None,
+    ) -> list[Run]:
+        """The no-SD runs for `spec`'s target; measured once per session per traffic."""
+        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        if key not in self._references:
+            self.measure_planned_references(spec)
+        if key not in self._references:
+            self._measure_reference(key, spec, workload, pattern, prompts, seed, logprobs)
+        return self._references[key]
+
+    def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
+        reference = spec.reference()
+        self.reference_measurements[spec.target] += 1
+        self._reference_jobs[key] = (spec, workload, pattern, prompts, seed, logprobs)
+        self._references[key] = self.measure(
+            reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
+        )
+
+    def check_drift(self) -> list:
+        """Each reference traffic of the session measured once more, against its first run (measure.drift)."""
+        from .drift import compare
+
+        checks = []
+        for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():
+            (again,) = self.measure(
+                spec.reference(),
+                workload,
+                pattern,
+                prompts,
+                seed=seed,
+                logprobs=logprobs,
+                what="reference again (drift check)",
+                repeats=1,
+            )
+            check = compare(spec.target, f"{workload.name}/{pattern.name} (seed {seed})", self._references[key], again)
+            self.on_event(f"drift check: {check.describe()}")
+            checks.append(check)
+        return checks

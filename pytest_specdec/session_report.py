@@ -1,0 +1,141 @@
+"""What a session records and writes: each test's rows, exports, and at the end the report and summary.
+
+A mixin of `session.SpecdecSession` (which holds the settings, the pool, the
+measurements and the baselines), kept apart so each stays one readable module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .config.spec import canonical_id
+from .hook_errors import failure_text, test_failure
+from .measure.specdec_test import SpecDecTest
+from .measure.drift import drift_sections, flag_drifted_rows
+from .report.files import write_session_report
+from .report.rows import rows_for_test
+from .report.tables import summary_sections
+from .verdict.inventory import remove_baselines, unused_baselines_under
+
+SKIP_NO_DEVICE = (
+    "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) or --specdec-cpu (vLLM's CPU build)"
+)
+SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
+
+
+class SessionReport:
+    """The results side of `SpecdecSession`."""
+
+    def export(
+        self,
+        test: SpecDecTest,
+        name: str,
+        nodeid: str,
+        call_id: str | None,
+        params: Mapping | None,
+        user_properties: list,
+        benchmark_session: Any = None,
+    ) -> None:
+        """A test's last result into its JUnit properties and pytest-benchmark's session (report.exports)."""
+        from .report.exports import TestIdentity, export_last_result  # only tests that ran need it
+
+        identity = TestIdentity(name, nodeid, call_id, params and {k: str(v) for k, v in params.items()})
+        export_last_result(test.results, identity, user_properties, benchmark_session)
+
+    def rows_for(self, nodeid: str, when: str, outcome: str, failure: str | None = None) -> list[dict] | None:
+        """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
+        plan = self.plans.get(nodeid)
+        if plan is None or not plan.ok or outcome == "skipped":
+            return None
+        if when == "call" or (when == "setup" and outcome == "failed"):
+            return rows_for_test(
+                canonical_id(nodeid),
+                plan,
+                self.tests.get(nodeid),
+                "error" if when == "setup" else outcome,
+                resolve=self._pool.model_resolver if self._pool else None,
+                gpu_usd_per_hour=self.settings.gpu_usd_per_hour,
+                failure=failure,
+            )
+        return None
+
+    def report_rows(self, nodeid: str, report: Any) -> tuple[list[dict] | None, str | None]:
+        """`rows_for` a report, or the test's failure text if that raised."""
+        try:
+            return self.rows_for(nodeid, report.when, report.outcome, failure_text(report)), None
+        except Exception as exc:
+            return None, test_failure("building this test's report rows", exc, report.longrepr)
+
+    def record(self, nodeid: str, rows: Iterable[dict] | None) -> None:
+        """A test report arrived (here or, under xdist, from a worker)."""
+        with self.hook_errors.guard(f"recording the report of {nodeid}"):
+            self.seen.add(canonical_id(nodeid))
+            self.rows.extend(rows or ())
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def finish(
+        self,
+        *,
+        completed: bool,
+        whole_suite: bool,
+        args: Iterable[str],
+        results_hook: Callable[[list[dict], Path | None], None] | None = None,
+        outcome: str = "passed",
+    ) -> None:
+        """Write queued baselines; on the controller also the report, the stale-baseline verdict, the history.
+
+        `completed`: the session ran to its end (no stop, no -x); `whole_suite`: pytest was given paths only
+        (no node ids) and nothing was deselected by -k/-m.  Exceptions are kept in `hook_errors`, not raised.
+        """
+        with self.hook_errors.guard("finishing the session (baselines, report files)"):
+            self._finish(completed, whole_suite, args, results_hook)
+        if self.history is not None and not self.is_worker:
+            with self.hook_errors.guard(f"recording the session in the history {self.settings.history.url}"):
+                self.history.finish(self.rows, self.fingerprint, outcome)
+
+    def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
+        if self._baselines is not None:
+            self._baselines.flush()
+        flag_drifted_rows(self.rows, self.drift_checks)
+        if self.is_worker:
+            return  # the controller reports and decides about stale baselines
+        if self.settings.device is not None or self.rows:
+            if results_hook is not None:
+                results_hook(self.rows, self.settings.report_dir)
+            # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
+            self._write_report(completed and self.deselected == self.shard_deselected)
+        if not (whole_suite and completed and not self.deselected):
+            return
+        roots = [Path(arg.split("::")[0]).resolve() for arg in args]
+        self.stale = unused_baselines_under(self.settings.baseline_dir, self.seen, roots, self.rootpath)
+        if self.stale and self.settings.update_baselines:
+            remove_baselines(self.stale)
+
+    def _write_report(self, complete: bool) -> None:
+        if self.settings.report_dir is not None:
+            self.report_message = write_session_report(
+                self.settings.report_dir, self.rows, self.fingerprint, self.seen, complete, self.settings.baseline_dir
+            )
+
+    failed_at_end = property(lambda self: bool(self.hook_errors) or bool(self.history and self.history.failed))
+
+    def guarded_summary_sections(self) -> list[tuple[str | None, list[str]]]:
+        """`summary_sections`, the drift check, and every error a guarded hook caught (the summary's too)."""
+        sections: list[tuple[str | None, list[str]]] = []
+        with self.hook_errors.guard("writing the terminal summary"):
+            sections = self.summary_sections()
+        history = [("specdec history", self.history.summary_lines())] if self.history else []
+        return sections + drift_sections(self.drift_checks) + history + self.hook_errors.sections()
+
+    def summary_sections(self) -> list[tuple[str | None, list[str]]]:
+        """(section title or None, lines) for the terminal summary, in order."""
+        return summary_sections(
+            self.rows,
+            self.report_message,
+            self._baselines.written if self._baselines is not None else [],
+            self.stale,
+            self.settings.update_baselines,
+            self._pool.history if self._pool is not None else [],
+        )
