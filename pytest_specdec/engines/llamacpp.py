@@ -30,8 +30,12 @@ request's slot is released: read after the run's requests have finished.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
@@ -40,6 +44,8 @@ from .per_request import ACCEPTED, DRAFTED
 TITLE = "llama.cpp"
 BINARY_ENV = "SPECDEC_LLAMA_SERVER"
 SHIM_MODULE = "pytest_specdec.engines.llamacpp_serve"
+# The shim is one standalone file: another environment's Python (another xllamacpp build) runs it by path.
+SHIM_PATH = str(Path(__file__).with_name("llamacpp_serve.py"))
 PREFIX = "llamacpp:spec_decode_"
 _COUNTERS = {
     PREFIX + "num_drafts_total": "num_drafts",
@@ -81,7 +87,47 @@ def server_program(python: str) -> list[str]:
     if named:
         return [named]
     found = shutil.which("llama-server")
-    return [found] if found else [python, "-m", SHIM_MODULE]
+    if found:
+        return [found]
+    return [python, "-m", SHIM_MODULE] if python == sys.executable else [python, SHIM_PATH]
+
+
+# llama.cpp renamed its speculative flags in PR #22397 ("spec : refactor params", April 2026; xllamacpp
+# from 2026.5): a llama-server from before takes these old names and turns draft-simple on from -md
+# alone (builds after it refuse the old names: "the argument has been removed").
+LEGACY_FLAGS = {
+    "--spec-draft-n-max": "--draft-max",
+    "--spec-draft-n-min": "--draft-min",
+    "--spec-draft-p-min": "--draft-p-min",
+    "--spec-ngram-simple-size-n": "--spec-ngram-size-n",
+    "--spec-ngram-simple-size-m": "--spec-ngram-size-m",
+    "--spec-ngram-simple-min-hits": "--spec-ngram-min-hits",
+}
+NEW_FLAG_PROBE = "--spec-draft-n-max"
+
+
+@functools.lru_cache(maxsize=None)
+def knows_current_flags(binary: str) -> bool:
+    """Whether a llama-server binary takes the flag names after the refactor, from its own ``--help``
+    (read once per binary). One that cannot say gets the current names; a failed start names the flag."""
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return NEW_FLAG_PROBE in done.stdout + done.stderr
+
+
+def legacy_flags(arguments: list[str]) -> list[str]:
+    """The plugin's flags in a pre-refactor build's names (`LEGACY_FLAGS`; no ``--spec-type draft-simple``)."""
+    out: list[str] = []
+    index = 0
+    while index < len(arguments):
+        if arguments[index] == "--spec-type" and arguments[index + 1 : index + 2] == ["draft-simple"]:
+            index += 2
+            continue
+        out.append(LEGACY_FLAGS.get(arguments[index], arguments[index]))
+        index += 1
+    return out
 
 
 def _ngram_size(config: Mapping[str, Any]) -> int:
@@ -140,7 +186,8 @@ class LlamaCpp(Engine):
 
     def command(self, launch: LaunchRequest) -> list[str]:
         spec = launch.spec
-        command = server_program(launch.python) + [
+        program = server_program(launch.python)
+        command = [
             "-m",
             launch.model_path,
             "--alias",
@@ -185,7 +232,9 @@ class LlamaCpp(Engine):
                     "--spec-ngram-simple-min-hits",
                     "1",
                 ]
-        return command + list(spec.server_args)
+        if len(program) == 1 and not knows_current_flags(program[0]):  # the shim reads every build's layout
+            command = legacy_flags(command)
+        return program + command + list(spec.server_args)
 
     def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
         # "verbose" adds each chunk's token id (`__verbose.tokens`): /v1/completions streams none otherwise.
@@ -249,14 +298,28 @@ class LlamaCpp(Engine):
         return build if isinstance(build, str) and build and not build.startswith(("b0-", "unknown")) else None
 
     def local_version(self, command: list[str]) -> str | None:
-        if SHIM_MODULE not in command:
-            return None  # a llama-server binary: only its /props can say, and it did not
+        if SHIM_MODULE in command:  # run as a module only under this interpreter (`server_program`)
+            return xllamacpp_version(sys.executable)
+        if SHIM_PATH in command:  # another environment's Python: ask it
+            return xllamacpp_version(command[0])
+        return None  # a llama-server binary: only its /props can say, and it did not
+
+
+def xllamacpp_version(python: str) -> str | None:
+    """``xllamacpp X`` as installed for `python` (this interpreter's, or another environment's), else None."""
+    if python == sys.executable:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
             return f"xllamacpp {version('xllamacpp')}"
         except PackageNotFoundError:
             return None
+    probe = "import importlib.metadata as m; print(m.version('xllamacpp'))"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return f"xllamacpp {done.stdout.strip()}" if done.returncode == 0 and done.stdout.strip() else None
 
 
 ENGINE = LlamaCpp()

@@ -56,7 +56,10 @@ def params_for(args: argparse.Namespace, xlc):
     params.model.path = args.model
     if args.alias:
         params.model_alias = {args.alias}
-    params.hostnames = [args.host]
+    if hasattr(params, "hostnames"):
+        params.hostnames = [args.host]
+    else:  # before llama.cpp served several addresses (xllamacpp 2026.4)
+        params.hostname = args.host
     params.port = args.port
     params.endpoint_metrics = args.metrics
     params.n_parallel = args.parallel
@@ -67,29 +70,61 @@ def params_for(args: argparse.Namespace, xlc):
         params.cpuparams.n_threads = args.threads
     if args.seed is not None:
         params.sampling.seed = args.seed
+    if args.spec_type == "draft-simple" and not args.draft:
+        raise SystemExit("llamacpp_serve: --spec-type draft-simple needs -md DRAFT.gguf")
+    if args.draft and args.spec_type != "draft-simple":
+        raise SystemExit("llamacpp_serve: -md given without --spec-type draft-simple (llama-server would not draft)")
+    if hasattr(params.speculative, "draft"):
+        _speculative(args, xlc, params.speculative)
+    else:  # a build from before llama.cpp's speculative-parameters refactor
+        _speculative_flat(args, xlc, params.speculative)
+    return params
+
+
+def _speculative(args, xlc, speculative) -> None:
+    """The nested layout (llama.cpp PR #22397, April 2026, in xllamacpp from 2026.5): a list of types,
+    ``draft.*`` and ``ngram_simple.*``; draft-simple's ``p_min`` defaults to 0."""
     kinds = xlc.common_speculative_type
-    speculative = params.speculative
     if args.spec_type == "draft-simple":
-        if not args.draft:
-            raise SystemExit("llamacpp_serve: --spec-type draft-simple needs -md DRAFT.gguf")
         speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
         speculative.draft.mparams.path = args.draft
-        if args.spec_draft_n_max is not None:
-            speculative.draft.n_max = args.spec_draft_n_max
-        if args.spec_draft_n_min is not None:
-            speculative.draft.n_min = args.spec_draft_n_min
-        if args.spec_draft_p_min is not None:
-            speculative.draft.p_min = args.spec_draft_p_min
+        for name in ("n_max", "n_min", "p_min"):
+            value = getattr(args, f"spec_draft_{name}")
+            if value is not None:
+                setattr(speculative.draft, name, value)
     elif args.spec_type == "ngram-simple":
         speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
-        simple = speculative.ngram_simple
         for name in ("size_n", "size_m", "min_hits"):
             value = getattr(args, f"spec_ngram_simple_{name}")
             if value is not None:
-                setattr(simple, name, value)
-    elif args.draft:
-        raise SystemExit("llamacpp_serve: -md given without --spec-type draft-simple (llama-server would not draft)")
-    return params
+                setattr(speculative.ngram_simple, name, value)
+
+
+# The flat layout's one `type` (llama.cpp's common_speculative_type before the refactor; xllamacpp 2026.4
+# exposes it as a flag enum, which names neither NONE nor NGRAM_SIMPLE, so the numbers are set).
+FLAT_TYPES = {"draft-simple": 1, "ngram-simple": 3}
+FLAT_FIELDS = {
+    "spec_draft_n_max": "n_max",
+    "spec_draft_n_min": "n_min",
+    "spec_draft_p_min": "p_min",  # its default there is 0.75: the engine always sets it
+    "spec_ngram_simple_size_n": "ngram_size_n",
+    "spec_ngram_simple_size_m": "ngram_size_m",
+    "spec_ngram_simple_min_hits": "ngram_min_hits",
+}
+
+
+def _speculative_flat(args, xlc, speculative) -> None:
+    """The flat layout (xllamacpp 2026.4): one ``type``, ``mparams_dft``, and every size beside it."""
+    if args.spec_type == "none":
+        return
+    speculative.type = xlc.common_speculative_type(FLAT_TYPES[args.spec_type])
+    if args.spec_type == "draft-simple":
+        speculative.mparams_dft.path = args.draft
+    prefix = "spec_draft_" if args.spec_type == "draft-simple" else "spec_ngram_simple_"
+    for flag, field in FLAT_FIELDS.items():
+        value = getattr(args, flag)
+        if flag.startswith(prefix) and value is not None:
+            setattr(speculative, field, value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -328,8 +328,11 @@ class Measurements(ReferenceRuns):
             cost_ratio=cost_ratio_for(spec, self.pool.model_resolver),
             slo=dict(slo or {}),
         )
-        if cold := cold_flags(result):
-            result = self._measure_again(result, cold, workload, pattern, prompts, seed, logprobs, tokenizer)
+        cold, held_back = cold_flags(result), result.client_bound()
+        if cold or held_back:  # a client that fell behind measured its own pace, not the server's: again too
+            result = self._measure_again(
+                result, cold, workload, pattern, prompts, seed, logprobs, tokenizer, held_back=held_back
+            )
         return result
 
     def _measure_again(
@@ -342,16 +345,16 @@ class Measurements(ReferenceRuns):
         seed: int,
         logprobs,
         tokenizer,
+        held_back: str | None = None,
     ) -> SpecDecResult:
-        """A comparison flagged cold or drifting, measured again before any verdict: both servers warmed
-        again, the reference run again, then SD, and the new runs replace the flagged ones (the reference's
-        for every later test of the same traffic too).  Flags that stay make its speedups not compared."""
+        """A comparison flagged cold or drifting, or client-bound (`held_back`), measured again before any
+        verdict: both servers warmed again, the reference run again, then SD, and the new runs replace the
+        flagged ones (the reference's for every later test of the same traffic too).  Flags that stay make
+        its speedups not compared; a client still behind leaves them unavailable."""
         spec = result.spec
         self.remeasures[spec.key] += 1  # each costs a start of both servers where one runs at a time
-        self.on_event(
-            f"{spec.label()}: measuring both sides again before any verdict: "
-            + "; ".join(flag.describe() for flag in cold)
-        )
+        reasons = [flag.describe() for flag in cold] + ([held_back] if held_back else [])
+        self.on_event(f"{spec.label()}: measuring both sides again before any verdict: " + "; ".join(reasons))
         for server in [s for s in self._warmed if getattr(s, "spec", None) in (spec, spec.reference())]:
             del self._warmed[server]  # warm these two again; every other server stays warm
         key = self._reference_key(spec, workload, pattern, seed, logprobs)
@@ -372,15 +375,15 @@ class Measurements(ReferenceRuns):
             speculative_runs=speculative_runs,
             outputs=outputs[0],
             outputs_per_repeat=outputs,
-            remeasured=[f.describe() for f in cold],
+            remeasured=reasons,
         )
-        standing = cold_flags(again)
+        standing = [flag.kind for flag in cold_flags(again)] + (["client-bound"] if again.client_bound() else [])
         self.on_event(
             f"{spec.label()}: measured again: "
             + (
                 "no longer flagged"
                 if not standing
-                else "still flagged, its speedups are not compared: " + "; ".join(f.kind for f in standing)
+                else "still flagged, its speedups are not compared: " + "; ".join(standing)
             )
         )
         return again

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import collections
 import re
+import sys
 import time
 import weakref
 from dataclasses import dataclass
@@ -76,8 +77,11 @@ class ServerPool:
         on_event: EventSink | None = None,
         model_resolver: Callable[[str], str] = resolve_model,
         before_start: Callable[[ServerSpec], None] | None = None,
+        python: str = sys.executable,
     ):
         self.device = device
+        # The Python whose environment holds the engine build to launch (another environment: another build).
+        self.python = python
         self.log_dir = Path(log_dir)
         self.launcher = launcher or (lambda launch: launch.default_command())
         self.host = host
@@ -162,6 +166,7 @@ class ServerPool:
             model_path=resolve(spec.model),
             speculative_config=draft_config,
             kv_cache_bytes=self.kv_cache_bytes if self.device == "cpu" else None,
+            python=self.python,
             env=env,
             per_request_metrics=per_request_metrics,
             work_dir=str(self.log_dir),
@@ -170,7 +175,7 @@ class ServerPool:
     def _per_request_metrics(self, engine) -> bool:
         """Ask each engine once whether it can be told to report per-request acceptance; say so when not."""
         if engine.name not in self._per_request_support:
-            supported = self._per_request_support[engine.name] = engine.per_request_metrics_available()
+            supported = self._per_request_support[engine.name] = engine.per_request_metrics_available(self.python)
             if not supported and engine.per_request_flag:
                 self.on_event(
                     f"this {engine.title} has no {engine.per_request_flag}: per-step acceptance is "

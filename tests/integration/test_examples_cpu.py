@@ -59,7 +59,8 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     ngram = rows["test_llamacpp_ngram_on_code_edits"]
     assert ngram["engine"] == "llamacpp" and ngram["engine_version"] and ngram["regression"] == "passed"
     assert ngram["acceptance_rate"] > 0.2 and ngram["match_basis"] == "token ids"
-    assert rows["test_llamacpp_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
+    poor_llamacpp = rows["test_llamacpp_poor_draft_makes_sd_slower"]
+    assert (poor_llamacpp["speedup_output_throughput"] or 1.0) < 1.0, poor_llamacpp["unavailable"]
     assert rows["test_ngram_on_code_edits"]["engine_version"] == "0.32.0"
     for plot in (
         "speedup_heatmap.png",

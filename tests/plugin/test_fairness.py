@@ -190,6 +190,40 @@ def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, 
     assert row["speedup_output_throughput"] is not None and "speedup_output_throughput" not in row["unavailable"]
 
 
+# A client that fell behind once: the first run whose dispatch lag the plugin reads reports a p99 over the
+# limit (the reference's first repeat); every run after it is the real client's. Injected, because no fake
+# server can make this process's own client late on demand.
+LATE_CLIENT_CONFTEST = """
+import pytest_specdec.measure.metrics as metrics
+
+_real = metrics.RunMetrics.client_bound
+_late = []
+
+
+def client_bound(self, limit_ms):
+    if not _late:
+        _late.append(id(self))
+    return id(self) == _late[0] or _real(self, limit_ms)
+
+
+metrics.RunMetrics.client_bound = client_bound
+"""
+
+
+def test_a_client_bound_run_is_measured_again_before_any_verdict(tmp_path, servers):
+    (tmp_path / "conftest.py").write_text(LATE_CLIENT_CONFTEST)
+    run, row = _run(
+        tmp_path,
+        {"reference": servers.start("ok", chunk_s=0.01), "speculative": servers.start("ok", chunk_s=0.01)},
+        require="speedup",
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "measuring both sides again before any verdict: client-bound: the reference run (repeat 1)" in run.stdout
+    assert "measured again: no longer flagged" in run.stdout
+    assert row["remeasured"] and row["remeasured"][0].startswith("client-bound")
+    assert row["speedup_output_throughput"] is not None and row["client_bound"] is None, row["unavailable"]
+
+
 def test_a_side_still_cold_after_measuring_again_has_its_speedups_not_compared(tmp_path, servers):
     run, row = _run(
         tmp_path,

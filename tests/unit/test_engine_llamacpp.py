@@ -42,9 +42,8 @@ def no_binary(monkeypatch):
 def test_the_n_gram_command_is_llama_servers_own_flags_run_by_the_shim_without_a_binary():
     command = ENGINE.command(launch(NGRAM))
     assert command == [
-        "/venv/python",
-        "-m",
-        "pytest_specdec.engines.llamacpp_serve",
+        "/venv/python",  # another environment's Python runs the shim by its file
+        llamacpp.SHIM_PATH,
         "-m",
         "/pkg/target.gguf",
         "--alias",
@@ -69,7 +68,7 @@ def test_the_n_gram_command_is_llama_servers_own_flags_run_by_the_shim_without_a
         "1",
     ]
     # The shim takes exactly what the engine emits.
-    args = parser().parse_args(command[3:])
+    args = parser().parse_args(command[2:])
     assert (args.spec_type, args.spec_ngram_simple_size_n, args.spec_ngram_simple_size_m) == ("ngram-simple", 3, 4)
     assert args.kv_unified  # one 8192-token context for all 16 slots, not 512 tokens each
 
