@@ -35,6 +35,7 @@ def test_config(specdec, specdec_pool, specdec_measurements, name):
         json.dump({{"worker": os.environ.get("PYTEST_XDIST_WORKER"),
                    "starts": [r.spec.label() for r in specdec_pool.history],
                    "reference_started_at": result.reference_runs[0].started_at,
+                   "remeasures": sum(specdec_measurements.remeasures.values()),
                    "reference_measurements": list(specdec_measurements.reference_measurements.values())}}, f)
 """
 
@@ -57,7 +58,10 @@ def test_two_workers_start_each_configuration_once(pytester, specdec_pool):
     records = [json.loads((pytester.path / f"starts-{name}.json").read_text()) for name in ("ngram", "suffix")]
     assert records[0]["worker"] == records[1]["worker"]  # one target: one worker
     starts = max((r["starts"] for r in records), key=len)  # the later test saw every start of its worker
-    assert len(starts) == 3 and len(set(starts)) == 3, starts  # reference, ngram, suffix: once each
+    # reference, ngram, suffix: once each, plus both sides again for a comparison measured again before any
+    # verdict (a client-bound run under two workers on two cores is; it restarts the reference and that SD)
+    remeasures = max(r["remeasures"] for r in records)
+    assert len(starts) == 3 + 2 * remeasures and len(set(starts)) == 3, starts
     # The reference was measured once, before the first SD server, and both tests compared with those very runs.
     assert records[0]["reference_started_at"] == records[1]["reference_started_at"]
     assert all(r["reference_measurements"] == [1] for r in records), records
