@@ -20,22 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, higher_is_better, speedup_name
+from ..verdict.metric_names import SD_RATIO_METRICS, SIDES, SPEEDUP_METRICS, higher_is_better, speedup_name
 from ..verdict.fingerprint import comparable_fields
 from ..engines.server_spec import DEFAULT_ENGINE
 
 RATIO_FIGURES = (
     *(speedup_name(metric) for metric in SPEEDUP_METRICS),
     "expected_speedup",
-    "acceptance_rate",
-    "acceptance_length",
-    "match_rate",
-    "request_acceptance_length_p10",
-    "request_acceptance_length_p50",
-    "best_k",
-    "oracle_speedup",
-    "goodput_ratio",
-    "capacity_ratio",
+    *SD_RATIO_METRICS,
     "cost_ratio",
 )
 # The figure a row's repeat range (`speedup_range`) is the spread of.
