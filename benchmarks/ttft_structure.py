@@ -27,7 +27,7 @@ from pytest_specdec import Measurements, ServerPool, ServerSpec
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.reproduce import bench_serve_flags, run_vllm_bench
+from pytest_specdec.engines.vllm_bench import bench_serve_flags, run_vllm_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agreement import MODEL, NGRAM  # noqa: E402

@@ -87,7 +87,7 @@ def merge_main(argv: Sequence[str]) -> int:
 
 
 def bench_main(argv: Sequence[str]) -> int:
-    from .measure.reproduce import run_vllm_bench
+    from .engines.vllm_bench import run_vllm_bench
 
     run_vllm_bench(list(argv), prog=f"{PROG} bench")
     return 0

@@ -23,6 +23,10 @@ from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `requ
 from .server_spec import ServerSpec
 
 
+# The share of a GPU assumed for an engine whose own share the plugin does not read.
+UNREAD_GPU_SHARE = 0.9
+
+
 class EngineConfigError(ValueError):
     """A speculative setting the chosen engine cannot run; names the engine and the field."""
 
@@ -229,6 +233,11 @@ class Engine:
         """The engine's version from the JSON of one of `version_paths`."""
         found = payload.get("version") if isinstance(payload, dict) else None
         return found if isinstance(found, str) else None
+
+    def gpu_memory_share(self, server_args) -> tuple[float, str]:
+        """The share of each GPU's total memory its server takes, and where that figure came from: the plugin
+        waits for that much to be free before starting it (the GPU memory gate)."""
+        return UNREAD_GPU_SHARE, f"assumed ({self.title}'s own share is not read)"
 
     def installed_build(self, device: str) -> tuple[str, str | None]:
         """(distribution, version) of the build this Python would run, for a session's fingerprint."""

