@@ -28,6 +28,7 @@ from .config.spec import canonical_id, parse_specdec_marker
 from .hook_errors import HookErrors
 from .load.patterns import AccessPattern
 from .load.workloads import Workload
+from .measure.build_runs import build_of
 from .measure.measurements import Measurements
 from .measure.specdec_test import SpecDecTest
 from .measure.progress import Terminal, progress_for
@@ -88,6 +89,7 @@ class SpecdecSession(SessionReport):
         self._baselines: BaselineSession | None = None
         self._gpu_share: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
         self._gpu_memory: dict[str, int] = {}  # spec key -> MiB the most demanding test of it asks
+        self._builds: dict[str, tuple] = {}  # engine -> (this build, the baseline build) for a builds A/B
         self._previous_sigterm: Any = None
         # Plain -n would start a target's servers on several workers: our scheduler keeps targets whole.
         self.groups_dir: str | None = None
@@ -335,9 +337,20 @@ class SpecdecSession(SessionReport):
             gate=gate,
             slo=plan.slo,
             slo_percentile=plan.slo_percentile,
+            builds=self.builds_for(plan.spec.engine),
         )
         self.tests[nodeid] = test
         return test
+
+    def builds_for(self, engine: str):
+        """(this build, the baseline build) of `engine` under --specdec-baseline-from build:PATH, else None;
+        each build's version read once per session."""
+        baseline = self.settings.history.baseline_build
+        if baseline is None:
+            return None
+        if engine not in self._builds:
+            self._builds[engine] = (build_of(engine, self.settings.build), build_of(engine, baseline))
+        return self._builds[engine]
 
     # --- results ----------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ..serving.endpoint import parse_endpoint
 from ..serving.gpus import parse_devices
 from .sharding import parse_shard
 from ..load.workloads import data_path_env_var
-from ..history.options import HISTORY_INI_KEYS, HISTORY_OPTIONS
+from ..history.options import parse_build_path, HISTORY_INI_KEYS, HISTORY_OPTIONS
 
 
 _SIZE_UNITS = {
@@ -314,6 +314,16 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
     (
         "--specdec-gpu-price",
         dict(type=parse_price, default=None, metavar="USD", help="deprecated spelling of --specdec-gpu-usd-per-hour."),
+    ),
+    (
+        "--specdec-build",
+        dict(
+            type=parse_build_path,
+            default=None,
+            metavar="PATH",
+            help="the build of the engine this session tests: the Python of another environment (another "
+            "vLLM or xllamacpp release) or a llama-server binary (default: this environment's)",
+        ),
     ),
     (
         "--specdec-drift-check",

@@ -13,6 +13,8 @@ from typing import Any, Callable
 from ..load.patterns import CATALOG as PATTERN_CATALOG
 from ..load.patterns import AccessPattern, PatternError, resolve_pattern
 from .spec import MarkerError, ServerSpec, parse_specdec_marker
+from ..engines import engine_named
+from ..engines.base import EngineConfigError
 from ..verdict.tolerances import parse_tolerance_marker
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
 from ..load.workloads import MissingDataPath, Workload, WorkloadError, resolve_workload
@@ -91,6 +93,17 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
         )
     except MarkerError as exc:
         return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
+    if settings.build is not None:
+        spec = spec.on_build(settings.build)
+    for flag, build in (
+        ("--specdec-build", settings.build),
+        ("--specdec-baseline-from build:", settings.history.baseline_build),
+    ):
+        if build is not None:
+            try:  # an engine refuses a build it cannot launch (vLLM: only another environment's Python)
+                engine_named(spec.engine).check_build(build)
+            except EngineConfigError as exc:
+                return Plan(error=f"{flag}{'' if flag.endswith(':') else ' '}{build}: {exc}")
     plan = Plan(spec)
     try:
         if workload_marker is not None:

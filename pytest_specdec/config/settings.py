@@ -94,6 +94,7 @@ class Settings:
     # Measure each reference traffic again at the session's end and flag the results it moved under.
     drift_check: bool = False
     history: HistorySettings = field(default_factory=HistorySettings)  # --specdec-history and its check
+    build: str | None = None  # --specdec-build: the engine build this session tests (None: this environment's)
 
 
 def _dest(flag: str) -> str:
@@ -150,8 +151,14 @@ def resolve_settings(
             "--specdec-update-baselines writes baseline files; with --specdec-baseline-from history "
             "the history is the baseline (every session recorded with --specdec-history adds to it)"
         )
+    if history.baseline_build and getoption("specdec_update_baselines"):
+        raise ValueError(
+            "--specdec-update-baselines writes baseline files; with --specdec-baseline-from build:PATH the "
+            "baseline build, measured in this session, is the baseline"
+        )
     return Settings(
         history=history,
+        build=getoption("specdec_build"),
         device="gpu" if gpu else "cpu" if cpu else None,
         startup_timeout=_option_or_ini(
             getoption,

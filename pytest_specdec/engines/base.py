@@ -13,6 +13,9 @@ imports an engine or touches the network.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -25,6 +28,26 @@ from .server_spec import ServerSpec
 
 # The share of a GPU assumed for an engine whose own share the plugin does not read.
 UNREAD_GPU_SHARE = 0.9
+
+
+def is_python(path: str) -> bool:
+    """Whether a build path names a Python interpreter (``python``, ``python3.11``), not an engine's binary."""
+    return re.fullmatch(r"python[0-9.]*", os.path.basename(path)) is not None
+
+
+def package_version(python: str, distributions: tuple[str, ...]) -> str | None:
+    """``name X`` for the first of `distributions` installed for `python` (another environment's), else None."""
+    probe = (
+        "import importlib.metadata as m\n"
+        f"for name in {list(distributions)!r}:\n"
+        "    try:\n        print(name, m.version(name)); break\n"
+        "    except m.PackageNotFoundError: pass\n"
+    )
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 class EngineConfigError(ValueError):
@@ -152,6 +175,19 @@ class Engine:
                 "speculative_config.method",
                 f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}",
             )
+
+    def check_build(self, build: str) -> None:
+        """Refuse a build path this engine cannot launch (EngineConfigError naming it): by default only the
+        Python of an environment that holds the engine."""
+        if not is_python(build):
+            raise EngineConfigError(
+                self.title, "build", f"needs the Python of an environment that holds it (.../bin/python), not {build}"
+            )
+
+    def build_version(self, build: str | None) -> str | None:
+        """``distribution version`` of the engine a build path would launch (None: this environment's), read
+        before it starts; None when it cannot say (the server's own version is still read once it runs)."""
+        return None
 
     def check_flags(self, spec: "ServerSpec") -> None:
         """Refuse a server_args flag the command sets itself from the marker's fields."""

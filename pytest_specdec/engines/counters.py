@@ -197,15 +197,21 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
     gauges only), each response's figures are the engine's own count.  One
     completed request without them makes the whole run's counters unavailable,
     naming it: a partial sum would read as a lower acceptance.  Per position
-    only where every request gave its per-step acceptances.
+    only where every request gave its per-step acceptances.  An engine that
+    counts no steps per request (llama.cpp's timings: drafted and accepted
+    only) gives acceptance rates but no acceptance length: the step count is
+    NaN, unavailable, never a guess.
     """
     done = [record for record in records if record.success]
     if not done:
         return SpecDecodeCounters.unavailable(f"no request completed at {where}, so none carried SD figures")
+    names = dict(_PER_REQUEST)
+    if not any(STEPS in (record.spec_decoding or {}) for record in done):
+        del names[STEPS]
     lacking = [
         record.index
         for record in done
-        if not all(isinstance((record.spec_decoding or {}).get(name), (int, float)) for name in _PER_REQUEST)
+        if not all(isinstance((record.spec_decoding or {}).get(name), (int, float)) for name in names)
     ]
     if lacking:
         return SpecDecodeCounters.unavailable(
@@ -213,9 +219,8 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
             f"({', '.join(_PER_REQUEST)}), request {lacking[0]} first: the engine ran without SD, or an older "
             "build names them otherwise"
         )
-    totals = {
-        counter: float(sum(record.spec_decoding[name] for record in done)) for name, counter in _PER_REQUEST.items()
-    }
+    totals = {counter: float(sum(record.spec_decoding[name] for record in done)) for name, counter in names.items()}
+    totals.setdefault("num_drafts", math.nan)  # no step counts: acceptance length unavailable
     per_position: dict[int, float] = {}
     if all(isinstance(record.spec_decoding.get(PER_STEP_ACCEPTED), list) for record in done):
         for record in done:

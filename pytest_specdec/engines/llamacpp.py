@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
+from .base import Engine, EngineConfigError, LaunchRequest, draft_length, is_python, ngram_sizes, refuse_unknown
 from .per_request import ACCEPTED, DRAFTED
 
 TITLE = "llama.cpp"
@@ -81,8 +82,12 @@ OWN_FLAGS = frozenset(
 )
 
 
-def server_program(python: str) -> list[str]:
-    """``llama-server`` when one is installed (or named by SPECDEC_LLAMA_SERVER), else the xllamacpp shim."""
+def server_program(python: str, build: str | None = None) -> list[str]:
+    """The `build` a spec names (a llama-server binary, or the Python of an environment with another
+    xllamacpp); else ``llama-server`` when one is installed (or named by SPECDEC_LLAMA_SERVER), else the
+    xllamacpp shim under `python`."""
+    if build is not None:
+        return [build, SHIM_PATH] if is_python(build) else [build]
     named = os.environ.get(BINARY_ENV)
     if named:
         return [named]
@@ -174,7 +179,16 @@ class LlamaCpp(Engine):
                 raise EngineConfigError(
                     TITLE, "speculative_config.model", "needs the draft model's GGUF for method 'draft_model'"
                 )
-            refuse_unknown(TITLE, config, {"num_speculative_tokens", "model"})
+            refuse_unknown(TITLE, config, {"num_speculative_tokens", "model", "p_min"})
+            p_min = config.get("p_min", 0)
+            if p_min is not None and (
+                isinstance(p_min, bool) or not isinstance(p_min, (int, float)) or not 0 <= p_min <= 1
+            ):
+                raise EngineConfigError(
+                    TITLE,
+                    "speculative_config.p_min",
+                    f"takes a probability in [0, 1] (None: the build's own default), got {p_min!r}",
+                )
         else:
             _ngram_size(config)
             refuse_unknown(
@@ -186,7 +200,7 @@ class LlamaCpp(Engine):
 
     def command(self, launch: LaunchRequest) -> list[str]:
         spec = launch.spec
-        program = server_program(launch.python)
+        program = server_program(launch.python, spec.build)
         command = [
             "-m",
             launch.model_path,
@@ -207,20 +221,13 @@ class LlamaCpp(Engine):
         if config is not None:
             k = draft_length(TITLE, config)
             if config["method"] == "draft_model":
-                # p-min 0: draft all k tokens every step, as vLLM does (older builds stopped a draft at the
-                # first token under 0.75 probability, a different drafter under the same k).
-                command += [
-                    "--spec-type",
-                    "draft-simple",
-                    "-md",
-                    str(config["model"]),
-                    "--spec-draft-n-max",
-                    str(k),
-                    "--spec-draft-n-min",
-                    "0",
-                    "--spec-draft-p-min",
-                    "0",
-                ]
+                # p-min 0 unless the marker says: draft all k tokens every step, as vLLM does (builds before
+                # 2026.5 stopped a draft at the first token under 0.75 probability by default, a different
+                # drafter under the same k). p_min None leaves each build its own default.
+                command += ["--spec-type", "draft-simple", "-md", str(config["model"])]
+                command += ["--spec-draft-n-max", str(k), "--spec-draft-n-min", "0"]
+                if (p_min := config.get("p_min", 0)) is not None:
+                    command += ["--spec-draft-p-min", f"{p_min:g}"]
             else:
                 command += [
                     "--spec-type",
@@ -291,6 +298,21 @@ class LlamaCpp(Engine):
                 f"no {missing[0]} at {where} (llama-server started without --metrics, or an older build)"
             )
         return SpecDecodeCounters(accepted_per_position=dict(sorted(per_position.items())), **totals)
+
+    def check_build(self, build: str) -> None:
+        pass  # a llama-server binary or the Python of an environment with xllamacpp: both launch
+
+    def build_version(self, build: str | None) -> str | None:
+        if build is None:  # this environment's: what `server_program` would run
+            build = server_program(sys.executable)[0]
+        if is_python(build):
+            return xllamacpp_version(build)
+        try:  # llama-server --version: "version: 8929 (64fbe0fe)" on stderr
+            done = subprocess.run([build, "--version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"version: (\d+) \((\w+)\)", done.stdout + done.stderr)
+        return f"llama.cpp b{found.group(1)}-{found.group(2)}" if found else None
 
     def version_from(self, path: str, payload: Any) -> str | None:
         build = payload.get("build_info") if isinstance(payload, dict) else None

@@ -20,6 +20,7 @@ names it (llama-server would take it; this stand-in cannot).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -139,17 +140,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     stop = threading.Event()
+    server = xlc.Server(params_for(args, xlc))  # loads the model(s), then serves HTTP on host:port
+    # After the server: xllamacpp 2026.4 installs llama-server's own SIGTERM/SIGINT handlers as it starts,
+    # and with those in place a stop request was never seen (the pool killed it after 30 s).
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = xlc.Server(params_for(args, xlc))  # loads the model(s), then serves HTTP on host:port
     print(
         f"llamacpp_serve: llama.cpp {getattr(xlc, '__version__', '?')} serving {args.model} at "
         f"{server.listening_address}",
         flush=True,
     )
-    stop.wait()
-    del server
-    return 0
+    while not stop.wait(0.5):  # a timed wait: signal handlers run between its rounds
+        pass
+    # Straight out, as llama-server does on SIGTERM: xllamacpp 2026.4's Server never returns from its
+    # destructor (its HTTP thread is not joined), which cost every stop the pool's 30 s kill timeout.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,9 @@ class ServerSpec:
     endpoints: tuple[tuple[str, str], ...] = ()
     # The inference engine that serves it (engines/): vllm, sglang, trtllm or llamacpp.
     engine: str = DEFAULT_ENGINE
+    # Which build of the engine serves it: the Python of another environment (another vLLM or xllamacpp
+    # release) or a llama-server binary; None is the session's own (--specdec-build, else this environment).
+    build: str | None = None
     # Not part of the identity: who asked, for messages only.
     origin: str = field(default="", compare=False)
 
@@ -90,6 +93,8 @@ class ServerSpec:
             identity["endpoints"] = dict(self.endpoints)
         if self.engine != DEFAULT_ENGINE:  # likewise: vLLM specs keep their keys, baselines their names
             identity["engine"] = self.engine
+        if self.build is not None:  # likewise: the session's own build keeps the keys it always had
+            identity["build"] = self.build
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     @property
@@ -145,7 +150,12 @@ class ServerSpec:
         args = f" {' '.join(self.server_args)}" if self.server_args else ""
         at = f" @ {self.endpoint}" if self.endpoint else ""
         on = f" on {self.engine}" if self.engine != DEFAULT_ENGINE else ""
-        return f"{self.model} [{sd}{extra}]{args}{on}{at}"
+        built = f" (build {self.build})" if self.build is not None else ""
+        return f"{self.model} [{sd}{extra}]{args}{on}{built}{at}"
+
+    def on_build(self, build: str | None) -> "ServerSpec":
+        """The same configuration served by another build of its engine (None: the session's own)."""
+        return replace(self, build=build)
 
 
 def check_k_schedule(value: Any) -> list[tuple[int, int, int]]:

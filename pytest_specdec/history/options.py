@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from .url import HistoryURL, parse_history_url
 
-BASELINE_SOURCES = ("file", "history")
+BASELINE_SOURCES = ("file", "history", "build:PATH")
+BUILD_PREFIX = "build:"
 
 
 def parse_fraction(value: str) -> float:
@@ -26,7 +27,26 @@ def parse_min_change(value: str) -> float:
     return 0.0 if str(value).strip() in ("0", "0.0") else parse_fraction(value)
 
 
+def parse_build_path(value: str, flag: str = "--specdec-build") -> str:
+    """An engine build to launch: the Python of another environment (its vLLM or xllamacpp) or a
+    llama-server binary; it must exist and be executable.  Kept as given (a venv's python is a link that
+    must not be resolved: resolving it leaves the environment)."""
+    import os
+
+    path = os.path.abspath(os.path.expanduser(value))
+    if not os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"{flag}: no such file {path}")
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{flag}: {path} is not an executable: give the Python of the build's environment "
+            "(.../bin/python) or a llama-server binary"
+        )
+    return path
+
+
 def parse_baseline_source(value: str) -> str:
+    if value.startswith(BUILD_PREFIX):
+        return BUILD_PREFIX + parse_build_path(value[len(BUILD_PREFIX) :], "--specdec-baseline-from build:PATH")
     if value not in BASELINE_SOURCES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(BASELINE_SOURCES)}, got {value!r}")
     return value
@@ -101,9 +121,11 @@ HISTORY_OPTIONS: list[tuple[str, dict]] = [
         dict(
             type=parse_baseline_source,
             default=None,
-            metavar="file|history",
-            help="compare against baseline files (default) or against the latest stable "
-            "segment of the --specdec-history (since its newest change point)",
+            metavar="file|history|build:PATH",
+            help="compare against baseline files (default), against the latest stable "
+            "segment of the --specdec-history (since its newest change point), or against another build "
+            "of the engine measured in this session, interleaved (PATH: the Python of its environment, "
+            "or a llama-server binary)",
         ),
     ),
 ]
@@ -132,6 +154,11 @@ class HistorySettings:
     threshold: float = 0.05
     otava_python: str | None = None
     baseline_from: str = "file"
+
+    @property
+    def baseline_build(self) -> str | None:
+        """The baseline build's path for --specdec-baseline-from build:PATH, else None."""
+        return self.baseline_from[len(BUILD_PREFIX) :] if self.baseline_from.startswith(BUILD_PREFIX) else None
 
 
 def resolve_history_settings(getoption, getini, rootpath) -> HistorySettings:

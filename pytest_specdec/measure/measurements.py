@@ -13,8 +13,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import signal
-import subprocess
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +30,8 @@ from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
 from .reference_runs import ReferenceRuns
+from .build_runs import BuildRuns
+from .run_checks import RunError, check_run  # noqa: F401 - RunError is raised from here too
 from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
 from ..engines import engine_named
 from ..serving.engine_facts import read_engine_facts
@@ -40,47 +40,12 @@ from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
 WARMUP_REQUESTS = REQUESTS_PER_ROUND
-DEATH_GRACE_S = 3.0
 WARMUP_TOKENS = 16
 # The warm-up sends prompts of its own (see result.repeat_seed for why).
 WARMUP_SEED_OFFSET = 104729
 
 
-class RunError(RuntimeError):
-    """A measurement that cannot be trusted (failed requests, missing markers)."""
-
-
-def check_run(server, spec: ServerSpec, records, what: str) -> None:
-    """Fail a run in the order that explains it: a dead server (exit code, log), then failed requests."""
-    failed = [record for record in records if not record.success]
-    process = getattr(server, "process", None)
-    code = process.poll() if process is not None else None
-    if failed and process is not None and code is None:
-        # A killed server's sockets close before the process is reaped: give its death a moment
-        # to show, so the error names the exit status rather than a refused connection.
-        try:
-            code = process.wait(timeout=DEATH_GRACE_S)
-        except subprocess.TimeoutExpired:
-            code = None
-    if code is not None:
-        how = (
-            f"killed by {signal.Signals(-code).name}"
-            if code < 0 and -code in signal.valid_signals()
-            else f"exit code {code}"
-        )
-        raise RunError(
-            f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
-            f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}"
-        )
-    if failed:
-        where = f"server log: {server.log_path}\n{server.log_tail()}" if server.log_path else f"endpoint: {server.url}"
-        raise RunError(
-            f"{what}: {len(failed)} of {len(records)} requests failed on {spec.label()}; first error: "
-            f"{failed[0].error}\n{where}"
-        )
-
-
-class Measurements(ReferenceRuns):
+class Measurements(ReferenceRuns, BuildRuns):
     def __init__(
         self,
         pool: ServerPool,
@@ -112,6 +77,7 @@ class Measurements(ReferenceRuns):
         self._warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> engine facts
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
+        self._servers: dict[str, object] = {}  # spec key -> the server that last measured it
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
         self.warm_up_seconds = MAX_SECONDS
 
@@ -189,14 +155,16 @@ class Measurements(ReferenceRuns):
         logprobs: int | None = None,
         what: str = "",
         repeats: int | None = None,
+        only_repeat: int | None = None,
     ) -> list[Run]:
         """`repeats` runs (the session's, unless given) under `pattern` on the server for `spec`:
-        `prompts` first, then fresh ones.
+        `prompts` first, then fresh ones; with `only_repeat`, that repeat alone (builds A/B interleave them).
 
         Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)``
         (the reference's repeat r does too, so the two stay paired).
         """
         server = self.pool.get(spec)
+        self._servers[spec.key] = server  # the last one that served it, for the result's log and commands
         steady = self._warm_up(server, spec, workload, pattern, seed)
         if server not in self._facts:  # after the warm-up: the log then holds every start-up line
             self._facts[server] = read_engine_facts(server)
@@ -204,13 +172,13 @@ class Measurements(ReferenceRuns):
         repeats = self.repeats if repeats is None else repeats
         # An engine without run totals on its metrics page counts in each response instead.
         per_request = engine_named(spec.engine).counts_per_request
-        for repeat in range(repeats):
-            if repeat:
-                prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat))
+        first = prompts
+        for repeat in range(repeats) if only_repeat is None else (only_repeat,):
+            prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat)) if repeat else first
             before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
             label = (
                 f"{what or spec.label()} on {workload.name}/{pattern.name}"
-                f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 else ''}"
+                f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 or only_repeat is not None else ''}"
             )
             live = self.progress.start(label, pattern.num_prompts)
             try:
@@ -241,6 +209,13 @@ class Measurements(ReferenceRuns):
                     counters = counters_from_requests(load.records, where=server.url)
             except CounterError as exc:
                 raise RunError(f"{label}: {exc}") from None
+            if counters is not None and not counters.present and before is not None:
+                # A build whose metrics page keeps no SD totals (llama.cpp before its spec_decode counters):
+                # the sum of each response's own figures, where every response carries them.
+                summed = counters_from_requests(load.records, where=server.url)
+                if summed.present:
+                    self.on_event(f"{label}: {counters.problem}; summed each response's own SD figures instead")
+                    counters = summed
             if counted := count_output_tokens(load.records, lambda: self.tokenizer(spec.model)):
                 self.on_event(
                     f"{label}: {server.url} sent neither usage nor token ids for {counted} requests; "
@@ -292,6 +267,26 @@ class Measurements(ReferenceRuns):
         prompts = self.prompts(spec.model, workload, pattern, seed)
         reference_runs = self.reference(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs)
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
+        result = self._result(spec, workload, pattern, prompts, reference_runs, speculative_runs, seed, logprobs, slo)
+        cold, held_back = cold_flags(result), result.client_bound()
+        if cold or held_back:  # a client that fell behind measured its own pace, not the server's: again too
+            result = self._measure_again(
+                result,
+                cold,
+                workload,
+                pattern,
+                prompts,
+                seed,
+                logprobs,
+                self.tokenizer(spec.model),
+                held_back=held_back,
+            )
+        return result
+
+    def _result(
+        self, spec, workload, pattern, prompts, reference_runs, speculative_runs, seed, logprobs, slo
+    ) -> SpecDecResult:
+        """SD's runs against the reference's on the same traffic, as one result."""
         tokenizer = self.tokenizer(spec.model)
         # Repeat i of SD against repeat i of the reference: they sent the same prompts.
         outputs_per_repeat = [
@@ -300,8 +295,8 @@ class Measurements(ReferenceRuns):
             )
             for i, run in enumerate(speculative_runs)
         ]
-        server = self.pool.get(spec)
-        result = SpecDecResult(
+        server = self._servers.get(spec.key) or self.pool.get(spec)
+        return SpecDecResult(
             spec=spec,
             workload=workload.describe(),
             pattern=pattern.describe(),
@@ -328,12 +323,6 @@ class Measurements(ReferenceRuns):
             cost_ratio=cost_ratio_for(spec, self.pool.model_resolver),
             slo=dict(slo or {}),
         )
-        cold, held_back = cold_flags(result), result.client_bound()
-        if cold or held_back:  # a client that fell behind measured its own pace, not the server's: again too
-            result = self._measure_again(
-                result, cold, workload, pattern, prompts, seed, logprobs, tokenizer, held_back=held_back
-            )
-        return result
 
     def _measure_again(
         self,

@@ -97,6 +97,8 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     # test accepts: a speedup still flagged after the second measurement is not compared unless accepted.
     remeasured: list = field(default_factory=list)
     accepted_flags: tuple = ()
+    # --specdec-baseline-from build:PATH: the baseline build measured beside it (build_runs.BuildComparison).
+    builds: Any = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def analysis(self, repeat: int | None = None):

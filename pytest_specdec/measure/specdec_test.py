@@ -27,6 +27,7 @@ class SpecDecTest:
         gate=None,
         slo: dict | None = None,
         slo_percentile: float = 99.0,
+        builds: tuple | None = None,
     ):
         self.spec = spec
         self.measurements = measurements
@@ -36,6 +37,8 @@ class SpecDecTest:
         self.slo = dict(slo or {})  # {"tpot": ms, ...}: goodput on every run, the objective of capacity searches
         self.slo_percentile = slo_percentile
         self.results: list = []  # SpecDecResult, CapacityResult: one report row each
+        # (this build, the baseline build) under --specdec-baseline-from build:PATH (build_runs.Build), else None.
+        self.builds = builds
 
     @property
     def pool(self) -> ServerPool:
@@ -66,7 +69,21 @@ class SpecDecTest:
         """
         self._need_traffic("run")
         began = time.monotonic()
-        if self.pattern.search:
+        if self.builds is not None and self.pattern.search:
+            raise RunError(
+                f"{self.spec.label()}: a capacity search is not measured across builds (--specdec-baseline-from "
+                "build:PATH measures run() and sweep levels only); compare the builds' capacities with two sessions"
+            )
+        if self.builds is not None:
+            result = self.measurements.run_builds(
+                self.spec, *self.builds, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
+            )
+            summary = (
+                f"speedup {result.speedup():.2f}x on this build, {result.builds.baseline_result.speedup():.2f}x on "
+                f"the baseline build; acceptance {result.acceptance_rate:.0%} and "
+                f"{result.builds.baseline_result.acceptance_rate:.0%}"
+            )
+        elif self.pattern.search:
             from .slo_capacity import measure_capacity
 
             result = measure_capacity(
@@ -103,7 +120,12 @@ class SpecDecTest:
             prompts = self.measurements.prompts(self.spec.model, self.workload, pattern, seed)
             self.measurements.reference(self.spec, self.workload, pattern, prompts, seed=seed)
         for pattern in patterns:
-            result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
+            if self.builds is not None:
+                result = self.measurements.run_builds(
+                    self.spec, *self.builds, self.workload, pattern, seed=seed, slo=self.slo
+                )
+            else:
+                result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
             result.gate = self.gate
             self.results.append(result)
             sweep.results.append(result)

@@ -19,7 +19,7 @@ from ..atomic import write_atomic
 from ..verdict.metric_names import speedup
 from .tables import csv_text, markdown_summary
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: rows carry `builds` (a builds A/B); 2: speedups renamed
 # Version 1 (pytest-specdec 0.1) named the speedups speedup / speedup_tpot /
 # speedup_ttft and carried tpot_change / ttft_change (SD / reference - 1).
 _V1_RENAMES = {
@@ -109,9 +109,17 @@ def load_report(directory: Path) -> dict:
         raise ReportError(f"{path}: no such report file") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if isinstance(document, dict) and document.get("schema_version") == 1:
-        document = migrate_v1(document)
-        document["migrated_from"] = 1
+    if isinstance(document, dict) and document.get("schema_version") in (1, 2):
+        migrated_from = document["schema_version"]
+        if migrated_from == 1:
+            document = migrate_v1(document)
+        # Version 2 lacks only the rows' `builds`: none was measured then.
+        document = {
+            **document,
+            "schema_version": SCHEMA_VERSION,
+            "results": [{**row, "builds": None} if isinstance(row, dict) else row for row in document["results"] or []],
+            "migrated_from": migrated_from,
+        }
     validate_report({k: v for k, v in document.items() if k != "migrated_from"}, str(path))
     return document
 

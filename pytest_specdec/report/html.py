@@ -32,6 +32,7 @@ from .html_sections import (
     summary,
     theory_section,
 )
+from .builds import builds_section
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
 
@@ -254,7 +255,9 @@ def render_html(
             out.append('<p class="empty">No specdec test ran.</p>')
             out.append('<table id="results"><tbody></tbody></table>')
         out.append("</section>")
-    out += flag_section(rows) + capacity_section(rows) + theory_section(rows) + _not_measured(rows)
+    out += (
+        builds_section(rows) + flag_section(rows) + capacity_section(rows) + theory_section(rows) + _not_measured(rows)
+    )
     if plots or rows:
         out += ['<section id="figures">', "<h2>Figures</h2>"]
         if not plots:

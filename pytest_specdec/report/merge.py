@@ -60,7 +60,7 @@ def merge_reports(directories: Sequence[Path], *, allow_mixed: bool = False) -> 
         if document.get("migrated_from"):
             notes.append(
                 f"{directory / 'results.json'}: schema version {document['migrated_from']}, read as "
-                f"version {SCHEMA_VERSION} (speedups renamed; the merged report is written as version "
+                f"version {SCHEMA_VERSION} ({'speedups renamed; ' if document['migrated_from'] == 1 else ''}the merged report is written as version "
                 f"{SCHEMA_VERSION})"
             )
         # A sweep gives one test several rows, so duplicates count across shards only.

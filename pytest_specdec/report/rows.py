@@ -13,6 +13,8 @@ model.
 
 from __future__ import annotations
 
+from .builds import builds_cell
+
 from typing import Any
 
 from ..engines.server_spec import SCHEDULE_KEY
@@ -183,6 +185,7 @@ def row_for(
         warm_up={},
         speedup_range=None,
         groups={},
+        builds=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -190,6 +193,7 @@ def row_for(
     if hasattr(result, "capacity_ratio"):
         return _capacity_row(row, result, gpu_usd_per_hour)
 
+    row["builds"] = builds_cell(result, regression)  # --specdec-baseline-from build:PATH (report.builds)
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}

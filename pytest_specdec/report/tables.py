@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .builds import builds_lines, builds_markdown
+
 import csv
 import io
 from pathlib import Path
@@ -62,6 +64,8 @@ def summary_sections(
         sections.append(("specdec per category and turn", grouped))
     if unfair := fairness_lines(rows):
         sections.append(("specdec fairness: not SD alone", unfair))
+    if builds := builds_lines(rows):
+        sections.append(("specdec builds: this build (A) against the baseline build (B)", builds))
     skipped = [r for r in rows if r.get("regression_not_compared")]
     if skipped:  # a pass that compared less than the test gates says so where everyone looks
         sections.append(
@@ -114,6 +118,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         "faster).",
         "",
     ]
+    out += builds_markdown(rows, escape)
     if unfair := fairness_lines(rows):
         out += [
             "**Not a fair comparison** (marked ! beside the speedup: engine confounds, cold or drifting servers, speedups physics does not "

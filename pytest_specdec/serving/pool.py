@@ -157,7 +157,7 @@ class ServerPool:
             env.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model is local: never ask a hub
         for name, value in engine.launch_env().items():
             env.setdefault(name, value)
-        per_request_metrics = draft_config is not None and self._per_request_metrics(engine)
+        per_request_metrics = draft_config is not None and self._per_request_metrics(engine, spec.build or self.python)
         return LaunchRequest(
             spec=spec,
             device=self.device,
@@ -166,22 +166,23 @@ class ServerPool:
             model_path=resolve(spec.model),
             speculative_config=draft_config,
             kv_cache_bytes=self.kv_cache_bytes if self.device == "cpu" else None,
-            python=self.python,
+            python=spec.build or self.python,
             env=env,
             per_request_metrics=per_request_metrics,
             work_dir=str(self.log_dir),
         )
 
-    def _per_request_metrics(self, engine) -> bool:
-        """Ask each engine once whether it can be told to report per-request acceptance; say so when not."""
-        if engine.name not in self._per_request_support:
-            supported = self._per_request_support[engine.name] = engine.per_request_metrics_available(self.python)
+    def _per_request_metrics(self, engine, python: str) -> bool:
+        """Ask each engine build once whether it can be told to report per-request acceptance; say so when not."""
+        key = f"{engine.name} {python}"
+        if key not in self._per_request_support:
+            supported = self._per_request_support[key] = engine.per_request_metrics_available(python)
             if not supported and engine.per_request_flag:
                 self.on_event(
-                    f"this {engine.title} has no {engine.per_request_flag}: per-step acceptance is "
+                    f"this {engine.title} ({python}) has no {engine.per_request_flag}: per-step acceptance is "
                     "estimated from the tokens in each streamed chunk (labelled estimated)"
                 )
-        return self._per_request_support[engine.name]
+        return self._per_request_support[key]
 
     def _start(self, spec: ServerSpec) -> ManagedServer:
         if self.device not in ("gpu", "cpu"):

@@ -22,7 +22,7 @@ from .fingerprint import reference_step_ms
 from .machine import MachineMatch
 
 # Fields whose change is the engine's (or its libraries'), named when the baseline's differ.
-ENGINE_FIELDS = ("engine", "engine_version", "torch_version")
+ENGINE_FIELDS = ("engine", "engine_version", "engine_build", "torch_version")
 
 
 def is_ratio(metric: str) -> bool:

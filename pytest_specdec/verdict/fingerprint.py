@@ -28,7 +28,7 @@ HARDWARE_FIELDS = ("device_kind", "device_name", "device_count", "driver")
 KEY_FIELDS = ("engine", "engine_version", *HARDWARE_FIELDS, "torch_version")
 # Where the session keeps its machine probe (verdict.machine.run_probe): a timing, so never part of a key.
 PROBE_FIELD = "machine_probe"
-INFORMATIONAL_FIELDS = ("plugin_version", "python", PROBE_FIELD)
+INFORMATIONAL_FIELDS = ("plugin_version", "python", PROBE_FIELD, "engine_build")
 
 
 def _dist_version(name: str) -> str | None:

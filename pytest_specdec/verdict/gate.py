@@ -103,18 +103,29 @@ class RegressionGate:
         self.not_compared: dict[str, str] = {}  # gated figures the last check skipped, with the reason
         self.figures: list[dict] = []  # the last check's table, one dict per compared figure, for reports
 
-    def _fingerprint_for(self, result) -> dict:
+    def _fingerprint_for(self, result, build=None) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
-        fingerprint names the installed vLLM build), at the version its servers reported."""
+        fingerprint names the installed vLLM build), at the version its servers reported; for one side of a
+        builds A/B (`build`: measure.build_runs.Build), that build's version and path."""
         engine = getattr(getattr(result, "spec", None), "engine", DEFAULT_ENGINE)
+        builds = getattr(result, "builds", None)
+        if build is None and builds is not None:
+            build = builds.this
+        if build is not None:
+            return {
+                **self.session.fingerprint,
+                "engine": engine,
+                "engine_version": build.version or result.engine_version,
+                "engine_build": build.path or "this environment",
+            }
         if engine == DEFAULT_ENGINE:
             return self.session.fingerprint
         return {**self.session.fingerprint, "engine": engine, "engine_version": result.engine_version}
 
-    def _baseline_for(self, result, metrics, tolerances) -> Baseline:
+    def _baseline_for(self, result, metrics, tolerances, build=None) -> Baseline:
         return Baseline(
             test_id=self.test_id,
-            fingerprint=self._fingerprint_for(result),
+            fingerprint=self._fingerprint_for(result, build),
             config={
                 "spec": {
                     "model": result.spec.model,
@@ -151,6 +162,9 @@ class RegressionGate:
         # Speedups of a comparison still cold or drifting after it was measured again: not compared, the flag
         # is the reason (measure.fairness), and never recorded as a baseline.
         unfair = getattr(result, "unfair_speedup", lambda: None)()
+        builds = getattr(result, "builds", None)
+        if builds is not None and not unfair and (why := builds.flagged.get("baseline")):
+            unfair = "the baseline build's comparison: " + "; ".join(why)  # a pair is as fair as its worse side
         flagged = {m: unfair for m in metrics if unfair and m.startswith(SPEEDUP_PREFIX)}
         # Figures this run could not measure: never a pass, and never recorded as if they were.
         unavailable = {m: why for m in metrics if m not in flagged and (why := _unavailable(result, m))}
@@ -162,7 +176,10 @@ class RegressionGate:
             raise AssertionError(_unavailable_message(self.test_id, refused, result, self.session.update))
         path_hint = self.session.base_dir
         try:
-            baseline = self.session.load(self.test_id, self._fingerprint_for(result))
+            if builds is not None:  # the baseline build, measured beside this one in this session
+                baseline = self._baseline_for(builds.baseline_result, metrics, tolerances, builds.baseline)
+            else:
+                baseline = self.session.load(self.test_id, self._fingerprint_for(result))
         except BaselineError as exc:
             missing = isinstance(exc, BaselineMissing)
             if self.session.update:
@@ -277,6 +294,8 @@ class RegressionGate:
                 detects.append(_detects_cell(found))
                 rows.append(_row(label, metric, verdict, tolerances[metric]))
         comparison = plan.describe(skipped)
+        if builds is not None:
+            comparison = builds.describe(result) + "\n" + comparison
         if baseline.migrated_from:
             comparison += (
                 f"\n{baseline.path}: schema version {baseline.migrated_from}, read as version "
@@ -317,10 +336,10 @@ class RegressionGate:
             self.outcome = "failed"
             raise AssertionError(
                 failure_message(
-                    f"performance regressed against the baseline of {self.test_id}",
+                    f"performance regressed against the baseline{' build' if builds else ''} of {self.test_id}",
                     rows,
                     result,
-                    required_label="baseline",
+                    required_label="baseline build (B)" if builds else "baseline",
                     extra=comparison + "\n" + "\n".join(described),
                     extra_columns={"detects": detects},
                 )

@@ -212,7 +212,7 @@ def test_write_report_files_validate_and_leave_no_temp_files(tmp_path):
     names = sorted(p.name for p in written)
     assert {"results.json", "results.csv", "summary.md"} <= set(names)
     document = load_report(tmp_path / "out")
-    assert document["schema_version"] == 2 and len(document["results"]) == 2
+    assert document["schema_version"] == 3 and len(document["results"]) == 2
     assert document["results"][0]["speedup_output_throughput"] == pytest.approx(1.5)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
     assert "![speedup_heatmap](speedup_heatmap.png)" in (tmp_path / "out" / "summary.md").read_text()

@@ -129,7 +129,7 @@ def test_a_version_1_report_is_read_as_version_2(tmp_path):
     old = json.loads((tmp_path / "results.json").read_text())
     assert old["schema_version"] == 1
     document = load_report(tmp_path)
-    assert document["schema_version"] == 2 and document["migrated_from"] == 1
+    assert document["schema_version"] == 3 and document["migrated_from"] == 1
     for before, after in zip(old["results"], document["results"]):
         assert after["speedup_output_throughput"] == before["speedup"]
         assert after["speedup_median_tpot"] == before["speedup_tpot"]
@@ -140,15 +140,15 @@ def test_a_version_1_report_is_read_as_version_2(tmp_path):
     validate_report({k: v for k, v in document.items() if k != "migrated_from"}, "migrated")
 
 
-def test_merging_a_version_1_shard_says_it_was_read_as_version_2(tmp_path, capsys):
+def test_merging_a_version_1_shard_says_it_was_read_as_the_current_version(tmp_path, capsys):
     from pytest_specdec.cli import merge_main
 
     (tmp_path / "shard").mkdir()
     shutil.copy(V1 / "results.json", tmp_path / "shard" / "results.json")
     assert merge_main([str(tmp_path / "merged"), str(tmp_path / "shard")]) == 0
     out = capsys.readouterr().out
-    assert f"note: {tmp_path / 'shard' / 'results.json'}: schema version 1, read as version 2" in out
-    assert load_report(tmp_path / "merged")["schema_version"] == 2
+    assert f"note: {tmp_path / 'shard' / 'results.json'}: schema version 1, read as version 3" in out
+    assert load_report(tmp_path / "merged")["schema_version"] == 3
 
 
 def test_a_version_1_baseline_gets_a_note_in_the_gate(tmp_path, monkeypatch):

@@ -1,0 +1,158 @@
+"""Two builds of one engine measured in one session: reference and SD on each, repeats interleaved.
+
+A stored baseline compares with another day, and on these machines another
+day is another speed: the same n-gram config on the same prompts paid 1.42x,
+1.26x and 1.04x on three boxes of one kind with acceptance unchanged.  What
+holds is the comparison the plugin already makes for SD against no SD: both
+sides in one session, on one machine, interleaved.  `BuildRuns` (a mixin of
+`measurements.Measurements`) does that across builds (``--specdec-baseline-from
+build:PATH``): repeat r runs this build's reference and SD and the baseline
+build's, in the order A B B A A B ..., one server at a time, the same prompts
+and arrivals on every side, so the gate compares the two builds repeat by
+repeat (paired).  Within a repeat the second build starts where the first
+left off (SD, then its reference), which saves a server start per repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engines import engine_named
+from ..engines.server_spec import ServerSpec
+from ..load.patterns import AccessPattern
+from ..load.workloads import Workload
+from .fairness import cold_flags
+
+THIS, BASELINE = "this", "baseline"
+# Facts that name the build itself, not a way it runs: their change is the upgrade, not a confound.
+BUILD_OWN_FACTS = frozenset({"version"})
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build of an engine: the path that launches it (None: the session's own) and its version."""
+
+    engine: str
+    path: str | None
+    version: str | None
+
+    def describe(self) -> str:
+        where = self.path or "this environment"
+        return f"{engine_named(self.engine).title} {self.version or '(version unknown)'} ({where})"
+
+    def as_dict(self) -> dict:
+        return {"engine": self.engine, "path": self.path, "version": self.version, "describe": self.describe()}
+
+
+def build_of(engine: str, path: str | None, version: str | None = None) -> Build:
+    """`path`'s build of `engine`, its version read from the path itself (the servers' own is read later)."""
+    if version is None:
+        version = engine_named(engine).build_version(path)
+    return Build(engine, path, version)
+
+
+@dataclass
+class BuildComparison:
+    """What a builds A/B measured besides this build's result: the baseline build's, and how they ran."""
+
+    this: Build
+    baseline: Build
+    baseline_result: object  # the baseline build's SpecDecResult, on the same prompts and arrivals
+    order: list[str] = field(default_factory=list)  # the sides in the order they ran, e.g. ["this", "baseline", ...]
+    flagged: dict[str, list[str]] = field(default_factory=dict)  # side -> why its speedups are not comparable
+
+    def fact_changes(self, result) -> list[tuple[str, str, str, str]]:
+        """(side, fact, baseline's, this build's) for every engine fact both builds reveal that differs,
+        the version aside: a build that turned on async scheduling or changed a default changed more than SD."""
+        changes = []
+        for side, runs_of in (("reference", "reference_runs"), ("SD", "speculative_runs")):
+            before = _facts(getattr(self.baseline_result, runs_of))
+            now = _facts(getattr(result, runs_of))
+            for fact in sorted(set(before) & set(now)):
+                if fact not in BUILD_OWN_FACTS and str(before[fact]).strip() != str(now[fact]).strip():
+                    changes.append((side, fact, before[fact], now[fact]))
+        return changes
+
+    def describe(self, result) -> str:
+        """The lines a gate failure and the summary show: both builds, the order, what changed besides SD."""
+        this = _with_served_version(self.this, result)
+        base = _with_served_version(self.baseline, self.baseline_result)
+        letters = " ".join("A" if side == THIS else "B" for side in self.order)
+        lines = [
+            f"builds A/B in this session: A = this build, {this.describe()}; B = the baseline build, "
+            f"{base.describe()}; same prompts and arrivals, sides in the order {letters}"
+        ]
+        for side, fact, before, now in self.fact_changes(result):
+            lines.append(f"the builds differ besides SD ({side} server): {fact} {before} (B) -> {now} (A)")
+        for side, why in self.flagged.items():
+            lines.append(f"{'this build' if side == THIS else 'the baseline build'}: {'; '.join(why)}")
+        return "\n".join(lines)
+
+
+def _facts(runs) -> dict:
+    return dict((runs[0].engine_facts or {}) if runs else {})
+
+
+def _with_served_version(build: Build, result) -> Build:
+    """The version the servers reported where the path could not say."""
+    served = getattr(result, "engine_version", None)
+    return build if build.version or not served else Build(build.engine, build.path, served)
+
+
+class BuildRuns:
+    """The builds A/B side of `Measurements` (which holds the pool, the prompts and `measure`)."""
+
+    def run_builds(
+        self,
+        spec: ServerSpec,
+        this: Build,
+        baseline: Build,
+        workload: Workload,
+        pattern: AccessPattern,
+        *,
+        seed: int = 0,
+        logprobs: int | None = None,
+        slo: dict | None = None,
+    ):
+        """This build's `SpecDecResult` with ``builds``: the baseline build's result on the same traffic,
+        every repeat of both measured in one session (see the module's doc for the order)."""
+        specs = {THIS: spec.on_build(this.path), BASELINE: spec.on_build(baseline.path)}
+        prompts = self.prompts(spec.model, workload, pattern, seed)
+        runs: dict[str, tuple[list, list]] = {THIS: ([], []), BASELINE: ([], [])}
+        order: list[str] = []
+        for repeat in range(self.repeats):
+            sides = (THIS, BASELINE) if repeat % 2 == 0 else (BASELINE, THIS)
+            for position, side in enumerate(sides):
+                side_spec = specs[side]
+                name = "this build" if side == THIS else "baseline build"
+                steps = [(0, side_spec.reference(), "reference"), (1, side_spec, "SD")]
+                for slot, step_spec, what in steps if position == 0 else reversed(steps):
+                    runs[side][slot].extend(
+                        self.measure(
+                            step_spec,
+                            workload,
+                            pattern,
+                            prompts,
+                            seed=seed,
+                            logprobs=logprobs,
+                            what=f"{name} {what}",
+                            only_repeat=repeat,
+                        )
+                    )
+                order.append(side)
+        results = {
+            side: self._result(specs[side], workload, pattern, prompts, *runs[side], seed, logprobs, slo)
+            for side in (THIS, BASELINE)
+        }
+        flagged = {}
+        for side, result in results.items():
+            why = [flag.describe() for flag in cold_flags(result)]
+            if held_back := result.client_bound():
+                why.append(held_back)
+            if why:  # their speedups are not compared (the gate's rule for a flagged comparison)
+                flagged[side] = why
+                self.on_event(f"{spec.label()} ({side} build): " + "; ".join(why))
+        result = results[THIS]
+        result.builds = BuildComparison(this, baseline, results[BASELINE], order, flagged)
+        self.on_event(result.builds.describe(result))
+        return result
