@@ -11,7 +11,10 @@ Subcommands:
 - ``replay --base-url URL --model M --prompts FILE --pattern JSON``: a run's
   prompts sent again (trace arrivals, conversations) by the plugin's client;
 - ``prepare-model [NAME...]``: convert the bundled model (and truncated
-  drafts) ahead of time, as ``scripts/setup`` does.
+  drafts) ahead of time, as ``scripts/setup`` does;
+- ``bisect --build PATH... -- PYTEST_ARGS``: the first of a row of engine
+  builds whose specdec tests differ from the first build's, each step a
+  builds A/B against the first.
 """
 
 from __future__ import annotations
@@ -111,12 +114,19 @@ def replay_main(argv: Sequence[str]) -> int:
     return run(argv)
 
 
+def bisect_main(argv: Sequence[str]) -> int:
+    from .bisect import bisect_main as run
+
+    return run(argv)
+
+
 COMMANDS = {
     "merge": (merge_main, "merge sharded reports (and baselines) into one"),
     "bench": (bench_main, "vllm bench serve, for vLLM's CPU build (takes its flags)"),
     "history": (history_main, "read a results history: list, detect (change points), plot, export"),
     "replay": (replay_main, "send a run's prompts again with its pattern (traces, conversations)"),
     "prepare-model": (prepare_model_main, "convert the bundled model (specdec:smollm2-135m[@layers=N]) now"),
+    "bisect": (bisect_main, "the first of a row of engine builds that differs from the first (A/B per step)"),
 }
 
 

@@ -213,7 +213,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 # A build whose metrics page keeps no SD totals (llama.cpp before its spec_decode counters):
                 # the sum of each response's own figures, where every response carries them.
                 summed = counters_from_requests(load.records, where=server.url)
-                if summed.present:
+                if summed.present and summed.num_draft_tokens > 0:  # responses that name no draft say nothing
                     self.on_event(f"{label}: {counters.problem}; summed each response's own SD figures instead")
                     counters = summed
             if counted := count_output_tokens(load.records, lambda: self.tokenizer(spec.model)):
