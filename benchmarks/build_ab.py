@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -165,7 +166,7 @@ def main() -> None:
     else:
         if not args.older:
             parser.error(f"{args.what} needs --older PYTHON")
-        versus(args.what, args.older, args.repeats)
+        versus(args.what, os.path.abspath(args.older), args.repeats)  # the sessions run elsewhere
 
 
 if __name__ == "__main__":
