@@ -201,9 +201,11 @@ _late = []
 
 
 def client_bound(self, limit_ms):
+    # The first run is flagged by injection; the rest are held to a loose limit, because what is under test
+    # is the second measurement, and on a busy 2-core box a real 12 ms lag flagged it again in CI.
     if not _late:
         _late.append(id(self))
-    return id(self) == _late[0] or _real(self, limit_ms)
+    return id(self) == _late[0] or _real(self, max(limit_ms, 250.0))
 
 
 metrics.RunMetrics.client_bound = client_bound
