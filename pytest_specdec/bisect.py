@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .atomic import write_atomic
+from .report.cells import aligned
 from .report.files import ReportError, load_report
 
 PROG = "pytest-specdec bisect"
@@ -218,9 +219,7 @@ def table(outcome: Outcome) -> list[list[str]]:
 
 
 def text_report(outcome: Outcome) -> str:
-    rows = [HEADER, *table(outcome)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines = aligned([HEADER, *table(outcome)], rule=False)
     return "\n".join([*lines, FIGURES_NOTE, "", *outcome.conclusion_lines()]) + "\n"
 
 

@@ -21,6 +21,7 @@ from ..engines import engine_named
 from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
+from ..serving.engine_facts import confounds
 from .fairness import cold_flags
 
 THIS, BASELINE = "this", "baseline"
@@ -68,9 +69,10 @@ class BuildComparison:
         for side, runs_of in (("reference", "reference_runs"), ("SD", "speculative_runs")):
             before = _facts(getattr(self.baseline_result, runs_of))
             now = _facts(getattr(result, runs_of))
-            for fact in sorted(set(before) & set(now)):
-                if fact not in BUILD_OWN_FACTS and str(before[fact]).strip() != str(now[fact]).strip():
-                    changes.append((side, fact, before[fact], now[fact]))
+            # The rule reference and SD are compared by (serving.engine_facts), B in its first place, A second.
+            for found in confounds(before, now, self.this.engine):
+                if found.fact not in BUILD_OWN_FACTS:
+                    changes.append((side, found.fact, found.reference, found.speculative))
         return changes
 
     def describe(self, result) -> str:

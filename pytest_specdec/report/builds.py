@@ -11,9 +11,11 @@ summary.md and report.html show the same table.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from ..verdict.stats import compare_samples
+from .cells import aligned
 
 # (metric, column title, format): what a team reads on an upgrade PR.
 BUILD_FIGURES = (
@@ -27,8 +29,9 @@ BUILD_FIGURES = (
 BUILDS_HEADER = ["test", "figure", "this build (A)", "baseline build (B)", "change", "95% CI", "verdict"]
 
 
-def _per_repeat(result, metric: str) -> list[float]:
-    """The figure in each repeat: SD's own tok/s and ms, the derived ratios, drafted tokens per step."""
+def _per_repeat(result, entries: list[dict], metric: str) -> list[float]:
+    """The figure in each repeat (`entries`: the result's repeats()): SD's own tok/s and ms, the derived
+    ratios, drafted tokens per step."""
     if metric == "drafted_per_step":
         values = []
         for run in result.speculative_runs:
@@ -37,7 +40,12 @@ def _per_repeat(result, metric: str) -> list[float]:
             values.append(counters.num_draft_tokens / steps if steps and math.isfinite(steps) else math.nan)
         return values
     side = "speculative" if metric.endswith("_ms") else "derived"
-    return [float(entry[side].get(metric, math.nan)) for entry in result.repeats()]
+    return [float(entry[side].get(metric, math.nan)) for entry in entries]
+
+
+def _median(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return _number(statistics.median(finite)) if finite else None
 
 
 def _number(value) -> float | None:
@@ -50,16 +58,12 @@ def builds_cell(result, verdict: str | None) -> dict[str, Any] | None:
     if builds is None:
         return None
     baseline = builds.baseline_result
+    this_entries, base_entries = result.repeats(), baseline.repeats()
     figures = {}
     for metric, _, _ in BUILD_FIGURES:
-        now, before = _per_repeat(result, metric), _per_repeat(baseline, metric)
-        finite = lambda values: [v for v in values if math.isfinite(v)]  # noqa: E731
-        entry = {"this": None, "baseline": None, "change": None, "ci": None}
-        if finite(now):
-            entry["this"] = _number(sorted(finite(now))[len(finite(now)) // 2])
-        if finite(before):
-            entry["baseline"] = _number(sorted(finite(before))[len(finite(before)) // 2])
-        if finite(now) and finite(before):
+        now, before = _per_repeat(result, this_entries, metric), _per_repeat(baseline, base_entries, metric)
+        entry = {"this": _median(now), "baseline": _median(before), "change": None, "ci": None}
+        if entry["this"] is not None and entry["baseline"] is not None:
             verdict_of = compare_samples(metric, before, now, tolerance=0.0, paired=len(now) == len(before))
             entry["change"] = _number(verdict_of.change)
             if verdict_of.ci_low is not None and verdict_of.ci_high is not None:
@@ -141,11 +145,7 @@ def builds_lines(rows: list[dict]) -> list[str]:
     cells = builds_rows(rows)
     if not cells:
         return []
-    table = [BUILDS_HEADER] + cells
-    widths = [max(len(line[i]) for line in table) for i in range(len(BUILDS_HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines + builds_notes(rows)
+    return aligned([BUILDS_HEADER] + cells) + builds_notes(rows)
 
 
 def builds_markdown(rows: list[dict], escape) -> list[str]:

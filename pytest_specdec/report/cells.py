@@ -105,3 +105,12 @@ def table_cells(row) -> tuple[str, ...]:
         row["regression"],
         row["outcome"],
     )
+
+
+def aligned(rows: list[list[str]], rule: bool = True) -> list[str]:
+    """Text table lines, columns padded to their widest cell; `rule`: a line of dashes under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines

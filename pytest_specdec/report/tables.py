@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .rows import CSV_COLUMNS
+from .cells import aligned
 from .cells import (  # re-exported: these lived here
     UNAVAILABLE as UNAVAILABLE,
     _fmt as _fmt,
@@ -42,11 +43,7 @@ from .sections import (  # re-exported: these lived here
 
 def terminal_table(rows: list[dict]) -> list[str]:
     """Aligned text lines: one row per test, as the terminal summary prints them."""
-    cells = [TABLE_HEADER] + [table_cells(r) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+    return aligned([TABLE_HEADER] + [table_cells(r) for r in rows])
 
 
 def summary_sections(
