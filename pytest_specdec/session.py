@@ -313,6 +313,7 @@ class SpecdecSession(SessionReport):
                 fingerprint=self.fingerprint,
                 ini_tolerances=self.settings.tolerances,
                 loader=self.history.baseline_loader() if self.history else None,
+                retime_probe=run_probe if self.settings.device else None,
             )
         return self._baselines
 

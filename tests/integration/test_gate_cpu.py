@@ -57,7 +57,10 @@ def gate_lines(result) -> str:
     return "\n".join(
         line
         for line in result.outlines
-        if any(word in line for word in ("REGRESSION", "FAIL", "->", "regressed", "same machine"))
+        if any(
+            word in line
+            for word in ("REGRESSION", "FAIL", "->", "regressed", "same machine", "probe", "not compared", "machine:")
+        )
     )
 
 

@@ -244,3 +244,28 @@ def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_
             "*speedup_output_throughput: unavailable: not compared: measured again*",
         ]
     )
+
+
+
+def test_a_probe_slowed_once_is_timed_again_and_the_engine_is_still_compared(pytester, monkeypatch):
+    # CI, 2026-11-26: the session's one probe timing moved past its band on a busy box, the gate compared
+    # acceptance only, and an engine made 2x slower passed.  The gate times the probe again before it gives up
+    # the absolute figures, and keeps each figure's best of both timings.
+    # the first timing reads 60% of the figures (tests/pinned_probe.py), the timing again reads them whole
+    pytester.makeconftest(RESULTS_CONFTEST)
+    pytester.makepyfile(test_gated=CASE)
+    run_inner(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("SPECDEC_TEST_PROBE_BURST", "0.6")
+    monkeypatch.setenv("REF_SPEED", "0.88")
+    monkeypatch.setenv("SD_TPOT", "28.4")
+    slower = run_inner(pytester, "--specdec-report", "report")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(
+        [
+            "*same machine: every gated figure compared*",
+            "*machine: the same machine*this session's probe the best of 2 timings, timed again as it disagreed*",
+            "*the reference itself is 12% slower*",
+        ]
+    )
+    (row,) = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
+    assert row["regression_not_compared"] == {}

@@ -125,3 +125,18 @@ def test_a_slower_reference_is_named():
     text = reference_slowdowns([replace(slower, metric="output_throughput (reference)")])
     assert text.startswith("the reference itself is 12% slower (output_throughput -12.0%)")
     assert reference_slowdowns([slower]) is None  # SD's own figure is not the reference's
+
+
+def test_two_timings_of_the_probe_keep_each_figures_best():
+    from pytest_specdec.verdict.machine import merged_probe
+
+    burst = scaled(0.6, copy_gbps=33.0)  # slowed on two figures, a faster copy than the first timing
+    merged = merged_probe(burst, PROBE)
+    assert [merged[k] for k in PROBE_FIGURES] == [190.0, 11.0, 33.0]
+    assert merged["timings"] == 2 and merged["version"] == PROBE_VERSION
+    assert merged_probe(merged, PROBE)["timings"] == 3
+    # A timing of another probe version is not mixed in: the valid one stands.
+    assert merged_probe(PROBE, {**PROBE, "version": PROBE_VERSION + 1, "matmul_gflops": 999.0}) == PROBE
+    # A box that is really slower stays slower after timing again.
+    match = MachineMatch.of(fp(), fp(probe=merged_probe(scaled(0.6), scaled(0.62))))
+    assert not match.same and "best of 2 timings" in match.describe()
