@@ -3,11 +3,13 @@
 For each model-free method (n-gram, suffix decoding) this measures, on the
 bundled model and a scaled-down `code_edit`, the reference once and SD at
 k = 1..K (one server each, one at a time), then predicts every k' <= K from
-the k = K run alone (`measure/acceptance.py`: each step's accepted count cut
-at k', the step cost linear in proposed tokens between a reference step and
-the measured SD step) and prints, per method, k / predicted / measured, whether
-the prediction ranks the measured k's correctly, and whether the k it
-recommends is within 5% of the measured best.
+the k = K run alone (`measure/acceptance.py`: accepted spans cut at k', the
+step's cost over a plain step taken as per-token, since one k cannot split it)
+and again with the step cost fitted from the k = K and k = 2 runs
+(`measure/step_cost.py`: a fixed and a per-token part), and prints, per
+method, k / predicted / measured, whether the prediction ranks the measured
+k's correctly, and whether the k it recommends is within 5% of the measured
+best.
 
 It also prints, for the k = K run, the per-request figures from the server's
 per-step arrays beside the chunk estimate (the tokens of each streamed
@@ -99,13 +101,26 @@ def main(argv: list[str] | None = None) -> int:
             analysis = source.analysis()
             measured = {k: results[k].speedup() for k in sorted(results)}
             predicted = {k: analysis.predictions[k] for k in sorted(results)}
+            two_k = None
+            if 2 in results and args.max_k > 2:
+                fitted = source.fit_step_cost_with(results[2]).analysis()
+                two_k = {k: fitted.predictions[k] for k in sorted(results)}
+                two_k_cost = fitted.step_cost
+                source.fit_step_cost_with()  # the rest of the report is the k = K run's own
             best_measured = max(measured, key=measured.get)
             chosen = analysis.best_k
             same, pairs = kendall_concordant(predicted, measured)
             theory = theory_for(source.acceptance_length, args.max_k, source.cost_ratio, source.speedup())
             report.append(f"\n{method}, predicted from the k={args.max_k} run ({analysis.source} per-step data):")
-            report.append(f"  {'k':>3} {'predicted':>10} {'measured':>10}")
-            report += [f"  {k:>3} {predicted[k]:>9.3f}x {measured[k]:>9.3f}x" for k in sorted(results)]
+            report.append(f"  {'k':>3} {'predicted':>10} {'measured':>10} {'with k=2':>10}")
+            report += [
+                f"  {k:>3} {predicted[k]:>9.3f}x {measured[k]:>9.3f}x "
+                + (f"{two_k[k]:>9.3f}x" if two_k else f"{'-':>10}")
+                for k in sorted(results)
+            ]
+            report.append(f"  step cost: {analysis.step_cost}")
+            if two_k:
+                report.append(f"  with k=2: {two_k_cost}")
             verdict = (
                 "ranks every k as measured" if same == pairs else f"orders {same} of {pairs} pairs of k as measured"
             )
@@ -135,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             rates = ", ".join(f"{v:.2f}" for v in analysis.per_position)
             counters = ", ".join(f"{v:.2f}" for v in source.per_position_acceptance)
             report.append(f"  per-position rates, per-step data: {rates}; Prometheus counters: {counters}")
-            print("\n".join(report[-(12 + args.max_k) :]), flush=True)
+            print("\n".join(report[-(14 + args.max_k) :]), flush=True)
     finally:
         pool.close()
     print(

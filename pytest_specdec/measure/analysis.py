@@ -23,20 +23,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .acceptance import (
-    ORACLE_LABEL,
     Percentiles,
     RequestSteps,
     acceptance_by_position,
     best_k,
     compare_estimate,
+    oracle_label,
     oracle_speedup,
     per_position_rates,
     predict_speedups,
     request_length_distribution,
+    run_drafted_step_ms,
     steps_from_chunks,
     steps_from_server,
     why_no_prediction,
 )
+from .cost_ratio import MODEL_FREE
+from .step_cost import StepCost, fit_step_cost
 from ..engines import engine_named
 from .diagnosis import Cause, diagnose
 from .theory import shortfall_margin
@@ -71,7 +74,9 @@ class AcceptanceAnalysis:
     per_position: list[float] = field(default_factory=list)  # from the per-step data
     predictions: dict[int, float] = field(default_factory=dict)  # k' -> predicted throughput speedup
     best_k: int | None = None
-    oracle_speedup: float = math.nan  # the oracle at k (acceptance.ORACLE_LABEL), a lower bound on the study's
+    oracle_speedup: float = math.nan  # acceptance.oracle_label(k) says which oracle: the study's or at k
+    oracle: str = ""  # that label
+    step_cost: str | None = None  # how the step cost behind predictions and the oracle was fitted (.step_cost)
     prediction_problem: str | None = None
     estimate_check: dict[str, Any] | None = None  # the chunk estimate against the server's arrays
 
@@ -121,7 +126,8 @@ class AcceptanceAnalysis:
             "predictions": {str(k): _json(v) for k, v in self.predictions.items()},
             "best_k": self.best_k,
             "oracle_speedup": _json(self.oracle_speedup),
-            "oracle": ORACLE_LABEL,
+            "oracle": self.oracle,
+            "step_cost": self.step_cost,
             "prediction_problem": self.prediction_problem,
             "estimate_check": self.estimate_check,
         }
@@ -181,14 +187,16 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
     # The step timings are this repeat's (or the pooled runs'): so is the speedup they scale.
     measured = result.speedup() if repeat is None else result.repeat_speedups()[repeat]
     timing = _timing(reference_runs, speculative_runs, k)
+    cost = None
     if timing is None:
         predictions, best, oracle = {}, None, math.nan
         problem = "no completed reference and SD requests to time the steps with"
     else:
         problem = why_no_prediction(steps, timing, measured)
-        predictions = predict_speedups(steps, timing, measured)
+        cost = None if problem else step_cost_of(result, steps, timing)
+        predictions = predict_speedups(steps, timing, measured, cost)
         best = best_k(predictions)
-        oracle = oracle_speedup(steps, timing, measured)
+        oracle = oracle_speedup(steps, timing, measured, cost)
     return AcceptanceAnalysis(
         source=source,
         problem=None,
@@ -200,9 +208,41 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
         predictions=predictions,
         best_k=best,
         oracle_speedup=oracle,
+        oracle=oracle_label(k),
+        step_cost=cost.label if cost else None,
         prediction_problem=problem,
         estimate_check=_estimate_summary(checks),
     )
+
+
+def step_cost_of(result, steps: list[RequestSteps], timing) -> StepCost | None:
+    """The step cost behind `result`'s predictions: its own drafted step, and those of the runs at other k
+    given with `SpecDecResult.fit_step_cost_with` (each as its extra over its own reference step)."""
+    points = {timing.k: run_drafted_step_ms(steps, timing)}
+    left_out = []
+    for other in getattr(result, "step_cost_runs", ()):
+        other_k, other_analysis = _k(other), other.analysis()
+        pairs = other.repeat_pairs()
+        other_timing = _timing([r for r, _ in pairs], [s for _, s in pairs], other_k) if other_k else None
+        if other_timing is None or other_k in points or not other_analysis.requests:
+            continue
+        extra = run_drafted_step_ms(other_analysis.requests, other_timing) - other_timing.reference_step_ms
+        if not extra >= -1e-9 * other_timing.reference_step_ms:  # NaN too: no drafted step to time
+            left_out.append(f"the run at k={other_k} left out: its drafted step did not time above its plain step")
+            continue
+        points[other_k] = timing.reference_step_ms + extra
+    concurrency = (getattr(result, "pattern", None) or {}).get("max_concurrency")
+    note = (
+        f"at concurrency {concurrency}: other requests' prefill landing in decode steps is counted in the "
+        "step's cost, not corrected for"
+        if isinstance(concurrency, int) and concurrency > 1
+        else "at concurrency 1"
+        if concurrency == 1
+        else ""
+    )
+    note = "; ".join(filter(None, [note, *left_out]))
+    method = (result.spec.speculative_config or {}).get("method")
+    return fit_step_cost(timing.reference_step_ms, points, drafter_always_runs=method not in MODEL_FREE, note=note)
 
 
 def _estimate_summary(checks: list[dict]) -> dict[str, Any] | None:

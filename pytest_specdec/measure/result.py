@@ -100,6 +100,16 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     # --specdec-baseline-from build:PATH: the baseline build measured beside it (build_runs.BuildComparison).
     builds: Any = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
+    step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)
+
+    def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
+        """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same
+        config at other k (one k cannot split a step's cost into a fixed and a per-token part; see
+        measure.step_cost).  Returns self; the analyses are computed again."""
+        self.step_cost_runs = tuple(others)
+        self._analyses.clear()
+        return self
 
     def analysis(self, repeat: int | None = None):
         """The per-request analyses (`analysis.AcceptanceAnalysis`) of every SD repeat, or of one."""

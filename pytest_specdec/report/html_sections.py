@@ -22,6 +22,7 @@ from .tables import (
     below_theory,
     capacity_lines,
     did_not_pay,
+    draft_length_advice,
 )
 
 # Outcomes as the page names them: a pass whose baseline check compared nothing is not a plain pass.
@@ -263,6 +264,12 @@ def theory_section(rows: list[dict]) -> list[str]:
                 f"<li>{breakable(row.get('test'))} ({_e(_speedup_text(row))}): "
                 f"{_e(causes or 'no cause found among the measured figures')}</li>"
             )
+        out.append("</ul>")
+    if advice := draft_length_advice(rows):
+        out.append("<h3>Draft length</h3>")
+        out.append('<ul class="causes">')
+        for row, cause in advice:
+            out.append(f"<li>{breakable(row.get('test'))} ({_e(_speedup_text(row))}): {_e(cause['figure'])}</li>")
         out.append("</ul>")
     out.append("</section>")
     return out

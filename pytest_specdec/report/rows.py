@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
-from ..measure.acceptance import ORACLE_LABEL
+from ..measure.acceptance import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value
@@ -225,7 +225,7 @@ def row_for(
         cost_ratio=_number(figures.cost.value),
         cost_ratio_source=figures.cost.source,
         theory=figures.as_dict(),
-        oracle_speedup_label=ORACLE_LABEL,
+        oracle_speedup_label=analysis.oracle or oracle_label(config.get("num_speculative_tokens")),
         client_bound=result.client_bound(),
         unavailable=unavailable,
         repeats=len(result.speculative_runs),

@@ -151,7 +151,7 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
         "*estimated* from the tokens of each streamed chunk; length = tokens per drafted step):",
         "",
         "| test | per-step data | request length p5 / p25 / p50 / p75 / p95 | predicted speedup by k | best k "
-        "| measured | expected | oracle at k | oracle gap |",
+        "| measured | expected | oracle | oracle gap |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in analysed:
@@ -167,12 +167,13 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
         )
     out += [
         "",
-        "predicted: from this run at k, each step's accepted count cut at k' and its cost modelled "
-        "linear in proposed tokens between a reference step and the measured SD step; oracle at k "
-        "(`oracle_speedup`): each step proposing exactly what it accepted, with accepted spans capped at k, so "
-        "a lower bound on the oracle of the study \"Speculative Decoding: Performance or Illusion?\" (Sec. "
-        "8.1, Fig. 9), whose spans run to 20 proposed tokens; oracle gap: how much faster the oracle at k is "
-        "than the measured run (what a better draft length policy could still gain at this k). See "
+        "predicted: from this run at k, accepted spans cut at each k' (a step that accepted all k continues "
+        "its span), each step costed by a fixed and a per-token part over the plain step (one k cannot split "
+        "them: the per-token share is assumed, and said, unless runs at other k fitted both); oracle "
+        "(`oracle_speedup`): each step proposing exactly what it accepted; from a run at k=20 it is the oracle "
+        "of the study \"Speculative Decoding: Performance or Illusion?\" (Sec. 8.1, Fig. 9), from a smaller k "
+        "the oracle at k, spans cut at k; oracle gap: how much faster the oracle is "
+        "than the measured run (what a better draft length policy could still gain). See "
         "docs/acceptance.md, \"Inside the acceptance numbers\".",
         "",
     ]
@@ -209,18 +210,36 @@ def did_not_pay(rows: list[dict]) -> list[dict]:
     ]
 
 
+def draft_length_advice(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """(row, its acceptance_collapse cause) for the rows where SD paid and a shorter k is still expected faster:
+    advice that fires whatever the speedup (the rows that did not pay show it among their causes)."""
+    lost = {id(r) for r in did_not_pay(rows)}
+    return [
+        (r, cause)
+        for r in rows
+        if id(r) not in lost
+        for cause in r.get("diagnosis") or []
+        if cause.get("name") == "acceptance_collapse"
+    ]
+
+
 def diagnosis_section(rows: list[dict], escape) -> list[str]:
-    """Why SD did not pay, for the rows where it did not (speedup under 1 or client-bound)."""
-    lost = did_not_pay(rows)
-    if not lost:
-        return []
-    out = ["**Why SD did not pay** (causes the measured figures point at, each with its number):", ""]
-    for r in lost:
-        causes = "; ".join(f"{c['name']}: {escape(c['figure'])}" for c in r.get("diagnosis") or [])
-        out.append(
-            f"- {escape(r['test'])} ({_speedup_text(r)}): {causes or 'no cause found among the measured figures'}"
-        )
-    return out + [""]
+    """Why SD did not pay, for the rows where it did not (speedup under 1 or client-bound), and the draft length
+    advice of the rows where it paid."""
+    lost, advice = did_not_pay(rows), draft_length_advice(rows)
+    out = []
+    if lost:
+        out += ["**Why SD did not pay** (causes the measured figures point at, each with its number):", ""]
+        for r in lost:
+            causes = "; ".join(f"{c['name']}: {escape(c['figure'])}" for c in r.get("diagnosis") or [])
+            out.append(
+                f"- {escape(r['test'])} ({_speedup_text(r)}): {causes or 'no cause found among the measured figures'}"
+            )
+        out.append("")
+    if advice:
+        out += ["**Draft length** (SD paid, and a shorter k is expected to pay more):", ""]
+        out += [f"- {escape(r['test'])} ({_speedup_text(r)}): {escape(c['figure'])}" for r, c in advice] + [""]
+    return out
 
 
 def _detect_text(found: dict) -> str:

@@ -36,6 +36,7 @@ from .sections import (  # re-exported: these lived here
     _oracle_gap as _oracle_gap,
     fairness_lines as fairness_lines,
     did_not_pay as did_not_pay,
+    draft_length_advice as draft_length_advice,
     diagnosis_section as diagnosis_section,
     _detect_text as _detect_text,
 )

@@ -246,7 +246,6 @@ def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_
     )
 
 
-
 def test_a_probe_slowed_once_is_timed_again_and_the_engine_is_still_compared(pytester, monkeypatch):
     # CI, 2026-11-26: the session's one probe timing moved past its band on a busy box, the gate compared
     # acceptance only, and an engine made 2x slower passed.  The gate times the probe again before it gives up

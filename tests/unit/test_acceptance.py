@@ -208,19 +208,20 @@ def test_predictions_by_hand_prefer_a_smaller_k():
     pred = predict_speedups(REQUESTS, TIMING, 1.2)
     assert list(pred) == [1, 2, 3]
     assert pred[3] == 1.2  # k' = k reproduces the measurement exactly
-    # time(3) = 40 + 60 + 6 * 16 = 196
-    # k'=1: E' = 9/6, 8 steps of 12 ms -> 196;   k'=2: E' = 11/6, 72/11 steps of 14 ms -> 100 + 1008/11
+    # One k: t(j) = 10 + 2j.  Spans (R1's first step accepted all 3, so it joins the next): 5, 3, 2, 1, 1.
+    # time(3) = 40 + 60 + 6 * 16 = 196 (ceil(5/4) + 1 + 1 + 1 + 1 = 6 steps: the run's own)
+    # k'=2: ceil(5/3) + 4 = 6 steps of 14 ms -> 184;  k'=1: 3 + 2 + 1 + 1 + 1 = 8 steps of 12 ms -> 196
     assert pred[1] == pytest.approx(1.2)
-    assert pred[2] == pytest.approx(1.2 * 196 / (100 + 1008 / 11))
+    assert pred[2] == pytest.approx(1.2 * 196 / 184)
     assert best_k(pred) == 2
 
 
 def test_full_acceptance_prefers_the_measured_k():
-    request = RequestSteps((3, 3, 3, 3), (3, 3, 3, 3), 17, "server")  # 16 tokens in 4 steps, U = 0
+    request = RequestSteps((3, 3, 3, 3), (3, 3, 3, 3), 17, "server")  # one span of 16 tokens in 4 steps, U = 0
     timing = StepTiming(10.0, 64.0, 0.0, 3)  # t_k = 16
     pred = predict_speedups([request], timing, 2.0)
-    # k'=2: 16/3 steps of 14 ms; k'=1: 8 steps of 12 ms
-    assert pred[2] == pytest.approx(2.0 * 64 / (16 / 3 * 14))
+    # k'=2: ceil(16/3) = 6 steps of 14 ms; k'=1: 8 steps of 12 ms
+    assert pred[2] == pytest.approx(2.0 * 64 / (6 * 14))
     assert pred[1] == pytest.approx(2.0 * 64 / 96)
     assert best_k(pred) == 3
     assert oracle_speedup([request], timing, 2.0) == pytest.approx(2.0)  # every step proposed k anyway
@@ -250,6 +251,8 @@ def test_best_k_ties_and_nan():
         (REQUESTS, TIMING, NAN, "measured speedup"),
         (REQUESTS, StepTiming(10.0, 60.0, 40.0, 3), 1.2, "6 undrafted steps"),  # 6 * 10 = the whole decode time
         (REQUESTS, StepTiming(10.0, 156.0, 40.0, 2), 1.2, "accepted 3 tokens, more than k=2"),
+        # t_k = (114 - 60) / 6 = 9 ms, below the 10 ms plain step it contains: c would be rejected, and so is this
+        (REQUESTS, StepTiming(10.0, 114.0, 40.0, 3), 1.2, "the drafted step timed 9 ms, faster than"),
     ],
 )
 def test_unpredictable_inputs_give_nan_and_a_reason(requests, timing, measured, reason):

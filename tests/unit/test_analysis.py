@@ -49,20 +49,25 @@ class Rec:
         self.spec_decoding, self.chunk_tokens = spec_decoding, list(chunk_tokens)
 
 
-def make_result(*, server=True, chunks=True):
+def make_result(*, server=True, chunks=True, spec=SPEC, sd_step_ms=40):
+    k = spec.speculative_config["num_speculative_tokens"]
+    reported = {**SERVER_METRICS, "per_step_drafted": [k] * 4, "num_spec_tokens": k}
     reference = [Rec(i, step_ms=20) for i in range(4)]
     speculative = [
         Rec(
-            i, step_ms=40, spec_decoding=dict(SERVER_METRICS) if server else None, chunk_tokens=CHUNKS if chunks else ()
+            i,
+            step_ms=sd_step_ms,
+            spec_decoding=dict(reported) if server else None,
+            chunk_tokens=CHUNKS if chunks else (),
         )
         for i in range(4)
     ]
-    counters = SpecDecodeCounters(16, 64, 4, {0: 4, 1: 0, 2: 0, 3: 0})
-    ref_run = Run(SPEC.reference(), 0, summarize(reference, 1.0), reference, None, ["vllm"], 0.0)
-    sd_run = Run(SPEC, 0, summarize(speculative, 1.0), speculative, counters, ["vllm"], 0.0)
+    counters = SpecDecodeCounters(16, 16 * k, 4, {0: 4, **{i: 0 for i in range(1, k)}})
+    ref_run = Run(spec.reference(), 0, summarize(reference, 1.0), reference, None, ["vllm"], 0.0)
+    sd_run = Run(spec, 0, summarize(speculative, 1.0), speculative, counters, ["vllm"], 0.0)
     outputs = compare_outputs(reference, speculative)
     return SpecDecResult(
-        SPEC,
+        spec,
         {"name": "code_edit"},
         {"name": "throughput_low"},
         [ref_run],
@@ -201,9 +206,12 @@ def test_rows_summary_and_plots_carry_the_analyses(tmp_path):
     assert "**Inside the acceptance numbers**" in summary and "| server (4 requests) |" in summary
     assert "**Why SD did not pay**" in summary and "low_acceptance: acceptance length 1.25" in summary
     assert "| 0.80x | 0.62x | 1.56x | +94% |" in summary  # measured, expected (0.625), oracle at k (210/135), gap
-    assert "| measured | expected | oracle at k | oracle gap |" in summary and "spans capped at k" in summary
+    assert "| measured | expected | oracle | oracle gap |" in summary and "the oracle at k, spans cut at k" in summary
     assert row["cost_ratio"] == pytest.approx(0.25) and row["cost_ratio_source"] == "measured"
-    assert row["per_request"]["oracle"].startswith("oracle at k:")
+    assert row["per_request"]["oracle"].startswith("oracle at k=4:") and row["oracle_speedup_label"].startswith(
+        "oracle at k=4"
+    )
+    assert row["per_request"]["step_cost"].startswith("one run at k=4:")
     names = [p.name for p in write_plots([row], tmp_path)]
     assert "request_acceptance_length.png" in names and "tokens_per_step.png" in names
 
@@ -269,3 +277,43 @@ def test_exports_say_whether_the_per_step_figures_are_estimated():
     assert junit_properties(make_result(server=False, chunks=False))["specdec_per_step_source"].startswith(
         "unavailable: no per-step data"
     )
+
+
+def test_a_run_at_another_k_fits_the_step_costs_fixed_part():
+    # The k=4 run's drafted step costs 40 ms, a k=2 run's 35 ms, over a 20 ms plain step: extras 20 and 15 ms,
+    # so 10 ms per drafted step plus 2.5 ms per proposed token.  At k'=1 a step then costs 32.5 ms (the k=4 run
+    # alone says 25 ms): 50 + 4 * 32.5 = 180 ms per request against 210, so 210/180 times the measured speedup.
+    result = make_result()
+    alone = result.analysis()
+    assert alone.step_cost.startswith("one run at k=4:") and "at concurrency" not in alone.step_cost
+    assert alone.predictions[1] == pytest.approx(result.speedup() * 1.4)
+    at_two = make_result(spec=ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 2}), sd_step_ms=35)
+    fitted = result.fit_step_cost_with(at_two).analysis()
+    assert fitted.step_cost.startswith("fitted from runs at k=2, 4: 10 ms per drafted step plus 2.5 ms")
+    assert fitted.predictions[1] == pytest.approx(result.speedup() * 210 / 180)
+    assert fitted.predictions[4] == pytest.approx(result.speedup())
+    # The oracle: steps proposing 1, 0, 0, 0 cost 32.5 + 3 * 20 (an n-gram lookup that proposes nothing is a
+    # plain step): 50 + 92.5 ms against 210.
+    assert fitted.oracle_speedup == pytest.approx(result.speedup() * 210 / 142.5)
+
+
+def test_draft_length_advice_shows_where_sd_paid_too():
+    result = make_result()
+    row = row_for("t.py::test", SPEC, result.workload, result.pattern, outcome="passed", result=result)
+    (collapse,) = [c for c in row["diagnosis"] if c["name"] == "acceptance_collapse"]
+    paid = dict(row, speedup_output_throughput=1.3)
+    summary = markdown_summary([paid])
+    assert "**Why SD did not pay**" not in summary
+    assert "**Draft length** (SD paid, and a shorter k is expected to pay more):" in summary
+    assert f"- t.py::test (1.30x): {collapse['figure']}" in summary
+    from pytest_specdec.report.html_sections import theory_section
+
+    assert "<h3>Draft length</h3>" in "\n".join(theory_section([paid]))
+
+
+def test_a_run_at_another_k_whose_drafted_step_is_faster_than_its_plain_one_is_left_out_and_named():
+    result = make_result()
+    faster = make_result(spec=ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 2}), sd_step_ms=15)
+    analysis = result.fit_step_cost_with(faster).analysis()
+    assert analysis.step_cost.startswith("one run at k=4:")
+    assert "the run at k=2 left out: its drafted step did not time above its plain step" in analysis.step_cost

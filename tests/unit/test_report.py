@@ -101,7 +101,7 @@ def test_row_carries_ratios_theory_and_costs():
     assert row["cost_operating_point"] == "saturation"
     assert row["reference_usd_per_1m_tokens"] == pytest.approx(33.333, abs=1e-3)
     assert row["speculative_usd_per_1m_tokens"] == pytest.approx(22.222, abs=1e-3)
-    assert "spans capped at k" in row["oracle_speedup_label"]
+    assert "spans cut at k=4" in row["oracle_speedup_label"]
     assert row["match_rate"] == 1.0 and row["numerical_ties"] == 0
     assert row["reference"]["output_throughput"] == pytest.approx(30.0)
 
