@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_specdec.measure.acceptance import (  # noqa: E402
     RequestSteps,
     StepTiming,
+)
+from pytest_specdec.measure.predictions import (  # noqa: E402
     oracle_speedup,
     predict_speedups,
     run_drafted_step_ms,

@@ -26,18 +26,14 @@ from .acceptance import (
     Percentiles,
     RequestSteps,
     acceptance_by_position,
-    best_k,
     compare_estimate,
-    oracle_label,
-    oracle_speedup,
     per_position_rates,
-    predict_speedups,
     request_length_distribution,
-    run_drafted_step_ms,
     steps_from_chunks,
     steps_from_server,
     why_no_prediction,
 )
+from .predictions import best_k, oracle_label, oracle_speedup, predict_speedups, run_drafted_step_ms
 from .cost_ratio import MODEL_FREE
 from .step_cost import StepCost, fit_step_cost
 from ..engines import engine_named
@@ -74,7 +70,7 @@ class AcceptanceAnalysis:
     per_position: list[float] = field(default_factory=list)  # from the per-step data
     predictions: dict[int, float] = field(default_factory=dict)  # k' -> predicted throughput speedup
     best_k: int | None = None
-    oracle_speedup: float = math.nan  # acceptance.oracle_label(k) says which oracle: the study's or at k
+    oracle_speedup: float = math.nan  # predictions.oracle_label(k) says which oracle: the study's or at k
     oracle: str = ""  # that label
     step_cost: str | None = None  # how the step cost behind predictions and the oracle was fitted (.step_cost)
     prediction_problem: str | None = None

@@ -102,7 +102,7 @@ def acceptance_collapse(figures: Mapping[str, Any]) -> Cause | None:
     (`theory.position_break_even`, ``E_j = 1 + p_1 + ... + p_j``); the rule
     finds the ``j`` with the highest expected speedup and fires when it is
     under k, naming the positions dropped and both speedups.  The best k the
-    step-time model predicts (:func:`~.acceptance.predict_speedups`) is added
+    step-time model predicts (:func:`~.predictions.predict_speedups`) is added
     when it is smaller than k.
     """
     k, rates, cost = _number(figures, "k"), figures.get("per_position_acceptance"), _cost(figures)

@@ -48,7 +48,7 @@ class ResultChecks:
         return self
 
     def assert_best_k(self: Checked, expected: int | Sequence[int]) -> Checked:
-        """The draft length predicted best from this run (see `acceptance.predict_speedups`) is
+        """The draft length predicted best from this run (see `predictions.predict_speedups`) is
         `expected`, or one of them."""
         check_best_k(self, expected)
         return self

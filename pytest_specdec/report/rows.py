@@ -19,7 +19,7 @@ from typing import Any
 
 from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
-from ..measure.acceptance import oracle_label
+from ..measure.predictions import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value

@@ -7,16 +7,14 @@ from pytest_specdec.measure.acceptance import (
     RequestSteps,
     StepTiming,
     acceptance_by_position,
-    best_k,
     compare_estimate,
-    oracle_speedup,
     per_position_rates,
-    predict_speedups,
     request_length_distribution,
     steps_from_chunks,
     steps_from_server,
     why_no_prediction,
 )
+from pytest_specdec.measure.predictions import best_k, oracle_speedup, predict_speedups
 
 NAN = math.nan
 # tokens per step 4, 1, 3, 2 (sum 10); 12 output tokens: 1 prefill + 10 + 1 undrafted step

@@ -12,15 +12,8 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.acceptance import (
-    RequestSteps,
-    StepTiming,
-    oracle_label,
-    oracle_speedup,
-    predict_speedups,
-    spans,
-    why_no_prediction,
-)
+from pytest_specdec.measure.acceptance import RequestSteps, StepTiming, why_no_prediction
+from pytest_specdec.measure.predictions import oracle_label, oracle_speedup, predict_speedups, spans
 from pytest_specdec.measure.step_cost import ONE_K, TWO_K, StepCost, fit_step_cost
 
 T_REF = 10.0
