@@ -34,11 +34,13 @@ from .build_runs import BuildRuns
 from .run_checks import RunError, check_run  # noqa: F401 - RunError is raised from here too
 from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
 from ..engines import engine_named
+from ..serving.energy import EnergyMeter, EnergyReading, energy_meter
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
+ENDPOINT_ENERGY = "the server is an endpoint the plugin did not start: its hardware's counters are not read"
 WARMUP_REQUESTS = REQUESTS_PER_ROUND
 WARMUP_TOKENS = 16
 # The warm-up sends prompts of its own (see result.repeat_seed for why).
@@ -57,8 +59,11 @@ class Measurements(ReferenceRuns, BuildRuns):
         request_timeout: float = 600.0,
         max_dispatch_lag_ms: float = 10.0,
         client_workers: int = 1,
+        energy=None,
     ):
         self.pool = pool
+        # serving.energy: the meter read around every run, or why there is none (None: found from the device).
+        self.energy = energy if energy is not None else energy_meter(getattr(pool, "device", None))
         self.work_dir = Path(work_dir)
         self.repeats = repeats
         self.request_timeout = request_timeout  # seconds one request may take (a stalled server ends here)
@@ -181,6 +186,9 @@ class Measurements(ReferenceRuns, BuildRuns):
                 f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 or only_repeat is not None else ''}"
             )
             live = self.progress.start(label, pattern.num_prompts)
+            # Servers the plugin did not start run on hardware whose counters are not this machine's.
+            local = isinstance(self.energy, EnergyMeter) and not getattr(spec, "endpoints", None)
+            read_energy = self.energy.start() if local else None
             try:
                 load = generate_load(
                     server.url,
@@ -197,6 +205,11 @@ class Measurements(ReferenceRuns, BuildRuns):
                 )
             finally:
                 live.stop()
+            energy = (
+                read_energy()
+                if read_energy
+                else EnergyReading(None, "", ENDPOINT_ENERGY if getattr(spec, "endpoints", None) else str(self.energy))
+            )
             # A dead server or failed requests explain everything after them: report
             # them before /metrics is scraped (a scrape of a dead server only says
             # "connection refused").
@@ -233,6 +246,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                     load.started_at,
                     warm_up=steady,
                     engine_facts=self._facts[server],
+                    energy=energy,
                 )
             )
             self.on_event(

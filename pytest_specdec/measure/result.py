@@ -46,6 +46,7 @@ class Run:
     started_at: float  # wall clock
     warm_up: Any = None  # warm_up.SteadyState: what warming this run's server took, and whether it settled
     engine_facts: dict | None = None  # what the server revealed it runs (serving.engine_facts)
+    energy: Any = None  # serving.energy.EnergyReading around the run's requests; None: not read
 
 
 def why_no_value(metric: str) -> str:

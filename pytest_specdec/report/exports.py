@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..measure.energy_figures import energy_figures
 from ..measure.result import why_no_value
 
 
@@ -29,6 +30,8 @@ def junit_properties(result) -> dict:
         cost = cost_ratio_of(result)  # c measured from the run's step times, else its labelled fallback
         props["specdec_cost_ratio"] = _figure(cost.value, 4, lambda: cost.note)
         props["specdec_cost_ratio_source"] = cost.source
+        energy = energy_figures(result)  # SD's energy per output token over the reference's
+        props["specdec_energy_ratio"] = _figure(energy["ratio"], 4, lambda: energy["unavailable"])
     if hasattr(result, "capacity_ratio_bound"):  # a bound has its own fields, never the value's
         bound = result.capacity_ratio_bound()
         props["specdec_capacity_ratio_bound"] = round(bound[1], 4) if bound else "none: the ratio is not a bound"

@@ -33,6 +33,7 @@ from .html_sections import (
     theory_section,
 )
 from .builds import builds_section
+from .energy import energy_section
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
 
@@ -256,7 +257,12 @@ def render_html(
             out.append('<table id="results"><tbody></tbody></table>')
         out.append("</section>")
     out += (
-        builds_section(rows) + flag_section(rows) + capacity_section(rows) + theory_section(rows) + _not_measured(rows)
+        builds_section(rows)
+        + flag_section(rows)
+        + capacity_section(rows)
+        + theory_section(rows)
+        + energy_section(rows)
+        + _not_measured(rows)
     )
     if plots or rows:
         out += ['<section id="figures">', "<h2>Figures</h2>"]

@@ -21,6 +21,7 @@ from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
 from ..measure.predictions import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
+from ..measure.energy_figures import energy_figures
 from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value
 from ..measure.theory import as_cost_ratio, cost_per_million_tokens
@@ -186,6 +187,7 @@ def row_for(
         speedup_range=None,
         groups={},
         builds=None,
+        energy=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -194,6 +196,7 @@ def row_for(
         return _capacity_row(row, result, gpu_usd_per_hour)
 
     row["builds"] = builds_cell(result, regression)  # --specdec-baseline-from build:PATH (report.builds)
+    row["energy"] = energy_figures(result)  # per output token, both sides, where the hardware counts it
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}

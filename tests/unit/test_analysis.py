@@ -317,3 +317,29 @@ def test_a_run_at_another_k_whose_drafted_step_is_faster_than_its_plain_one_is_l
     analysis = result.fit_step_cost_with(faster).analysis()
     assert analysis.step_cost.startswith("one run at k=4:")
     assert "the run at k=2 left out: its drafted step did not time above its plain step" in analysis.step_cost
+
+
+def test_energy_per_token_reaches_the_row_the_summary_and_the_page(tmp_path):
+    from pytest_specdec.report.files import validate_report, write_report
+    from pytest_specdec.serving.energy import EnergyReading
+
+    result = make_result()
+    # 4 requests of 6 tokens a run: 24 tokens; 12 J without SD, 18 J with: 0.5 and 0.75 J per token, 1.5x.
+    result.reference_runs[0].energy = EnergyReading(12.0, "RAPL energy of CPU package intel-rapl:0")
+    result.speculative_runs[0].energy = EnergyReading(18.0, "RAPL energy of CPU package intel-rapl:0")
+    row = row_for("t.py::test", SPEC, result.workload, result.pattern, outcome="passed", result=result)
+    assert row["energy"] == {
+        "source": "RAPL energy of CPU package intel-rapl:0",
+        "reference_j_per_token": 0.5,
+        "speculative_j_per_token": 0.75,
+        "ratio": 1.5,
+        "unavailable": None,
+    }
+    summary = markdown_summary([row])
+    assert "| t.py::test | 0.5 | 0.75 | 1.50x | RAPL energy of CPU package intel-rapl:0 |" in summary
+    unread = row_for("t.py::other", SPEC, result.workload, result.pattern, outcome="passed", result=make_result())
+    assert unread["energy"]["unavailable"] == "the run's energy was not read"
+    assert "- unavailable: the run's energy was not read" in markdown_summary([unread])
+    written = write_report(tmp_path, [row, unread])
+    validate_report(__import__("json").loads((tmp_path / "results.json").read_text()), "results.json")
+    assert '<section id="energy">' in (tmp_path / "report.html").read_text() and written
