@@ -234,8 +234,12 @@ class StepTiming:
         _positive_int(self.k, "k")
 
 
-def why_no_prediction(requests: Iterable[RequestSteps], timing: StepTiming, measured_speedup: float) -> str | None:
-    """Why :func:`predict_speedups` and :func:`oracle_speedup` give NaN; None when they can predict."""
+def why_no_prediction(
+    requests: Iterable[RequestSteps], timing: StepTiming, measured_speedup: float, *, own_step: bool = True
+) -> str | None:
+    """Why :func:`.predictions.predict_speedups` and :func:`.predictions.oracle_speedup` give NaN without a step
+    cost given to them; None when they can predict.  `own_step` False leaves out the check that needs the run's
+    own drafted step (a caller that costs the steps another way, as the analyses do when it is rejected)."""
     requests = list(requests)
     accepted = [a for r in requests for a in r.accepted]
     if not accepted:
@@ -258,7 +262,7 @@ def why_no_prediction(requests: Iterable[RequestSteps], timing: StepTiming, meas
             f"({timing.sd_decode_ms:.3g} ms), leaving nothing for the drafted steps"
         )
     t_k = drafted_step_ms(timing, len(accepted), undrafted)
-    if t_k < timing.reference_step_ms * (1 - 1e-9):  # equal within float error is a free draft, not faster
+    if own_step and t_k < timing.reference_step_ms * (1 - 1e-9):  # equal within float error: a free draft
         # The same reason c is rejected for (step_figures.cost_ratio_of): a step model below the plain step
         # predicted an oracle 1.785x under a measured 1.832x.
         return (

@@ -35,10 +35,10 @@ from .acceptance import (
 )
 from .predictions import best_k, oracle_label, oracle_speedup, predict_speedups, run_drafted_step_ms
 from .cost_ratio import MODEL_FREE
-from .step_cost import StepCost, fit_step_cost
+from .step_cost import ONE_K, StepCost, fit_step_cost
 from ..engines import engine_named
 from .diagnosis import Cause, diagnose
-from .theory import shortfall_margin
+from .theory import as_cost_ratio, cost_ratio_for, shortfall_margin
 from ..engines.server_spec import DEFAULT_ENGINE
 from .step_figures import (  # re-exported: these lived here
     _json as _json,
@@ -188,8 +188,10 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
         predictions, best, oracle = {}, None, math.nan
         problem = "no completed reference and SD requests to time the steps with"
     else:
-        problem = why_no_prediction(steps, timing, measured)
+        problem = why_no_prediction(steps, timing, measured, own_step=False)
         cost = None if problem else step_cost_of(result, steps, timing)
+        if not problem and cost is None:  # the run's drafted step was rejected and c has no fallback
+            problem = why_no_prediction(steps, timing, measured)
         predictions = predict_speedups(steps, timing, measured, cost)
         best = best_k(predictions)
         oracle = oracle_speedup(steps, timing, measured, cost)
@@ -214,7 +216,11 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
 def step_cost_of(result, steps: list[RequestSteps], timing) -> StepCost | None:
     """The step cost behind `result`'s predictions: its own drafted step, and those of the runs at other k
     given with `SpecDecResult.fit_step_cost_with` (each as its extra over its own reference step)."""
-    points = {timing.k: run_drafted_step_ms(steps, timing)}
+    own_ms = run_drafted_step_ms(steps, timing)
+    method = (result.spec.speculative_config or {}).get("method")
+    if not own_ms >= timing.reference_step_ms * (1 - 1e-9):
+        return _fallback_step_cost(result, own_ms, timing, drafter_always_runs=method not in MODEL_FREE)
+    points = {timing.k: own_ms}
     left_out = []
     for other in getattr(result, "step_cost_runs", ()):
         other_k, other_analysis = _k(other), other.analysis()
@@ -237,8 +243,28 @@ def step_cost_of(result, steps: list[RequestSteps], timing) -> StepCost | None:
         else ""
     )
     note = "; ".join(filter(None, [note, *left_out]))
-    method = (result.spec.speculative_config or {}).get("method")
     return fit_step_cost(timing.reference_step_ms, points, drafter_always_runs=method not in MODEL_FREE, note=note)
+
+
+def _fallback_step_cost(result, own_ms: float, timing, *, drafter_always_runs: bool) -> StepCost | None:
+    """The step cost when the run's drafted step timed below the plain step it contains: the labelled c the
+    theory falls back to when a measured c is rejected for the same reason (step_figures.cost_ratio_of: the
+    estimate made at measure time, else the method's default), per proposed token; None when it has no value.
+    (Not cost_ratio_of itself: it reads the repeats' analyses, which come here.)"""
+    held = getattr(result, "cost_ratio", None)
+    cost = cost_ratio_for(result.spec) if held is None else as_cost_ratio(held)
+    if cost.value is None:
+        return None
+    return StepCost(
+        timing.reference_step_ms,
+        0.0,
+        cost.value * timing.reference_step_ms,
+        ONE_K,
+        f"the run's drafted step timed {own_ms:.3g} ms, below its plain step of {timing.reference_step_ms:.3g} ms "
+        "(the two servers' speeds differ by more than drafting costs, as when c is rejected): the fallback c "
+        f"{cost.value:.3g} ({cost.source}{': ' + cost.note if cost.note else ''}) per proposed token instead",
+        drafter_always_runs,
+    )
 
 
 def _estimate_summary(checks: list[dict]) -> dict[str, Any] | None:

@@ -17,8 +17,9 @@ Performance or Illusion?" a position's accepted length falls by one per
 position along a span).  A span of ``S`` tokens (joined steps, the last one
 accepting fewer than ``k``) takes ``ceil(S / (k' + 1))`` steps at ``k' <= k``;
 at ``k' = k`` that is the run's own step count.  Counting a cut span as a
-fresh average step instead (``T / mean(min(a, k') + 1)``) predicted n-gram
-speedups at k=1..4 4-14% low from a k=5 run, 19-23% low from a k=20 run.
+fresh average step instead (``T / mean(min(a, k') + 1)``) predicted the
+study's InstructCoder n-gram speedups at k=1..4 5-12% low from a k=5 run and
+21-27% low from a k=20 run (benchmarks/study_predictions.py).
 ``time(k') = sd_prefill + U * t_ref + sum(ceil(S / (k' + 1))) * t(k')``, and
 the prediction is ``measured * time(k) / time(k')``.  Longer ``k' > k`` is
 not predicted: a span cut at ``k`` hides how far it would have gone.
@@ -101,7 +102,11 @@ def predict_speedups(
     them); None fits it from this run alone.
     """
     requests = list(requests)
-    if why_no_prediction(requests, timing, measured_speedup) or (cost := _cost(requests, timing, cost)) is None:
+    own = cost is None  # a cost given stands in for the run's own drafted step
+    if (
+        why_no_prediction(requests, timing, measured_speedup, own_step=own)
+        or (cost := _cost(requests, timing, cost)) is None
+    ):
         return {k: math.nan for k in range(1, timing.k + 1)}
     all_spans = np.array([s for r in requests for s in spans(r, timing.k)], dtype=float)
     outside = _outside_drafted_steps(requests, timing)
@@ -128,7 +133,11 @@ def oracle_speedup(
     """The oracle (:func:`oracle_label`): each drafted step proposing exactly what it accepted, costed by
     `cost` (None: fitted from this run alone); NaN when unpredictable."""
     requests = list(requests)
-    if why_no_prediction(requests, timing, measured_speedup) or (cost := _cost(requests, timing, cost)) is None:
+    own = cost is None  # a cost given stands in for the run's own drafted step
+    if (
+        why_no_prediction(requests, timing, measured_speedup, own_step=own)
+        or (cost := _cost(requests, timing, cost)) is None
+    ):
         return math.nan
     accepted = [a for r in requests for a in r.accepted]
     outside = _outside_drafted_steps(requests, timing)

@@ -343,3 +343,22 @@ def test_energy_per_token_reaches_the_row_the_summary_and_the_page(tmp_path):
     written = write_report(tmp_path, [row, unread])
     validate_report(__import__("json").loads((tmp_path / "results.json").read_text()), "results.json")
     assert '<section id="energy">' in (tmp_path / "report.html").read_text() and written
+
+
+def test_a_drafted_step_below_the_plain_one_predicts_with_the_fallback_c_and_says_so():
+    # The SD server's steps timed 15 ms against the reference's 20 ms plain step: the run's own step cost is
+    # rejected, as c is, and the fallback c the theory uses (0, given) costs the steps instead.  With c = 0
+    # every step costs 20 ms: the same 4 steps per request at every k (no step accepted all 4), so every
+    # prediction and the oracle are the measured speedup.
+    result = make_result(sd_step_ms=15)
+    analysis = result.analysis()
+    assert analysis.prediction_problem is None
+    assert "below its plain step of 20 ms" in analysis.step_cost and "the fallback c 0 (given)" in analysis.step_cost
+    assert all(v == pytest.approx(result.speedup()) for v in analysis.predictions.values())
+    assert analysis.oracle_speedup == pytest.approx(result.speedup())
+    # Without a fallback c (none given, and a draft model's default needs its sizes) they are unavailable.
+    draft = ServerSpec("m", {"method": "draft_model", "model": "d", "num_speculative_tokens": 4})
+    unknown = make_result(spec=draft, sd_step_ms=15)
+    unknown.cost_ratio = None
+    found = unknown.analysis()
+    assert found.best_k is None and "faster than the reference's plain decode step" in found.prediction_problem
