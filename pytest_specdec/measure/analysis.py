@@ -38,7 +38,7 @@ from .cost_ratio import MODEL_FREE
 from .step_cost import ONE_K, StepCost, fit_step_cost
 from ..engines import engine_named
 from .diagnosis import Cause, diagnose
-from .theory import as_cost_ratio, cost_ratio_for, shortfall_margin
+from .theory import shortfall_margin
 from ..engines.server_spec import DEFAULT_ENGINE
 from .step_figures import (  # re-exported: these lived here
     _json as _json,
@@ -48,6 +48,7 @@ from .step_figures import (  # re-exported: these lived here
     step_counts as step_counts,
     repeat_cost_ratio as repeat_cost_ratio,
     cost_ratio_of as cost_ratio_of,
+    fallback_cost_ratio,
     TheoryFigures as TheoryFigures,
     theory_figures as theory_figures,
 )
@@ -248,11 +249,10 @@ def step_cost_of(result, steps: list[RequestSteps], timing) -> StepCost | None:
 
 def _fallback_step_cost(result, own_ms: float, timing, *, drafter_always_runs: bool) -> StepCost | None:
     """The step cost when the run's drafted step timed below the plain step it contains: the labelled c the
-    theory falls back to when a measured c is rejected for the same reason (step_figures.cost_ratio_of: the
-    estimate made at measure time, else the method's default), per proposed token; None when it has no value.
-    (Not cost_ratio_of itself: it reads the repeats' analyses, which come here.)"""
-    held = getattr(result, "cost_ratio", None)
-    cost = cost_ratio_for(result.spec) if held is None else as_cost_ratio(held)
+    theory falls back to when a measured c is rejected for the same reason (step_figures.fallback_cost_ratio),
+    per proposed token; None when it has no value.  (Not cost_ratio_of: it reads the repeats' analyses, which
+    come here.)"""
+    cost = fallback_cost_ratio(result)
     if cost.value is None:
         return None
     return StepCost(

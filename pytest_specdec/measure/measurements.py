@@ -187,8 +187,8 @@ class Measurements(ReferenceRuns, BuildRuns):
             )
             live = self.progress.start(label, pattern.num_prompts)
             # Servers the plugin did not start run on hardware whose counters are not this machine's.
-            local = isinstance(self.energy, EnergyMeter) and not getattr(spec, "endpoints", None)
-            read_energy = self.energy.start() if local else None
+            endpoint = bool(getattr(spec, "endpoints", None))
+            read_energy = self.energy.start() if isinstance(self.energy, EnergyMeter) and not endpoint else None
             try:
                 load = generate_load(
                     server.url,
@@ -205,11 +205,8 @@ class Measurements(ReferenceRuns, BuildRuns):
                 )
             finally:
                 live.stop()
-            energy = (
-                read_energy()
-                if read_energy
-                else EnergyReading(None, "", ENDPOINT_ENERGY if getattr(spec, "endpoints", None) else str(self.energy))
-            )
+            why_not = ENDPOINT_ENERGY if endpoint else str(self.energy)
+            energy = read_energy() if read_energy else EnergyReading(None, "", why_not)
             # A dead server or failed requests explain everything after them: report
             # them before /metrics is scraped (a scrape of a dead server only says
             # "connection refused").

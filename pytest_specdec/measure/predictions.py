@@ -59,10 +59,6 @@ def oracle_label(k: int | None) -> str:
     )
 
 
-# Kept for importers: the label of a run below the study's k.
-ORACLE_LABEL = oracle_label(None).replace("k=None", "k")
-
-
 def run_drafted_step_ms(requests: Iterable[RequestSteps], timing: StepTiming) -> float:
     """This run's ``t_k`` (:func:`drafted_step_ms` with the requests' own step counts)."""
     requests = list(requests)
@@ -82,10 +78,14 @@ def spans(request: RequestSteps, k: int) -> list[int]:
     return out
 
 
-def _cost(requests: list[RequestSteps], timing: StepTiming, cost: StepCost | None) -> StepCost | None:
-    if cost is not None:
-        return cost
-    return fit_step_cost(timing.reference_step_ms, {timing.k: run_drafted_step_ms(requests, timing)})
+def _usable_cost(
+    requests: list[RequestSteps], timing: StepTiming, measured_speedup: float, cost: StepCost | None
+) -> StepCost | None:
+    """`cost`, or the one fitted from this run alone when none is given; None when nothing can be predicted
+    (a cost given stands in for the run's own drafted step, so that step is not checked then)."""
+    if why_no_prediction(requests, timing, measured_speedup, own_step=cost is None):
+        return None
+    return cost or fit_step_cost(timing.reference_step_ms, {timing.k: run_drafted_step_ms(requests, timing)})
 
 
 def _outside_drafted_steps(requests: list[RequestSteps], timing: StepTiming) -> float:
@@ -102,11 +102,7 @@ def predict_speedups(
     them); None fits it from this run alone.
     """
     requests = list(requests)
-    own = cost is None  # a cost given stands in for the run's own drafted step
-    if (
-        why_no_prediction(requests, timing, measured_speedup, own_step=own)
-        or (cost := _cost(requests, timing, cost)) is None
-    ):
+    if (cost := _usable_cost(requests, timing, measured_speedup, cost)) is None:
         return {k: math.nan for k in range(1, timing.k + 1)}
     all_spans = np.array([s for r in requests for s in spans(r, timing.k)], dtype=float)
     outside = _outside_drafted_steps(requests, timing)
@@ -133,11 +129,7 @@ def oracle_speedup(
     """The oracle (:func:`oracle_label`): each drafted step proposing exactly what it accepted, costed by
     `cost` (None: fitted from this run alone); NaN when unpredictable."""
     requests = list(requests)
-    own = cost is None  # a cost given stands in for the run's own drafted step
-    if (
-        why_no_prediction(requests, timing, measured_speedup, own_step=own)
-        or (cost := _cost(requests, timing, cost)) is None
-    ):
+    if (cost := _usable_cost(requests, timing, measured_speedup, cost)) is None:
         return math.nan
     accepted = [a for r in requests for a in r.accepted]
     outside = _outside_drafted_steps(requests, timing)

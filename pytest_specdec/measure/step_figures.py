@@ -121,6 +121,13 @@ def repeat_cost_ratio(result, repeat: int) -> tuple[float | None, str | None]:
     return measured_cost_ratio(timing.reference_step_ms, t_k, k), None
 
 
+def fallback_cost_ratio(result, fallback=None) -> CostRatio:
+    """The labelled c that stands in when c cannot be measured or is rejected: `fallback` when given, else the
+    estimate made at measure time (`result.cost_ratio`), else the method's default (no model is resolved)."""
+    held = fallback if fallback is not None else getattr(result, "cost_ratio", None)
+    return cost_ratio_for(result.spec) if held is None else as_cost_ratio(held)
+
+
 def cost_ratio_of(result, fallback=None) -> CostRatio:
     """c for `result`: the median over repeats of c measured from each repeat's step times.
 
@@ -131,8 +138,7 @@ def cost_ratio_of(result, fallback=None) -> CostRatio:
     at measure time (`result.cost_ratio`), else the method's default (no
     model is resolved here).
     """
-    held = fallback if fallback is not None else result.cost_ratio
-    estimate = cost_ratio_for(result.spec) if held is None else as_cost_ratio(held)
+    estimate = fallback_cost_ratio(result, fallback)
     measured = [repeat_cost_ratio(result, i) for i in range(len(result.speculative_runs))]
     values = [c for c, _ in measured if c is not None]
     if not values:

@@ -110,8 +110,8 @@ def merged_probe(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]
     when it disagrees with a baseline's: a neighbour's burst during the session's first timing read as "the
     machine moved" and turned off every absolute comparison (CI, 2026-11-26: an engine made 2x slower passed).
     A box that is really slower stays slower in both timings."""
-    if _probe({PROBE_FIELD: first}) is None or _probe({PROBE_FIELD: again}) is None:
-        return dict(again if _probe({PROBE_FIELD: again}) is not None else first)
+    if not _is_probe(first) or not _is_probe(again):  # another probe version: the valid timing stands
+        return dict(again if _is_probe(again) else first)
     merged = dict(first)
     for name in PROBE_FIGURES:
         values = [v for v in (first.get(name), again.get(name)) if isinstance(v, (int, float))]
@@ -130,11 +130,13 @@ def session_fingerprint(device: str | None, probe: Callable[[], dict]) -> dict[s
     return fp
 
 
+def _is_probe(probe: Any) -> bool:
+    return isinstance(probe, dict) and probe.get("version") == PROBE_VERSION
+
+
 def _probe(fp: dict[str, Any]) -> dict[str, Any] | None:
     probe = fp.get(PROBE_FIELD)
-    if not isinstance(probe, dict) or probe.get("version") != PROBE_VERSION:
-        return None
-    return probe
+    return probe if _is_probe(probe) else None
 
 
 @dataclass(frozen=True)
