@@ -249,6 +249,15 @@ class Engine:
         (unchanged by default)."""
         return openai
 
+    # Requests in flight while drawing samples for a distribution test (`draw_payload`): batched like a loaded
+    # server, each prompt's samples one after another so its cached prefix serves the rest.
+    draw_concurrency = 16
+
+    def draw_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
+        """The body for a draw of many samples of one prompt (`assert_same_distribution`), where no time is
+        measured: an engine that turns its prompt cache off for timed runs may keep it on here."""
+        return self.completion_payload(openai)
+
     def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         """One streamed event in OpenAI's completion-chunk shape (``choices[0].text``/``token_ids`` as
         deltas, ``usage``); `state` is the request's own, for engines that stream running totals."""

@@ -172,6 +172,10 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
     return figures
 
 
+# OpenAI body field -> SGLang sampling_params field (the seed is `sampling_seed` there).
+SGLANG_SAMPLING = {"top_p": "top_p", "top_k": "top_k", "seed": "sampling_seed"}
+
+
 class SGLang(Engine):
     name = "sglang"
     title = TITLE
@@ -257,6 +261,8 @@ class SGLang(Engine):
             "temperature": openai.get("temperature", 0.0),
             "ignore_eos": bool(openai.get("ignore_eos", False)),
         }
+        # Sampling settings under SGLang's own names (its SamplingParams); absent fields keep its defaults.
+        sampling.update({name: openai[key] for key, name in SGLANG_SAMPLING.items() if key in openai})
         return {"text": openai["prompt"], "sampling_params": sampling, "stream": True}
 
     def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

@@ -30,9 +30,12 @@ def bench_serve_flags(
     seed: int = 0,
     ignore_eos: bool = True,
     logprobs: int | None = None,
+    sampling: Any = None,
 ) -> list[str]:
     """`vllm bench serve` flags that send the plugin's prompts (a custom dataset file, in order) with the
-    pattern's arrivals: the same seed gives the same arrival times (see `AccessPattern.arrival_offsets`)."""
+    pattern's arrivals: the same seed gives the same arrival times (see `AccessPattern.arrival_offsets`).
+    A sampled workload's temperature, top-p and top-k go along (`load.sampling.Sampling`); its per-request
+    seeds do not (vllm bench serve sends none), so a sampled rerun draws other tokens."""
     flags = [
         "--backend",
         "vllm",
@@ -56,8 +59,12 @@ def bench_serve_flags(
         "--seed",
         str(seed),
         "--temperature",
-        "0",
+        f"{sampling.temperature:g}" if sampling is not None else "0",
     ]
+    if sampling is not None and sampling.top_p != 1.0:
+        flags += ["--top-p", f"{sampling.top_p:g}"]
+    if sampling is not None and sampling.top_k is not None:
+        flags += ["--top-k", str(sampling.top_k)]
     if ignore_eos:
         flags.append("--ignore-eos")
     if logprobs is not None:

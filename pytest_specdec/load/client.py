@@ -56,10 +56,12 @@ async def run_load(
     seed: int = 0,
     ignore_eos: bool = True,
     temperature: float = 0.0,
+    sampling: Any = None,
     logprobs: int | None = None,
     request_timeout: float = 600.0,
     on_progress: Callable[[int, int], None] | None = None,
     engine: str = DEFAULT_ENGINE,
+    draws: bool = False,
 ) -> LoadRun:
     """Send ``pattern.num_prompts`` streamed completions and time each one.
 
@@ -74,7 +76,7 @@ async def run_load(
     if not prompts:
         raise ValueError("run_load needs at least one prompt")
     schedule = list(enumerate(pattern.offsets_for(prompts, seed)))
-    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine)
+    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine, sampling, seed, draws)
     if any(getattr(p, "turns", ()) for p in prompts):
         return await run_conversations(
             base_url, model, prompts, schedule, pattern, time.perf_counter(), options, on_progress

@@ -213,13 +213,20 @@ class RequestOptions:
     logprobs: int | None = None
     request_timeout: float = 600.0
     engine: str = DEFAULT_ENGINE  # whose response fields carry each request's SD figures (engines/)
+    # The workload's `sampling.Sampling` (it replaces `temperature`), and the run's seed its per-request
+    # seeds derive from; None: `temperature` alone, the body of every release before sampling settings.
+    sampling: Any = None
+    run_seed: int = 0
+    draws: bool = False  # samples for a distribution test, untimed: the engine's `draw_payload`
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and self.logprobs < 0:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
 
 
-def completion_body(model: str, prompt: str, max_tokens: int, options: RequestOptions) -> dict[str, Any]:
+def completion_body(
+    model: str, prompt: str, max_tokens: int, options: RequestOptions, index: int = 0
+) -> dict[str, Any]:
     """The streamed completion body every engine starts from: OpenAI's fields and ``ignore_eos`` (which
     vLLM, trtllm-serve and llama-server all accept); an engine adds its own in `completion_payload`
     (engines/), so no engine is sent another's field (trtllm-serve refuses any it does not know)."""
@@ -232,6 +239,8 @@ def completion_body(model: str, prompt: str, max_tokens: int, options: RequestOp
         "stream_options": {"include_usage": True},
         "ignore_eos": options.ignore_eos,
     }
+    if options.sampling is not None:  # request `index`'s temperature, top_p, top_k and seed
+        payload.update(options.sampling.request_fields(options.run_seed, index))
     if options.logprobs is not None:
         payload["logprobs"] = options.logprobs
     return payload
@@ -251,8 +260,8 @@ async def send_request(
     """One streamed request for `prompt` (its `text` unless given: a conversation's turn), timed from the moment
     a concurrency slot is free; never raises for a failing request (the record says why)."""
     woke = time.perf_counter()  # the event loop ran this task: late by woke - due
-    payload = completion_body(model, prompt.text if text is None else text, prompt.output_len, options)
-    body = json.dumps(engine.completion_payload(payload)).encode()
+    payload = completion_body(model, prompt.text if text is None else text, prompt.output_len, options, index)
+    body = json.dumps((engine.draw_payload if options.draws else engine.completion_payload)(payload)).encode()
     async with slots:
         slot_at = time.perf_counter()
         record = RequestRecord(

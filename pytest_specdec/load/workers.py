@@ -117,7 +117,7 @@ def run_in_workers(
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    request_options = RequestOptions(**options)  # a bad option fails here, before any process starts
+    request_options = RequestOptions(**options, run_seed=seed)  # a bad option fails here, before any process starts
     plain = [_Prompt(p.text, p.prompt_len, p.output_len, getattr(p, "category", None)) for p in prompts]
     if not plain:
         raise ValueError("run_in_workers needs at least one prompt")

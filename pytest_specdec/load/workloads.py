@@ -36,6 +36,8 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from .sampling import GREEDY, Sampling, SamplingError
+
 # Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
 # methods that remember earlier requests (suffix decoding's global tree,
 # prefix caching) would otherwise see each repeat's exact prompts and outputs
@@ -51,6 +53,10 @@ def repeat_seed(seed: int, repeat: int) -> int:
 SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
 FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
 KINDS = SYNTHETIC_KINDS + FILE_KINDS + ("custom_builder",)
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed")  # the workload's `Sampling` (load/sampling.py)
+# stop="length": every request runs to max_tokens (ignore_eos); "natural": a request may end at the model's
+# end of sequence, as production traffic does (max_tokens then only caps it).
+STOP_RULES = {"length": True, "natural": False}
 OVERRIDE_KEYS = (
     "input_len",
     "output_len",
@@ -60,6 +66,8 @@ OVERRIDE_KEYS = (
     "prefix_len",
     "num_prefixes",
     "category_field",
+    "stop",
+    *SAMPLING_KEYS,
 )
 CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
 DEFAULT_FILE_OUTPUT_LEN = 256
@@ -122,6 +130,11 @@ class Workload:
     num_prefixes: int | None = None  # shared_prefix: how many prefixes the prompts share
     category_field: str = "category"  # jsonl / spec_bench: the field that names a prompt's category
     builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
+    sampling: Sampling = GREEDY
+
+    @property
+    def stop(self) -> str:
+        return "length" if self.ignore_eos else "natural"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -157,9 +170,19 @@ class Workload:
 
     def with_overrides(self, **overrides: Any) -> Workload:
         changes: dict[str, Any] = {}
+        sampling = {key: overrides.pop(key) for key in SAMPLING_KEYS if key in overrides}
+        if sampling:
+            try:
+                changes["sampling"] = replace(self.sampling, **sampling)
+            except SamplingError as exc:
+                raise WorkloadError(f"workload {self.name!r}: {exc}") from None
         for key, value in overrides.items():
             bad = f"workload {self.name!r}: override {key!r}"
-            if key not in OVERRIDE_KEYS:
+            if key == "stop":
+                if not isinstance(value, str) or value not in STOP_RULES:
+                    raise WorkloadError(f"{bad} must be one of {', '.join(STOP_RULES)}, got {value!r}")
+                key, value = "ignore_eos", STOP_RULES[value]
+            elif key not in OVERRIDE_KEYS:
                 raise WorkloadError(f"{bad} is unknown; allowed: {', '.join(OVERRIDE_KEYS)}")
             if key in ("input_len", "output_len", "turns", "prefix_len", "num_prefixes"):
                 _check_len(self.name, key, value, "override")
@@ -195,6 +218,8 @@ class Workload:
             out.update(prefix_len=self.prefix_len, num_prefixes=self.num_prefixes)
         if self.category_field != "category":
             out["category_field"] = self.category_field
+        if not self.sampling.greedy:
+            out["sampling"] = self.sampling.describe()
         if self.builder is not None:
             out["builder"] = f"{getattr(self.builder, '__module__', '?')}.{getattr(self.builder, '__qualname__', '?')}"
         return out

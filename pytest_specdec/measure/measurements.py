@@ -197,6 +197,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                     pattern,
                     seed=repeat_seed(seed, repeat),
                     ignore_eos=workload.ignore_eos,
+                    sampling=workload.sampling,
                     logprobs=logprobs,
                     on_progress=live.update,
                     request_timeout=self.request_timeout,
@@ -302,7 +303,10 @@ class Measurements(ReferenceRuns, BuildRuns):
         # Repeat i of SD against repeat i of the reference: they sent the same prompts.
         outputs_per_repeat = [
             compare_outputs(
-                reference_runs[min(i, len(reference_runs) - 1)].records, run.records, decode=tokenizer.decode
+                reference_runs[min(i, len(reference_runs) - 1)].records,
+                run.records,
+                decode=tokenizer.decode,
+                sampling=workload.sampling,
             )
             for i, run in enumerate(speculative_runs)
         ]
@@ -328,6 +332,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 logprobs,
                 replay=pattern.replay_speed is not None or any(p.turns for p in prompts),
                 engine=spec.engine,
+                sampling=workload.sampling,
             ),
             seed=seed,
             server_log=str(server.log_path or ""),
@@ -365,7 +370,10 @@ class Measurements(ReferenceRuns, BuildRuns):
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD again")
         outputs = [
             compare_outputs(
-                reference_runs[min(i, len(reference_runs) - 1)].records, run.records, decode=tokenizer.decode
+                reference_runs[min(i, len(reference_runs) - 1)].records,
+                run.records,
+                decode=tokenizer.decode,
+                sampling=workload.sampling,
             )
             for i, run in enumerate(speculative_runs)
         ]

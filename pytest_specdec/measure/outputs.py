@@ -58,12 +58,23 @@ def _lacks_ids(records) -> bool:
     return any(record.output_tokens > 0 and not record.token_ids for record in records)
 
 
-def compare_outputs(reference_records, speculative_records, decode=None) -> OutputComparison:
+def compare_outputs(reference_records, speculative_records, decode=None, sampling=None) -> OutputComparison:
     """Compare outputs request by request (the same prompts, in order): token ids when both
-    sides have them, else text; unavailable when a side has neither."""
+    sides have them, else text; unavailable when a side has neither, or when the outputs were
+    sampled (`sampling` at a temperature above 0: see `same_distribution`)."""
     if len(reference_records) != len(speculative_records):
         raise ValueError(
             f"runs differ in request count: reference {len(reference_records)}, SD {len(speculative_records)}"
+        )
+    if sampling is not None and not sampling.greedy:
+        # Lossless SD promises the reference's distribution, not its tokens: with the same seed, rejection
+        # sampling draws its random numbers in another order, so a token-by-token match rate would measure that.
+        return OutputComparison(
+            [],
+            basis=None,
+            problem=f"the outputs were sampled ({sampling.label()}), so they are not compared token by token: "
+            "lossless SD keeps the reference's distribution, not its tokens; result.assert_same_distribution() "
+            "tests that",
         )
     by_text = _lacks_ids(reference_records) or _lacks_ids(speculative_records)
     if by_text and any(

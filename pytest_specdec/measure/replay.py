@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..load.patterns import AccessPattern, PatternError
+from ..load.sampling import Sampling
 from ..load.workloads import Prompt
 from ..engines.server_spec import DEFAULT_ENGINE
 
@@ -64,10 +65,12 @@ def replay_main(argv: Sequence[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--engine", default=DEFAULT_ENGINE)
     parser.add_argument("--ignore-eos", action="store_true")
+    parser.add_argument("--sampling", help="the workload's sampling settings as JSON (the report's description)")
     options = parser.parse_args(list(argv))
     try:
         prompts = load_prompts(options.prompts)
         pattern = pattern_from(json.loads(options.pattern))
+        sampling = Sampling(**json.loads(options.sampling)) if options.sampling else None
     except (OSError, ValueError, PatternError, TypeError) as exc:
         print(f"pytest-specdec replay: error: {exc}", file=sys.stderr)
         return 2
@@ -81,6 +84,7 @@ def replay_main(argv: Sequence[str]) -> int:
         pattern,
         seed=options.seed,
         ignore_eos=options.ignore_eos,
+        sampling=sampling,
         engine=options.engine,
     )
     metrics = summarize(load.records, load.duration_s)

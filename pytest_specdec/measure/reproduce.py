@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engines import engine_named
 from ..engines.server_spec import DEFAULT_ENGINE
@@ -33,6 +33,7 @@ def reproduce_commands(
     logprobs: int | None = None,
     replay: bool = False,
     engine: str = DEFAULT_ENGINE,
+    sampling: Any = None,
 ) -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
@@ -45,7 +46,9 @@ def reproduce_commands(
     """
     cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
     bench = bench_command(reference.server_command if cpu_build else None)
-    bench += bench_serve_flags(server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs)
+    bench += bench_serve_flags(
+        server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs, sampling
+    )
     # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
     # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
     # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
@@ -69,6 +72,7 @@ def reproduce_commands(
             "--engine",
             engine,
             *(["--ignore-eos"] if ignore_eos else []),
+            *(["--sampling", json.dumps(sampling.describe())] if sampling is not None and not sampling.greedy else []),
         ]
 
     def started(run: Run) -> str:

@@ -100,6 +100,10 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     accepted_flags: tuple = ()
     # --specdec-baseline-from build:PATH: the baseline build measured beside it (build_runs.BuildComparison).
     builds: Any = field(default=None, repr=False, compare=False)
+    # Draws sampled continuations from the test's two servers (distribution_samples.drawer_for), set by
+    # `SpecDecTest.run`; `distribution` is the last `assert_same_distribution`'s test, for the report.
+    sampler: Any = field(default=None, repr=False, compare=False)
+    distribution: Any = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
     step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)

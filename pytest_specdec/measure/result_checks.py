@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence, TypeVar
 
+from ..verdict.distribution import check_same_distribution
+from .distribution_samples import DrawPlan
 from ..verdict.assertions import (
     TIE_THRESHOLD,
     check_acceptance,
@@ -66,6 +68,39 @@ class ResultChecks:
         check_outputs_equivalent(
             self, min_match, ignore_numerical_ties, TIE_THRESHOLD if tie_threshold is None else tie_threshold
         )
+        return self
+
+    def assert_same_distribution(
+        self: Checked,
+        *,
+        alpha: float = 0.01,
+        effect: float = 0.3,
+        power: float = 0.9,
+        prompts: int = 4,
+        tokens: int = 4,
+        samples: int | None = None,
+        max_categories: int = 8,
+        min_match: float = 1.0,
+    ) -> Checked:
+        """SD's sampled tokens come from the reference's distribution (verdict.distribution).
+
+        Draws `samples` continuations of `tokens` tokens for each of the test's first `prompts` prompts on
+        each side (None: as many as detecting an effect size `effect`, Cohen's w, with `power` needs at
+        family-wise level `alpha`), and tests every prompt and position by chi-square, Bonferroni-combined.
+        Greedy workloads (temperature 0) defer to `assert_outputs_equivalent(min_match)`.
+        """
+        workload = self.workload if isinstance(self.workload, dict) else {}
+        temperature = (workload.get("sampling") or {}).get("temperature", 0.0)
+        if not temperature:
+            return self.assert_outputs_equivalent(min_match)
+        if self.sampler is None:
+            raise RuntimeError(
+                "assert_same_distribution draws its samples from the test's servers: use the specdec fixture's "
+                "result, or set result.sampler (measure.distribution_samples.drawer_for)"
+            )
+        plan = DrawPlan.planned(prompts, tokens, samples, alpha, effect, power, max_categories)
+        self.distribution = self.sampler(plan)
+        check_same_distribution(self.distribution)
         return self
 
     def assert_no_regression(

@@ -12,6 +12,7 @@ from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
 from ..serving.pool import ServerPool
 from ..serving.server import VllmServer
+from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
 
 
@@ -96,6 +97,8 @@ class SpecDecTest:
             )
             summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
         result.gate = self.gate
+        if not self.pattern.search and self.builds is None:
+            result.sampler = drawer_for(self.measurements, self.spec, self.workload, self.pattern, seed)
         self.results.append(result)
         self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
         return result

@@ -13,6 +13,7 @@ model.
 
 from __future__ import annotations
 
+from .sampled import sampling_cells
 from .builds import builds_cell
 
 from typing import Any
@@ -188,6 +189,10 @@ def row_for(
         groups={},
         builds=None,
         energy=None,
+        sampling={"temperature": 0.0},
+        stop="length",
+        output_lengths=None,
+        distribution=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -196,6 +201,7 @@ def row_for(
         return _capacity_row(row, result, gpu_usd_per_hour)
 
     row["builds"] = builds_cell(result, regression)  # --specdec-baseline-from build:PATH (report.builds)
+    row.update(sampling_cells(result))  # temperature, stop rule, output lengths, distribution test
     row["energy"] = energy_figures(result)  # per output token, both sides, where the hardware counts it
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     row["engine_version"] = result.engine_version
