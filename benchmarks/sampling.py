@@ -84,7 +84,7 @@ def one_session(args, index: int, work: Path, tally: dict) -> None:
                 tally[name]["detected"] += not hot.passed
                 print(
                     f"session {index + 1} {name} trial {trial + 1}: same sampler p_min {same.min_p_value:.3g} "
-                    f"({'ALARM' if not same.passed else 'pass'}), SD at {args.wrong_temperature:g} p_min "
+                    f"({'rejected' if not same.passed else 'pass'}), SD at {args.wrong_temperature:g} p_min "
                     f"{hot.min_p_value:.3g} ({'detected' if not hot.passed else 'missed'})",
                     flush=True,
                 )
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, counts in tally.items():
         print(
-            f"  {name}: false alarms {counts['alarms']} of {counts['trials']} trials (bound {args.alpha:g}); "
+            f"  {name}: SD at the same settings rejected in {counts['alarms']} of {counts['trials']} trials (false "
+            f"alarms where SD is lossless: bound {args.alpha:g}); "
             f"SD at {args.wrong_temperature:g} detected in {counts['detected']} of {counts['trials']}"
         )
     return 0

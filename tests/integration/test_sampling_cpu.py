@@ -72,9 +72,10 @@ def test_vllm_cpu_ngram_at_temperature_fails_the_distribution_check(specdec):
     result = specdec.run()
     check_sampled_run(result)
     with pytest.raises(AssertionError) as failed:
-        # Two prompts, planned for an effect w of 0.4 (100 samples a side): the defect measured w ~0.5 at its
-        # worst tables (p 4.5e-10 with 173 samples, the threshold 1.3e-3).
-        result.assert_same_distribution(prompts=2, effect=0.4)
+        # Two prompts at the default effect size (w 0.3: 173 samples a side): p 4.5e-10 at the worst table
+        # here, against a threshold of 1.3e-3.  Planned for w 0.5 (67 samples) it was missed (p 0.0036):
+        # the defect is a smaller effect than that at most positions (docs/benchmarks.md).
+        result.assert_same_distribution(prompts=2)
     message = str(failed.value)
     print(message)
     test = result.distribution
