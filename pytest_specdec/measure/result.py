@@ -108,6 +108,11 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
     step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)
 
+    def __getstate__(self) -> dict:
+        # The sampler is bound to this session's live servers: a result pickled for another process (kept
+        # results, a worker's) carries what was measured, not a way to draw more.
+        return {**self.__dict__, "sampler": None}
+
     def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
         """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same
         config at other k (one k cannot split a step's cost into a fixed and a per-token part; see

@@ -191,3 +191,12 @@ def test_rows_say_how_requests_sampled_and_stopped_and_the_report_shows_it():
     lines = sampling_markdown([{"test": "t", **cells}], str)
     assert any("temperature 0.8" in line and "natural" in line and "not tested" in line for line in lines)
     assert sampling_markdown([{"test": "t", **sampling_cells(_sampled_result({"name": "w"}))}], str) == []
+
+
+def test_a_result_with_a_sampler_pickles_without_it():
+    import pickle
+
+    result = _sampled_result({"name": "w", "sampling": {"temperature": 0.8}})
+    result.sampler = lambda plan: None  # bound to live servers, as `SpecDecTest.run` binds it
+    restored = pickle.loads(pickle.dumps(result))
+    assert restored.sampler is None and restored.workload == result.workload and result.sampler is not None
