@@ -7,8 +7,7 @@
 - vLLM's CPU build (0.32) with n-gram at temperature > 0 writes text the reference never would ("def
   sub( sowing: int Tok) -> interpolation:" at 0.8, and similar at 0.3, where the reference answers
   "def sub(a: int, b: int) -> int:"): its rejection sampler is not lossless on this build.  The check
-  must find that, with the tables that show it; the same n-gram config is test_measure_cpu.py's, so its
-  servers are shared and no server starts for it.
+  must find that, with the tables that show it.
 """
 
 import math
@@ -65,7 +64,9 @@ def test_llamacpp_ngram_at_temperature_keeps_the_distribution_and_a_planted_samp
     assert not planted.passed and planted.rejected
 
 
-@pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=EAGER)
+# A target of its own (the engine's seed flag, which per-request seeds override): test_measure_cpu.py counts
+# the references its target measured, and this test's sampled traffic would be one more there.
+@pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=[*EAGER, "--seed", "1"])
 @pytest.mark.workload("code_edit", **SAMPLED)
 @pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=4)
 def test_vllm_cpu_ngram_at_temperature_fails_the_distribution_check(specdec):
