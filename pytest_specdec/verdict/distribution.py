@@ -218,7 +218,6 @@ class DistributionTest:
     planned_df: int
     samples_per_side: int
     temperature: float | None = None
-    notes: list[str] = field(default_factory=list)
     # The samples tested, per prompt (kept so that another side can be tested against the same reference).
     reference_samples: list = field(default_factory=list, repr=False, compare=False)
     speculative_samples: list = field(default_factory=list, repr=False, compare=False)
