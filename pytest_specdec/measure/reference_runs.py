@@ -26,7 +26,10 @@ class ReferenceRuns:
     """The reference side of `Measurements` (which holds the pool, the runs and the planned keys)."""
 
     @staticmethod
-    def _reference_key(spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int, logprobs) -> str:
+    def reference_key(
+        spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0, logprobs=None
+    ) -> str:
+        """One reference traffic of a target: what `reference_measurements` counts, measured once a session."""
         return json.dumps(
             [spec.target, workload.describe(), pattern.describe(), seed, logprobs], sort_keys=True, default=str
         )
@@ -39,8 +42,8 @@ class ReferenceRuns:
         reference server starts once however the SD tests are ordered.
         """
         queue = self._planned.setdefault(spec.target, [])
-        key = self._reference_key(spec, workload, pattern, seed, None)
-        if all(self._reference_key(*job, None) != key for job in queue):
+        key = self.reference_key(spec, workload, pattern, seed, None)
+        if all(self.reference_key(*job, None) != key for job in queue):
             queue.append((spec, workload, pattern, seed))
 
     def measure_planned_references(self, spec: ServerSpec) -> None:
@@ -50,7 +53,7 @@ class ReferenceRuns:
         reference server (often already up) serves all its runs in one go.
         """
         for job in self._planned.pop(spec.target, []):
-            key = self._reference_key(*job, None)
+            key = self.reference_key(*job, None)
             if key not in self._references:
                 job_spec, workload, pattern, seed = job
                 prompts = self.prompts(job_spec.model, workload, pattern, seed)
@@ -67,7 +70,7 @@ class ReferenceRuns:
         logprobs: int | None = None,
     ) -> list[Run]:
         """The no-SD runs for `spec`'s target; measured once per session per traffic."""
-        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        key = self.reference_key(spec, workload, pattern, seed, logprobs)
         if key not in self._references:
             self.measure_planned_references(spec)
         if key not in self._references:
@@ -76,7 +79,7 @@ class ReferenceRuns:
 
     def _measure_reference(self, key, spec, workload, pattern, prompts, seed, logprobs) -> None:
         reference = spec.reference()
-        self.reference_measurements[spec.target] += 1
+        self.reference_measurements[key] += 1
         self._reference_jobs[key] = (spec, workload, pattern, prompts, seed, logprobs)
         self._references[key] = self.measure(
             reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
