@@ -280,6 +280,7 @@ class SpecdecSession(SessionReport):
                 max_dispatch_lag_ms=self.settings.max_dispatch_lag_ms,
                 client_workers=self.settings.client_workers,
             )
+            self._measurements.series_interval_s = self.settings.series_interval_s or None
             for plan in self.plans.values():
                 # A capacity search probes loads of its own: there is no one reference run to announce.
                 if (

@@ -1,7 +1,7 @@
 """A server that lies, stalls or dies on purpose: fault injection for the verdict tests.
 
 Speaks enough of vLLM's OpenAI API (``/health``, ``/v1/models``, streamed
-``/v1/completions``, Prometheus ``/metrics`` with the SD counters) for the
+``/v1/completions`` and ``/v1/chat/completions``, Prometheus ``/metrics`` with the SD counters) for the
 plugin to measure it in endpoint mode, and breaks in one way per mode.  It
 never stands in for a measurement the product promises: every figure it
 yields is made up, and the tests only check that the plugin either computes
@@ -28,6 +28,7 @@ Modes:
   cold-start       the first request decodes ten times slower, each later one closer to warm (a cold GPU server)
   cold-forever     every request is slower than the one before (a server that never settles)
   drift            decodes three times slower once told to (POST /fault/slow: the machine slowed mid-session)
+  queued           its metrics say one request runs at a time, the rest wait, and each finished one was preempted
 ``--variant`` changes the generated text, so two servers can disagree.
 ``--dialect llamacpp`` speaks llama-server's formats instead of vLLM's: ``llamacpp:spec_decode_*``
 counters without labels, token ids under each chunk's ``__verbose.tokens``, and the final chunk's
@@ -76,6 +77,7 @@ MODES = (
     "cold-forever",
     "drift",
     "ttft-slow-first-run",
+    "queued",
 )
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # trtllm-serve's CompletionRequest (tensorrt_llm/serve/openai_protocol.py): a pydantic model with
@@ -127,15 +129,55 @@ TRTLLM_COMPLETION_FIELDS = frozenset(
     }
 )
 TRTLLM_STREAM_OPTIONS = frozenset({"include_usage", "continuous_usage_stats"})
+# Its ChatCompletionRequest (the same file, also extra="forbid"): messages where a completion has a prompt,
+# max_tokens accepted as the alias of max_completion_tokens.
+TRTLLM_CHAT_FIELDS = (TRTLLM_COMPLETION_FIELDS - {"prompt", "suffix", "echo", "best_of", "logprobs"}) | {
+    "messages",
+    "logprobs",
+    "top_logprobs",
+    "best_of",
+    "echo",
+    "tools",
+    "tool_choice",
+    "chat_template",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "documents",
+    "cache_salt",
+}
+ROUTES = ("/v1/completions", "/v1/chat/completions")
 
 
-def trtllm_refusal(request: dict) -> str | None:
+def trtllm_refusal(request: dict, chat: bool = False) -> str | None:
     """What trtllm-serve's request validation says about `request`, None when it passes."""
-    unknown = sorted(set(request) - TRTLLM_COMPLETION_FIELDS)
+    unknown = sorted(set(request) - (TRTLLM_CHAT_FIELDS if chat else TRTLLM_COMPLETION_FIELDS))
     unknown += [
         f"stream_options.{key}" for key in sorted(set(request.get("stream_options") or {}) - TRTLLM_STREAM_OPTIONS)
     ]
     return f"{unknown[0]}: Extra inputs are not permitted" if unknown else None
+
+
+def prompt_refusal(request: dict, chat: bool) -> str | None:
+    """What an OpenAI server's validation says about the prompt of `request` on its route: a completion
+    needs a text ``prompt``; a chat completion needs ``messages``, each a role and a text content."""
+    if not chat:
+        return None if isinstance(request.get("prompt"), str) else "prompt: Field required (a string)"
+    messages = request.get("messages")
+    if "prompt" in request or not isinstance(messages, list) or not messages:
+        return "messages: Field required (a non-empty list), and a chat completion takes no prompt"
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant"):
+            return f"messages: each needs a role of system, user or assistant, got {message!r}"
+        if not isinstance(message.get("content"), str):
+            return f"messages: each needs a text content, got {message!r}"
+    return None
+
+
+def prompt_text(request: dict) -> str:
+    """The text the fake's tokens derive from: the prompt, or the chat's messages in a template of its own."""
+    if "messages" in request:
+        return "".join(f"<|{m['role']}|>{m['content']}" for m in request["messages"]) + "<|assistant|>"
+    return request["prompt"]
 
 
 # Words the bundled model's tokenizer keeps as one token each (with their leading space):
@@ -161,6 +203,7 @@ class State:
         self.scrapes = 0
         self.slow_first_left = 4  # ttft-slow-first-run: measured requests still to be slowed
         self.since_measured = 0  # cold-forever: requests since the last measured one
+        self.in_flight = 0  # requests being answered now: the running (and, queued, waiting) gauges
 
     def count(self, tokens: int) -> None:
         with self.lock:
@@ -214,9 +257,15 @@ class State:
                     accepted + 700,
                     created - 3600,
                 )
+            in_flight, requests = self.in_flight, self.requests
+        running = min(in_flight, 1) if self.mode == "queued" else in_flight
+        gauge = f'{{engine="0",model_name="{self.model}"}}'
         lines = [
             "# HELP vllm:num_requests_running Number of requests in model execution batches.",
-            f'vllm:num_requests_running{{engine="0",model_name="{self.model}"}} 0.0',
+            f"vllm:num_requests_running{gauge} {float(running)}",
+            f"vllm:num_requests_waiting{gauge} {float(in_flight - running)}",
+            f"vllm:kv_cache_usage_perc{gauge} {0.05 * running}",
+            f"vllm:num_preemptions_total{gauge} {float(requests if self.mode == 'queued' else 0)}",
         ]
         info = {k: v for k, v in self.facts.items() if k != "version"}
         if info:
@@ -349,6 +398,15 @@ def make_handler(state: State):
             self.wfile.flush()
 
         def do_POST(self):
+            with state.lock:
+                state.in_flight += 1
+            try:
+                self._post()
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _post(self):
             request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             if self.path == "/fault/slow" and state.mode == "drift":
                 state.mode = "drift-slowed"
@@ -357,10 +415,17 @@ def make_handler(state: State):
             if state.dialect == "sglang":
                 self._sglang_generate(request)
                 return
+            if self.path not in ROUTES:
+                self._json(404, {"detail": f"Not Found: {self.path}"})
+                return
+            chat = self.path == "/v1/chat/completions"
             if state.dialect == "toy" and not request.get("toy_drafts"):  # its own request field, required
                 self._json(400, {"error": "toy servers need toy_drafts: true"})
                 return
-            if state.dialect == "trtllm" and (refusal := trtllm_refusal(request)):
+            if state.dialect == "trtllm" and (refusal := trtllm_refusal(request, chat)):
+                self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
+                return
+            if refusal := prompt_refusal(request, chat):
                 self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
                 return
             if request.get("model") != state.model:
@@ -374,7 +439,7 @@ def make_handler(state: State):
                     # ask for 16 at most) starts the count again, so a second warm-up still answers in time.
                     state.since_measured = 0 if count > 16 else state.since_measured + 1
                     number = state.since_measured or 16  # a measured request: as slow as a long warm-up's end
-            ids = tokens_for(request.get("prompt", ""), count, state.variant)
+            ids = tokens_for(prompt_text(request), count, state.variant)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -386,6 +451,10 @@ def make_handler(state: State):
                     slow, state.slow_first_left = state.slow_first_left > 0, state.slow_first_left - 1
                 if slow:
                     time.sleep(0.08)
+            kind = "chat.completion.chunk" if chat else "text_completion"
+            if chat:  # OpenAI's chat stream opens with the reply's role, before any token
+                role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                self._event({"id": "chatcmpl-1", "object": kind, "model": state.model, "choices": [role]})
             for position in range(0, count, 2):  # two tokens per chunk, as SD packs them
                 if state.mode == "die" and number >= 3 and position >= 4:
                     os._exit(17)
@@ -399,12 +468,13 @@ def make_handler(state: State):
                     self._event({"error": {"message": "engine crashed", "type": "InternalServerError", "code": 500}})
                     break
                 chunk_ids = ids[position : position + 2]
+                text = "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids)
                 choice = {
                     "index": 0,
-                    "text": "".join(f" {WORDS[(token - 100) % len(WORDS)]}" for token in chunk_ids),
+                    **({"delta": {"content": text}} if chat else {"text": text}),
                     "finish_reason": None,
                 }
-                event = {"id": "cmpl-1", "object": "text_completion", "model": state.model, "choices": [choice]}
+                event = {"id": "cmpl-1", "object": kind, "model": state.model, "choices": [choice]}
                 if state.mode not in ("no-token-ids", "bare-stream") and state.dialect != "trtllm":
                     if state.dialect == "llamacpp":
                         if request.get("verbose"):  # what "verbose": true adds to a chunk
@@ -421,11 +491,12 @@ def make_handler(state: State):
                     timings = {"predicted_n": count, "predicted_ms": 1.0}
                     if drafted and state.mode != "no-counters":
                         timings.update(draft_n=drafted, draft_n_accepted=accepted)
+                    last = {"delta": {}} if chat else {"text": ""}
                     self._event(
                         {
-                            "choices": [{"text": "", "index": 0, "finish_reason": "length"}],
+                            "choices": [{**last, "index": 0, "finish_reason": "length"}],
                             "model": state.model,
-                            "object": "text_completion",
+                            "object": kind,
                             "timings": timings,
                             "usage": {"completion_tokens": count, "prompt_tokens": 1, "total_tokens": count + 1},
                         }
@@ -443,11 +514,11 @@ def make_handler(state: State):
                     self._event(
                         {
                             "id": "cmpl-1",
-                            "object": "text_completion",
+                            "object": kind,
                             "model": state.model,
                             "choices": [],
                             "usage": {
-                                "prompt_tokens": len(request.get("prompt", "").split()) or 1,
+                                "prompt_tokens": len(prompt_text(request).split()) or 1,
                                 "completion_tokens": count,
                                 "total_tokens": count + 1,
                             },

@@ -9,64 +9,26 @@ Declared here, registered by plugin.py, resolved into `settings.Settings`.
 from __future__ import annotations
 
 import argparse
-import re
 
 from ..serving.endpoint import parse_endpoint
 from ..serving.gpus import parse_devices
 from .sharding import parse_shard
 from ..load.workloads import data_path_env_var
 from ..history.options import parse_build_path, HISTORY_INI_KEYS, HISTORY_OPTIONS
+from .units import (  # noqa: F401 - the converters are read from here too
+    parse_byte_size,
+    parse_interval,
+    parse_milliseconds,
+    parse_positive_int,
+    parse_price,
+    parse_seconds,
+)
 
-
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 DEFAULT_STARTUP_TIMEOUT = 900.0  # big GPU models take minutes to load
 DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run measured the client
+DEFAULT_SERIES_INTERVAL_S = 0.5  # reads of each server's metrics during a run (serving.server_series)
 DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
-
-
-def _positive_number(value: str, unit: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {value!r}") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {value!r}")
-    return number
-
-
-def parse_seconds(value: str) -> float:
-    """A positive number of seconds: ``"600"``, ``"90.5"``."""
-    return _positive_number(value, "seconds")
-
-
-def parse_milliseconds(value: str) -> float:
-    """A positive number of milliseconds: ``"10"``, ``"2.5"``."""
-    return _positive_number(value, "milliseconds")
-
-
-def parse_positive_int(value: str) -> int:
-    """An integer >= 1: ``"3"``."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
-    return number
 
 
 def parse_engine(value: str) -> str:
@@ -77,29 +39,6 @@ def parse_engine(value: str) -> str:
     if name not in ENGINE_MODULES:
         raise argparse.ArgumentTypeError(f"unknown engine {name!r}; known engines: {', '.join(ENGINE_MODULES)}")
     return name
-
-
-def parse_byte_size(value: str) -> int:
-    """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
-    match = _SIZE_RE.match(str(value))
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _SIZE_UNITS:
-        raise argparse.ArgumentTypeError(f"expected a size such as 1GiB or 536870912, got {value!r}")
-    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
-    return size
-
-
-def parse_price(value: str) -> float:
-    """An hourly price in USD for one GPU (or node): ``"2.5"``; 0 is allowed (owned hardware)."""
-    try:
-        price = float(str(value).strip().lstrip("$"))
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a price in USD per hour such as 2.50, got {value!r}") from None
-    if not price >= 0 or price == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
-    return price
 
 
 def parse_ini(name: str, raw: str, parser):
@@ -190,6 +129,17 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
             metavar="SECONDS",
             help=f"how long one streamed request may take before it fails the run "
             f"(default {DEFAULT_REQUEST_TIMEOUT:g}; ini specdec_request_timeout).",
+        ),
+    ),
+    (
+        "--specdec-series-interval",
+        dict(
+            type=parse_interval,
+            default=None,
+            metavar="SECONDS",
+            help=f"how often each server's metrics (KV cache usage, requests running and waiting, preemptions, SD "
+            f"counters) are read during a measured run (default {DEFAULT_SERIES_INTERVAL_S:g}; 0: never; ini "
+            "specdec_series_interval).",
         ),
     ),
     (
@@ -365,6 +315,11 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
     ("specdec_request_timeout", "seconds one streamed request may take", dict(default="")),
     ("specdec_max_dispatch_lag_ms", "p99 dispatch lag (ms) above which a run is client-bound", dict(default="")),
+    (
+        "specdec_series_interval",
+        "seconds between reads of each server's metrics during a run (0: never)",
+        dict(default=""),
+    ),
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
     (
         "specdec_engine",

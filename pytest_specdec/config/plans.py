@@ -113,6 +113,11 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
                 )
             except MissingDataPath as exc:
                 plan.missing_data = f"@pytest.mark.workload: {exc}"
+            if plan.workload is not None:
+                try:  # an engine refuses an endpoint it has no measurable route for (SGLang's chat)
+                    engine_named(spec.engine).check_endpoint(plan.workload.endpoint)
+                except EngineConfigError as exc:
+                    return Plan(error=f"invalid @pytest.mark.workload: {exc}")
         if pattern_marker is not None:
             plan.pattern = resolve_pattern(*_one_arg("access_pattern", pattern_marker), registered=patterns)
     except (WorkloadError, PatternError) as exc:

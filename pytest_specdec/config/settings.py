@@ -25,6 +25,7 @@ from .options import (  # re-exported: the converters and tables lived here
     COMMAND_LINE_OPTIONS,
     DEFAULT_MAX_DISPATCH_LAG_MS,
     DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SERIES_INTERVAL_S,
     DEFAULT_STARTUP_TIMEOUT,
     DEPRECATED_FLAGS,
     INI_KEYS,
@@ -32,6 +33,7 @@ from .options import (  # re-exported: the converters and tables lived here
     parse_drift_check,
     parse_engine,
     parse_ini,
+    parse_interval,
     parse_milliseconds,
     parse_percentile,
     parse_positive_int,
@@ -69,6 +71,7 @@ class Settings:
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     max_dispatch_lag_ms: float = DEFAULT_MAX_DISPATCH_LAG_MS
+    series_interval_s: float = DEFAULT_SERIES_INTERVAL_S  # reads of each server's metrics during a run; 0: none
     cpu_kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
@@ -185,6 +188,15 @@ def resolve_settings(
             "specdec_max_dispatch_lag_ms",
             parse_milliseconds,
             DEFAULT_MAX_DISPATCH_LAG_MS,
+            deprecations,
+        ),
+        series_interval_s=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-series-interval",
+            "specdec_series_interval",
+            parse_interval,
+            DEFAULT_SERIES_INTERVAL_S,
             deprecations,
         ),
         cpu_kv_cache_bytes=_option_or_ini(

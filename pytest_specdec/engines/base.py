@@ -156,12 +156,21 @@ class Engine:
     # The streamed completion route; the body and events are OpenAI's unless `completion_payload` and
     # `stream_event` say otherwise.
     completion_path = "/v1/completions"
+    # The streamed chat route (OpenAI's body with ``messages``; chunks carry ``delta.content``), which applies
+    # the model's chat template; "" where the engine has none the plugin can measure (`chat_refusal` says why).
+    chat_path = "/v1/chat/completions"
+    chat_refusal = ""
     # True for an engine whose metrics page has no run totals: the run's SD counters are then the sum of
     # its requests' own figures (`request_sd`), and a request without them makes the counters unavailable.
     counts_per_request = False
     # Whether reading the metrics page for engine facts leaves it as it was (trtllm-serve's drains the
     # iteration statistics the run's counters are summed from: reading it for facts would lose them).
     metrics_facts = True
+    # The metrics (Prometheus names) behind the plugin's server series (serving.server_series.SERIES) that
+    # its metrics page has; empty with `series_refusal` saying why where reading the page during a run cannot be
+    # done without harm.
+    series_metrics: Mapping[str, str] = {}
+    series_refusal = ""
     # True when each streamed event is one engine step (vLLM sends a step's tokens together), so the
     # tokens per event estimate the accepted drafts where the server gives no per-step arrays.
     events_are_steps = True
@@ -175,6 +184,11 @@ class Engine:
                 "speculative_config.method",
                 f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}",
             )
+
+    def check_endpoint(self, endpoint: str) -> None:
+        """Refuse a workload's endpoint this engine cannot serve as measured (called at collection)."""
+        if endpoint == "chat" and not self.chat_path:
+            raise EngineConfigError(self.title, "workload.endpoint", f"cannot serve 'chat' here: {self.chat_refusal}")
 
     def check_build(self, build: str) -> None:
         """Refuse a build path this engine cannot launch (EngineConfigError naming it): by default only the

@@ -160,6 +160,14 @@ class LlamaCpp(Engine):
     # llama-server streams one event per token, accepted draft or not: events are not steps (its
     # per-request timings and counters are totals, so per-step analyses are unavailable on it).
     events_are_steps = False
+    # llama-server's /metrics (with --metrics): requests decoding and deferred (waiting for a slot), and its
+    # SD counters; it has no KV cache usage or preemption series (the KV is one unified context, --kv-unified).
+    series_metrics = {
+        "running": "llamacpp:requests_processing",
+        "waiting": "llamacpp:requests_deferred",
+        "draft_tokens": PREFIX + "num_draft_tokens_total",
+        "accepted_tokens": PREFIX + "num_accepted_tokens_total",
+    }
 
     def check(self, spec) -> None:
         if spec.tensor_parallel_size != 1:

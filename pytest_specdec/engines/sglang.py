@@ -183,6 +183,12 @@ class SGLang(Engine):
     methods = frozenset(ALGORITHMS)
     own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"
+    # Its scheduler's gauges (metrics/collector.py): token_usage is the KV pool's used share, 0-1.
+    series_metrics = {
+        "kv_cache_usage": "sglang:token_usage",
+        "running": "sglang:num_running_reqs",
+        "waiting": "sglang:num_queue_reqs",
+    }
     # Newer builds answer /server_info and keep /get_server_info as a deprecated alias (http_server.py).
     version_paths = ("/server_info", "/get_server_info")
 
@@ -248,6 +254,12 @@ class SGLang(Engine):
         return command + list(spec.server_args)
 
     completion_path = "/generate"
+    chat_path = ""
+    chat_refusal = (
+        "the plugin streams from SGLang's native /generate, which applies no chat template, and SGLang's "
+        "/v1/chat/completions returns a request's SD figures (meta_info) only when not streaming, while its "
+        "metrics page has no run totals: acceptance would be unavailable on every chat run"
+    )
     counts_per_request = True
 
     def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:

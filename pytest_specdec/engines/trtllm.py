@@ -134,6 +134,10 @@ class TensorRTLLM(Engine):
     ready_path = "/health"
     version_paths = ("/version",)  # {"version": "1.x.y"}
     metrics_facts = False  # /metrics drains the iteration stats the counters are summed from
+    series_refusal = (
+        "trtllm-serve's /metrics hands out each iteration's statistics once: reading it during a run would take "
+        "them from the run's SD counters, which are summed from them"
+    )
 
     def check(self, spec) -> None:
         """Refuse what trtllm-serve cannot run as declared.

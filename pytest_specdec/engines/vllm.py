@@ -223,6 +223,15 @@ class Vllm(Engine):
     flag_reasons = OWN_FLAGS
     per_request_flag = PER_REQUEST_METRICS_FLAG
     bench_serve = True
+    # Gauges the engine updates every step (kv_cache_usage_perc is 0-1), counters since the server started.
+    series_metrics = {
+        "kv_cache_usage": "vllm:kv_cache_usage_perc",
+        "running": "vllm:num_requests_running",
+        "waiting": "vllm:num_requests_waiting",
+        "preemptions": "vllm:num_preemptions_total",
+        "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    }
     fallback_defaults = vllm_facts.FALLBACK_DEFAULTS
     confound_fixes = vllm_facts.FIXES
 

@@ -62,8 +62,10 @@ async def run_load(
     on_progress: Callable[[int, int], None] | None = None,
     engine: str = DEFAULT_ENGINE,
     draws: bool = False,
+    endpoint: str = "completions",
 ) -> LoadRun:
-    """Send ``pattern.num_prompts`` streamed completions and time each one.
+    """Send ``pattern.num_prompts`` streamed completions (chat completions with ``endpoint="chat"``) and time
+    each one.
 
     Request ``i`` uses ``prompts[i % len(prompts)]`` (a short prompt list is
     cycled, as vLLM bench oversamples a small dataset) and is sent at
@@ -76,7 +78,9 @@ async def run_load(
     if not prompts:
         raise ValueError("run_load needs at least one prompt")
     schedule = list(enumerate(pattern.offsets_for(prompts, seed)))
-    options = RequestOptions(ignore_eos, temperature, logprobs, request_timeout, engine, sampling, seed, draws)
+    options = RequestOptions(
+        ignore_eos, temperature, logprobs, request_timeout, engine, sampling, seed, draws, endpoint=endpoint
+    )
     if any(getattr(p, "turns", ()) for p in prompts):
         return await run_conversations(
             base_url, model, prompts, schedule, pattern, time.perf_counter(), options, on_progress

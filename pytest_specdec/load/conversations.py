@@ -22,7 +22,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .streaming import LoadRun, RequestOptions, RequestRecord, _completions_url, dispatched, request_slots, send_request
+from .streaming import (
+    LoadRun,
+    RequestOptions,
+    RequestRecord,
+    _completions_url,
+    dispatched,
+    request_path,
+    request_slots,
+    send_request,
+)
 from .patterns import AccessPattern
 from .workloads import conversation_prompt
 from .transport import Transport
@@ -42,7 +51,7 @@ async def run_conversations(
 
     engine = engine_named(options.engine)
     slots = request_slots(pattern.max_concurrency)
-    transport = Transport(_completions_url(base_url, engine.completion_path))
+    transport = Transport(_completions_url(base_url, request_path(engine, options.endpoint)))
     total = sum(1 + len(getattr(prompts[i % len(prompts)], "turns", ())) for i, _ in schedule)
     done = 0
 
@@ -55,7 +64,9 @@ async def run_conversations(
     async def conversation(index: int, due: float) -> list[RequestRecord]:
         prompt = prompts[index % len(prompts)]
         records: list[RequestRecord] = []
-        text = prompt.text
+        chat = options.endpoint == "chat"
+        # The conversation so far: one text (completions), or the messages with their roles (chat).
+        text: Any = [{"role": "user", "content": prompt.text}] if chat else prompt.text
         for turn in range(1 + len(prompt.turns)):
             this = prompt if turn == 0 else replace(prompt, output_len=prompt.turns[turn - 1][1])
             if records and not records[-1].success:
@@ -67,7 +78,11 @@ async def run_conversations(
             records.append(record)
             progressed()
             if turn < len(prompt.turns):
-                text = conversation_prompt(text, prompt.turns[turn][0], reply=record.text)
+                user = prompt.turns[turn][0]
+                if chat:
+                    text = [*text, {"role": "assistant", "content": record.text}, {"role": "user", "content": user}]
+                else:
+                    text = conversation_prompt(text, user, reply=record.text)
                 await asyncio.sleep(pattern.think_time_s)
                 due = time.perf_counter()  # the next turn is due now: its lag counts from here
         return records

@@ -29,6 +29,7 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from .schedule import dispatch
+from .workloads import ENDPOINTS
 from .transport import Transport
 from ..engines.server_spec import DEFAULT_ENGINE
 
@@ -157,7 +158,8 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, 
             most_recent = timestamp
             chunks_with_choices += 1
             choice = choices[0]
-            texts.append(choice.get("text") or "")
+            # A completion chunk's text, or a chat chunk's delta (its first may hold the role alone).
+            texts.append(choice.get("text") or (choice.get("delta") or {}).get("content") or "")
             # The chunk's token ids, where the engine streams them (each engine's `stream_event` puts them here).
             if ids := choice.get("token_ids"):
                 record.token_ids.extend(ids)
@@ -218,21 +220,36 @@ class RequestOptions:
     sampling: Any = None
     run_seed: int = 0
     draws: bool = False  # samples for a distribution test, untimed: the engine's `draw_payload`
+    endpoint: str = "completions"  # or "chat": the prompt as the user's message (workloads.ENDPOINTS)
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and self.logprobs < 0:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
+        if self.endpoint not in ENDPOINTS:
+            raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+
+
+def request_path(engine: Any, endpoint: str) -> str:
+    """The route `engine` serves `endpoint`'s requests on (an engine without a chat route refuses chat workloads
+    at collection, `Engine.check_endpoint`)."""
+    return engine.chat_path if endpoint == "chat" else engine.completion_path
 
 
 def completion_body(
-    model: str, prompt: str, max_tokens: int, options: RequestOptions, index: int = 0
+    model: str, prompt: str | list[dict[str, str]], max_tokens: int, options: RequestOptions, index: int = 0
 ) -> dict[str, Any]:
     """The streamed completion body every engine starts from: OpenAI's fields and ``ignore_eos`` (which
     vLLM, trtllm-serve and llama-server all accept); an engine adds its own in `completion_payload`
-    (engines/), so no engine is sent another's field (trtllm-serve refuses any it does not know)."""
+    (engines/), so no engine is sent another's field (trtllm-serve refuses any it does not know).
+    On the chat endpoint `prompt` is the user's message, or a conversation's messages so far."""
+    if options.endpoint == "chat":
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        said: dict[str, Any] = {"messages": messages}
+    else:
+        said = {"prompt": prompt}
     payload: dict[str, Any] = {
         "model": model,
-        "prompt": prompt,
+        **said,
         "max_tokens": max_tokens,
         "temperature": options.temperature,
         "stream": True,
@@ -255,10 +272,11 @@ async def send_request(
     options: RequestOptions,
     slots: Any,
     due: float,
-    text: str | None = None,
+    text: str | list[dict[str, str]] | None = None,
 ) -> RequestRecord:
-    """One streamed request for `prompt` (its `text` unless given: a conversation's turn), timed from the moment
-    a concurrency slot is free; never raises for a failing request (the record says why)."""
+    """One streamed request for `prompt` (its `text` unless given: a conversation's turn, as text or chat
+    messages), timed from the moment a concurrency slot is free; never raises for a failing request (the
+    record says why)."""
     woke = time.perf_counter()  # the event loop ran this task: late by woke - due
     payload = completion_body(model, prompt.text if text is None else text, prompt.output_len, options, index)
     body = json.dumps((engine.draw_payload if options.draws else engine.completion_payload)(payload)).encode()
@@ -311,7 +329,7 @@ async def run_schedule(
     engine = engine_named(options.engine)
     total = len(schedule)
     slots = request_slots(max_concurrency)
-    transport = Transport(_completions_url(base_url, engine.completion_path))
+    transport = Transport(_completions_url(base_url, request_path(engine, options.endpoint)))
     done = 0
 
     async def one(index: int, due: float) -> RequestRecord:

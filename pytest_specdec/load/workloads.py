@@ -57,6 +57,9 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed")  # the workload's `Sam
 # stop="length": every request runs to max_tokens (ignore_eos); "natural": a request may end at the model's
 # end of sequence, as production traffic does (max_tokens then only caps it).
 STOP_RULES = {"length": True, "natural": False}
+# endpoint="completions": the prompt as raw text (/v1/completions); "chat": the prompt as the user's message
+# (/v1/chat/completions), which the server wraps in the model's chat template, as chat products send it.
+ENDPOINTS = ("completions", "chat")
 OVERRIDE_KEYS = (
     "input_len",
     "output_len",
@@ -67,6 +70,7 @@ OVERRIDE_KEYS = (
     "num_prefixes",
     "category_field",
     "stop",
+    "endpoint",
     *SAMPLING_KEYS,
 )
 CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
@@ -131,6 +135,7 @@ class Workload:
     category_field: str = "category"  # jsonl / spec_bench: the field that names a prompt's category
     builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
     sampling: Sampling = GREEDY
+    endpoint: str = "completions"  # ENDPOINTS
 
     @property
     def stop(self) -> str:
@@ -167,6 +172,10 @@ class Workload:
             raise WorkloadError(f"workload {self.name!r}: a builder goes with kind 'custom_builder' and only with it")
         if self.path is not None and self.kind not in FILE_KINDS:
             raise WorkloadError(f"workload {self.name!r}: kind {self.kind!r} reads no data file, so it takes no path")
+        if self.endpoint not in ENDPOINTS:
+            raise WorkloadError(
+                f"workload {self.name!r}: endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}"
+            )
 
     def with_overrides(self, **overrides: Any) -> Workload:
         changes: dict[str, Any] = {}
@@ -182,6 +191,9 @@ class Workload:
                 if not isinstance(value, str) or value not in STOP_RULES:
                     raise WorkloadError(f"{bad} must be one of {', '.join(STOP_RULES)}, got {value!r}")
                 key, value = "ignore_eos", STOP_RULES[value]
+            elif key == "endpoint":
+                if not isinstance(value, str) or value not in ENDPOINTS:
+                    raise WorkloadError(f"{bad} must be one of {', '.join(ENDPOINTS)}, got {value!r}")
             elif key not in OVERRIDE_KEYS:
                 raise WorkloadError(f"{bad} is unknown; allowed: {', '.join(OVERRIDE_KEYS)}")
             if key in ("input_len", "output_len", "turns", "prefix_len", "num_prefixes"):
@@ -194,7 +206,7 @@ class Workload:
                     raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
                 if self.kind not in FILE_KINDS:
                     raise WorkloadError(f"{bad} does not apply: kind {self.kind!r} reads no data file")
-            elif key == "category_field":
+            elif key in ("category_field", "endpoint"):
                 if not isinstance(value, str) or not value:
                     raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
             elif not isinstance(value, bool):
@@ -220,6 +232,8 @@ class Workload:
             out["category_field"] = self.category_field
         if not self.sampling.greedy:
             out["sampling"] = self.sampling.describe()
+        if self.endpoint != "completions":
+            out["endpoint"] = self.endpoint
         if self.builder is not None:
             out["builder"] = f"{getattr(self.builder, '__module__', '?')}.{getattr(self.builder, '__qualname__', '?')}"
         return out

@@ -13,7 +13,9 @@ returns a :class:`Flag` naming the cause:
 - ``ttft_at_concurrency_1``: one request at a time, a method that does not touch
   prefill (n-gram, suffix) cannot change TTFT, and no method makes prefill faster;
 - ``above_ceiling``: a decode speedup above the tokens each forward pass yielded
-  (the measured acceptance, undrafted steps included, at a free draft: c = 0).
+  (the measured acceptance, undrafted steps included, at a free draft: c = 0);
+- ``server_load``: one side's server preempted or queued requests during its runs and the other's did not
+  (their series, measure.series_figures): that side's latencies include the wait.
 
 The last three say a side was cold or drifting (:data:`COLD_KINDS`): such a
 comparison is measured again, both sides warmed again and run again, before
@@ -30,6 +32,7 @@ from typing import Any, Sequence
 
 from ..engines.server_spec import DEFAULT_ENGINE
 from ..serving.engine_facts import Confound, confounds
+from .series_figures import series_figures
 
 # Methods whose drafting happens after prefill, on the host: at concurrency 1 the SD side's TTFT
 # is the reference's.  Draft models and EAGLE heads add their own prefill (TTFT may only grow).
@@ -147,6 +150,15 @@ def flags(result) -> list[Flag]:
                         "warm both servers to a steady state; compare engine facts of both sides",
                     )
                 )
+    for message in series_figures(result)["flags"]:
+        found.append(
+            Flag(
+                "server_load",
+                message,
+                "a load both servers carry without queueing, or more KV cache for the SD server (a smaller draft, "
+                "a larger cache budget)",
+            )
+        )
     return found
 
 

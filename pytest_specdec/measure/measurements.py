@@ -34,13 +34,14 @@ from .build_runs import BuildRuns
 from .run_checks import RunError, check_run  # noqa: F401 - RunError is raised from here too
 from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
 from ..engines import engine_named
-from ..serving.energy import EnergyMeter, EnergyReading, energy_meter
+from ..serving.energy import energy_meter
+from ..serving.server_series import DEFAULT_INTERVAL_S
+from .run_watch import watch
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
-ENDPOINT_ENERGY = "the server is an endpoint the plugin did not start: its hardware's counters are not read"
 WARMUP_REQUESTS = REQUESTS_PER_ROUND
 WARMUP_TOKENS = 16
 # The warm-up sends prompts of its own (see result.repeat_seed for why).
@@ -64,6 +65,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.pool = pool
         # serving.energy: the meter read around every run, or why there is none (None: found from the device).
         self.energy = energy if energy is not None else energy_meter(getattr(pool, "device", None))
+        self.series_interval_s: float | None = DEFAULT_INTERVAL_S  # server series reads (None: off)
         self.work_dir = Path(work_dir)
         self.repeats = repeats
         self.request_timeout = request_timeout  # seconds one request may take (a stalled server ends here)
@@ -72,7 +74,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.on_event = on_event or (lambda message: None)
         # A progress.LiveProgress on a terminal; QuietProgress elsewhere.
         self.progress = progress or QuietProgress()
-        self.reference_measurements: collections.Counter[str] = collections.Counter()
+        self.reference_measurements: collections.Counter[str] = collections.Counter()  # per reference_key
         self._references: dict[str, list[Run]] = {}
         self._reference_jobs: dict[str, tuple] = {}  # key -> what measuring it again needs (drift check)
         self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
@@ -186,9 +188,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 or only_repeat is not None else ''}"
             )
             live = self.progress.start(label, pattern.num_prompts)
-            # Servers the plugin did not start run on hardware whose counters are not this machine's.
-            endpoint = bool(getattr(spec, "endpoints", None))
-            read_energy = self.energy.start() if isinstance(self.energy, EnergyMeter) and not endpoint else None
+            watching = watch(self.energy, server, spec, self.series_interval_s)  # energy and the server's series
             try:
                 load = generate_load(
                     server.url,
@@ -198,6 +198,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                     seed=repeat_seed(seed, repeat),
                     ignore_eos=workload.ignore_eos,
                     sampling=workload.sampling,
+                    endpoint=workload.endpoint,
                     logprobs=logprobs,
                     on_progress=live.update,
                     request_timeout=self.request_timeout,
@@ -206,8 +207,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 )
             finally:
                 live.stop()
-            why_not = ENDPOINT_ENERGY if endpoint else str(self.energy)
-            energy = read_energy() if read_energy else EnergyReading(None, "", why_not)
+                energy, series = watching.stop()
             # A dead server or failed requests explain everything after them: report
             # them before /metrics is scraped (a scrape of a dead server only says
             # "connection refused").
@@ -245,6 +245,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                     warm_up=steady,
                     engine_facts=self._facts[server],
                     energy=energy,
+                    series=series,
                 )
             )
             self.on_event(
@@ -333,6 +334,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 replay=pattern.replay_speed is not None or any(p.turns for p in prompts),
                 engine=spec.engine,
                 sampling=workload.sampling,
+                endpoint=workload.endpoint,
             ),
             seed=seed,
             server_log=str(server.log_path or ""),
@@ -362,7 +364,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.on_event(f"{spec.label()}: measuring both sides again before any verdict: " + "; ".join(reasons))
         for server in [s for s in self._warmed if getattr(s, "spec", None) in (spec, spec.reference())]:
             del self._warmed[server]  # warm these two again; every other server stays warm
-        key = self._reference_key(spec, workload, pattern, seed, logprobs)
+        key = self.reference_key(spec, workload, pattern, seed, logprobs)
         reference_runs = self.measure(
             spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference again"
         )

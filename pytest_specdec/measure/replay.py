@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..load.patterns import AccessPattern, PatternError
 from ..load.sampling import Sampling
-from ..load.workloads import Prompt
+from ..load.workloads import ENDPOINTS, Prompt
 from ..engines.server_spec import DEFAULT_ENGINE
 
 PATTERN_KEYS = ("name", "request_rate", "burstiness", "max_concurrency", "num_prompts", "replay_speed", "think_time_s")
@@ -66,6 +66,7 @@ def replay_main(argv: Sequence[str]) -> int:
     parser.add_argument("--engine", default=DEFAULT_ENGINE)
     parser.add_argument("--ignore-eos", action="store_true")
     parser.add_argument("--sampling", help="the workload's sampling settings as JSON (the report's description)")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, default="completions", help="the workload's endpoint")
     options = parser.parse_args(list(argv))
     try:
         prompts = load_prompts(options.prompts)
@@ -86,6 +87,7 @@ def replay_main(argv: Sequence[str]) -> int:
         ignore_eos=options.ignore_eos,
         sampling=sampling,
         engine=options.engine,
+        endpoint=options.endpoint,
     )
     metrics = summarize(load.records, load.duration_s)
     print(json.dumps({"failed": len(load.failures), **metrics.as_dict()}, indent=1, default=str))

@@ -34,6 +34,7 @@ def reproduce_commands(
     replay: bool = False,
     engine: str = DEFAULT_ENGINE,
     sampling: Any = None,
+    endpoint: str = "completions",
 ) -> dict[str, str]:
     """Shell commands that rerun this measurement by hand.
 
@@ -52,7 +53,8 @@ def reproduce_commands(
     # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
     # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
     # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
-    if replay or not engine_named(engine).bench_serve:
+    # Chat requests too: the custom dataset `vllm bench serve` reads sends them as completions.
+    if replay or endpoint != "completions" or not engine_named(engine).bench_serve:
         python = reference.server_command[0] if reference.server_command and cpu_build else "python"
         bench = [
             python,
@@ -73,6 +75,7 @@ def reproduce_commands(
             engine,
             *(["--ignore-eos"] if ignore_eos else []),
             *(["--sampling", json.dumps(sampling.describe())] if sampling is not None and not sampling.greedy else []),
+            *(["--endpoint", endpoint] if endpoint != "completions" else []),
         ]
 
     def started(run: Run) -> str:

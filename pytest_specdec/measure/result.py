@@ -47,6 +47,7 @@ class Run:
     warm_up: Any = None  # warm_up.SteadyState: what warming this run's server took, and whether it settled
     engine_facts: dict | None = None  # what the server revealed it runs (serving.engine_facts)
     energy: Any = None  # serving.energy.EnergyReading around the run's requests; None: not read
+    series: Any = None  # serving.server_series.ServerSeries: the server's metrics during the run; None: not read
 
 
 def why_no_value(metric: str) -> str:

@@ -34,6 +34,7 @@ from .html_sections import (
 )
 from .builds import builds_section
 from .energy import energy_section
+from .series_report import series_section
 from .sampled import sampling_section
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
@@ -263,6 +264,7 @@ def render_html(
         + capacity_section(rows)
         + theory_section(rows)
         + energy_section(rows)
+        + series_section(rows)
         + sampling_section(rows)
         + _not_measured(rows)
     )

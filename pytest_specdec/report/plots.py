@@ -158,6 +158,7 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
     from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
     from .group_figures import category_plot, turn_plot
     from .slo_plots import capacity_plot
+    from .series_report import series_plot
 
     return (
         ("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
@@ -168,6 +169,7 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
         ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot),
         ("per_category.png", "Acceptance length and TPOT speedup per prompt category", category_plot),
         ("per_turn.png", "Acceptance length and TPOT speedup per conversation turn", turn_plot),
+        ("server_series.png", "What each server was doing: KV cache usage and requests waiting over time", series_plot),
     )
 
 

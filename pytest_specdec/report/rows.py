@@ -23,6 +23,7 @@ from ..measure.fairness import as_rows as fairness_row
 from ..measure.predictions import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..measure.energy_figures import energy_figures
+from ..measure.series_figures import series_figures
 from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
 from ..measure.result import why_no_value
 from ..measure.theory import as_cost_ratio, cost_per_million_tokens
@@ -189,8 +190,10 @@ def row_for(
         groups={},
         builds=None,
         energy=None,
+        server_series=None,
         sampling={"temperature": 0.0},
         stop="length",
+        endpoint="completions",
         output_lengths=None,
         distribution=None,
     )
@@ -201,8 +204,9 @@ def row_for(
         return _capacity_row(row, result, gpu_usd_per_hour)
 
     row["builds"] = builds_cell(result, regression)  # --specdec-baseline-from build:PATH (report.builds)
-    row.update(sampling_cells(result))  # temperature, stop rule, output lengths, distribution test
+    row.update(sampling_cells(result))  # endpoint, temperature, stop rule, output lengths, distribution test
     row["energy"] = energy_figures(result)  # per output token, both sides, where the hardware counts it
+    row["server_series"] = series_figures(result)  # KV usage, queue, preemptions per side, and the flags
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}

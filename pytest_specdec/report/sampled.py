@@ -1,5 +1,6 @@
-"""A row's sampling cells: how the requests sampled and stopped, both sides' output lengths, and the
-distribution test when the test ran one (`assert_same_distribution`, verdict.distribution)."""
+"""A row's sampling cells: which endpoint the requests went to, how they sampled and stopped, both sides'
+output lengths, and the distribution test when the test ran one (`assert_same_distribution`,
+verdict.distribution)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def sampling_cells(result: Any) -> dict[str, Any]:
     cells: dict[str, Any] = {
         "sampling": workload.get("sampling") or {"temperature": 0.0},
         "stop": stop,
+        "endpoint": workload.get("endpoint") or "completions",
         # Under natural stops each side ends where its model does: SD's lengths beside the reference's say
         # whether the two sides generated the same amount of work (at temperature they need not).
         "output_lengths": {
@@ -46,15 +48,18 @@ def sampling_cells(result: Any) -> dict[str, Any]:
     return cells
 
 
-SAMPLING_HEADER = ["test", "sampling", "stop", "output tokens (reference / SD, mean)", "same distribution"]
+SAMPLING_HEADER = ["test", "endpoint", "sampling", "stop", "output tokens (reference / SD, mean)", "same distribution"]
 
 
 def _shown(rows: list[dict]) -> list[dict]:
-    # Greedy runs to max_tokens are every row's default: the block is for the rows that differ from it.
+    # Greedy raw completions to max_tokens are every row's default: the block is for the rows that differ.
     return [
         r
         for r in rows
-        if (r.get("sampling") or {}).get("temperature") or r.get("stop") == "natural" or r.get("distribution")
+        if (r.get("sampling") or {}).get("temperature")
+        or r.get("stop") == "natural"
+        or r.get("distribution")
+        or r.get("endpoint", "completions") != "completions"
     ]
 
 
@@ -70,14 +75,17 @@ def _cells(row: dict) -> list[str]:
     length = f"{ref['mean']:.1f} / {sd['mean']:.1f}" if ref and sd else "unavailable"
     test = row.get("distribution")
     verdict = "not tested" if not test else ("passed" if test["passed"] else "failed") + f": {test['summary']}"
-    return [row["test"], how, row.get("stop") or "length", length, verdict]
+    return [row["test"], row.get("endpoint") or "completions", how, row.get("stop") or "length", length, verdict]
 
 
 def sampling_markdown(rows: list[dict], escape) -> list[str]:
     shown = _shown(rows)
     if not shown:
         return []
-    out = ["**Sampling and stops** (both sides sampled alike; outputs at temperature are tested by distribution):", ""]
+    out = [
+        "**Endpoints, sampling and stops** (both sides sent alike; outputs at temperature are tested by distribution):",
+        "",
+    ]
     out += ["| " + " | ".join(SAMPLING_HEADER) + " |", "|" + "---|" * len(SAMPLING_HEADER)]
     return out + ["| " + " | ".join(escape(c) for c in _cells(r)) + " |" for r in shown] + [""]
 
@@ -86,7 +94,7 @@ def sampling_section(rows: list[dict]) -> list[str]:
     shown = _shown(rows)
     if not shown:
         return []
-    out = ['<section id="sampling">', "<h2>Sampling and stops</h2>", "<table><thead><tr>"]
+    out = ['<section id="sampling">', "<h2>Endpoints, sampling and stops</h2>", "<table><thead><tr>"]
     out[-1] += "".join(f"<th>{html_escape(h)}</th>" for h in SAMPLING_HEADER) + "</tr></thead><tbody>"
     out += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in shown]
     return out + ["</tbody></table>", "</section>"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .energy import energy_markdown
+from .series_report import series_markdown
 from .sampled import sampling_markdown
 from .builds import builds_lines, builds_markdown
 
@@ -128,6 +129,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         out += [f"- {escape(line)}" for line in unfair] + [""]
     out += theory_section(rows, escape)
     out += energy_markdown(rows, escape)
+    out += series_markdown(rows, escape)
     out += sampling_markdown(rows, escape)
     missing = [
         (r, name, why) for r in rows for name, why in (r.get("unavailable") or {}).items() if name != "expected_speedup"

@@ -37,6 +37,14 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert rows["test_suffix_pays_on_code_edits"]["speedup_output_throughput"] > 1.0
     assert rows["test_a_poor_draft_makes_sd_slower"]["speedup_output_throughput"] < 1.0
     assert rows["test_a_poor_draft_makes_sd_slower"]["diagnosis"], "SD lost: the report must say why, with figures"
+    # What each server was doing, read every 0.5 s during every run: vLLM's KV cache usage on both sides of
+    # the poor draft (the draft's weights and KV take cache from the target), llama.cpp's requests in flight.
+    poor = rows["test_a_poor_draft_makes_sd_slower"]["server_series"]
+    for side in ("reference", "speculative"):
+        assert poor[side]["samples"] >= 3 and 0 < poor[side]["kv_cache_usage_peak"] < 1, poor[side]
+        assert poor[side]["preemptions"] == 0 and poor[side]["first_run"]["values"]["kv_cache_usage"], poor[side]
+    llama = rows["test_llamacpp_ngram_on_code_edits"]["server_series"]["speculative"]
+    assert llama["running_peak"] == 1 and llama["kv_cache_usage_peak"] is None, llama
     capacity = rows["test_ngram_slo_capacity_on_code_edits"]
     assert capacity["capacity_ratio"] >= 0.5 and capacity["capacity"]["reference"]["status"] == "found"
     summary = (report / "summary.md").read_text()
@@ -73,6 +81,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         "slo_capacity.png",
         "per_category.png",
         "per_turn.png",
+        "server_series.png",
     ):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot

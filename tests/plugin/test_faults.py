@@ -274,7 +274,7 @@ URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
                      "speculative": URLS["speculative"]}},
                      speculative_config={{"method": "ngram", "num_speculative_tokens": 4,
                                          **json.loads(os.environ.get("FAULT_NGRAM", "{{}}"))}})
-@pytest.mark.workload("random_s", input_len=24, output_len=8)
+@pytest.mark.workload("random_s", input_len=24, output_len=8, endpoint=os.environ.get("FAULT_ENDPOINT", "completions"))
 @pytest.mark.access_pattern("throughput_low", num_prompts=4)
 def test_engine(specdec):
     result = specdec.run()

@@ -1,0 +1,90 @@
+"""Converters for option and ini values that are plain quantities: seconds, milliseconds, counts, sizes, prices.
+
+Each is an argparse ``type=`` callable: a bad value raises ArgumentTypeError, which pytest reports as a
+usage error naming the option (options.py; `options.parse_ini` names the ini key instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def _positive_number(value: str, unit: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {value!r}")
+    return number
+
+
+def parse_seconds(value: str) -> float:
+    """A positive number of seconds: ``"600"``, ``"90.5"``."""
+    return _positive_number(value, "seconds")
+
+
+def parse_milliseconds(value: str) -> float:
+    """A positive number of milliseconds: ``"10"``, ``"2.5"``."""
+    return _positive_number(value, "milliseconds")
+
+
+def parse_positive_int(value: str) -> int:
+    """An integer >= 1: ``"3"``."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
+    return number
+
+
+def parse_interval(value: str) -> float:
+    """Seconds between two reads of something periodic, 0 for none: ``"0.5"``, ``"0"``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0: off), got {value!r}") from None
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (0: off), got {value!r}")
+    return number
+
+
+def parse_byte_size(value: str) -> int:
+    """A size in bytes: ``"1073741824"``, ``"1GiB"``, ``"512MiB"``, ``"2GB"``."""
+    match = _SIZE_RE.match(str(value))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1GiB or 536870912, got {value!r}")
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value!r}")
+    return size
+
+
+def parse_price(value: str) -> float:
+    """An hourly price in USD for one GPU (or node): ``"2.5"``; 0 is allowed (owned hardware)."""
+    try:
+        price = float(str(value).strip().lstrip("$"))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a price in USD per hour such as 2.50, got {value!r}") from None
+    if not price >= 0 or price == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
+    return price
