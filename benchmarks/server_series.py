@@ -6,8 +6,9 @@ poor draft does to the KV cache against the reference at the same load.
    output throughput and median TPOT ratio (with / without), their medians, the dispatch lag's p99 with the
    series on, and what one read took.
 2. The poor draft's KV: the reference and SD with an 8-of-30-layer draft (the `examples/cpu` poor draft), each
-   on a KV cache of `--kv-cache-bytes`, under `--concurrency` requests of `--input-len` + `--output-len`
-   tokens, measured by the plugin (series on).  Printed: each side's KV cache peak and mean, running and
+   on a KV cache of `--kv-cache-bytes` (256 MiB: ~5,600 tokens for the target alone, fewer beside the draft's
+   KV) and `--max-model-len 1024`, under `--concurrency` requests of `--input-len` + `--output-len` tokens
+   (8 x 608: ~4,900 tokens), measured by the plugin (series on).  Printed: each side's KV cache peak and mean, running and
    waiting peaks, preemptions, the server_load flags; the figure is written to `--figure`.
 
     .venv/bin/python benchmarks/server_series.py --figure docs/example-server-series.png
@@ -82,7 +83,8 @@ def poor_draft_kv(args, work: Path) -> None:
     pool = ServerPool("cpu", work / "logs-kv", on_event=print, startup_timeout=600, kv_cache_bytes=args.kv_cache_bytes)
     measurements = Measurements(pool, work / "kv", repeats=1, on_event=print)
     try:
-        spec = ServerSpec(MODEL, POOR_DRAFT, server_args=EAGER)
+        # A cache this small holds no 8192-token request: the model length is capped to what the load needs.
+        spec = ServerSpec(MODEL, POOR_DRAFT, server_args=EAGER + ("--max-model-len", "1024"))
         workload = resolve_workload("random_s", {"input_len": args.input_len, "output_len": args.output_len})
         pattern = resolve_pattern(
             "throughput_high", {"max_concurrency": args.concurrency, "num_prompts": args.concurrency}
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--kv-cache-bytes", type=int, default=256 * 1024**2)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--input-len", type=int, default=512)
+    parser.add_argument("--input-len", type=int, default=576)
     parser.add_argument("--output-len", type=int, default=32)
     parser.add_argument("--figure", help="write the poor draft's series figure here (PNG)")
     parser.add_argument("--skip-overhead", action="store_true")
