@@ -17,29 +17,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_specdec import Measurements, ServerPool, ServerSpec
+from pytest_specdec import Measurements, ServerPool
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
 
-MODEL = "specdec:smollm2-135m"
-CONFIGS = {
-    "vllm": (
-        ("ngram", {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}),
-        ("suffix", {"method": "suffix", "num_speculative_tokens": 4}),
-    ),
-    "llamacpp": (
-        ("ngram", {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3, "prompt_lookup_max": 3}),
-    ),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sampling import CONFIGS, spec_for  # noqa: E402 - the sampling benchmark's configurations
+
 REMEMBERS = {"suffix"}  # methods whose server keeps earlier answers: a fresh server per traffic
-
-
-def spec_for(engine: str, config: dict) -> ServerSpec:
-    return ServerSpec(MODEL, config, server_args=("--enforce-eager",) if engine == "vllm" else (), engine=engine)
 
 
 def mean_of(runs, field: str) -> float:

@@ -36,7 +36,7 @@ from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, w
 from ..engines import engine_named
 from ..serving.energy import energy_meter
 from ..serving.server_series import DEFAULT_INTERVAL_S
-from .run_watch import watch
+from .run_watch import RunWatch
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import VllmServer
 from ..engines.server_spec import ServerSpec
@@ -188,7 +188,7 @@ class Measurements(ReferenceRuns, BuildRuns):
                 f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 or only_repeat is not None else ''}"
             )
             live = self.progress.start(label, pattern.num_prompts)
-            watching = watch(self.energy, server, spec, self.series_interval_s)  # energy and the server's series
+            watching = RunWatch(self.energy, server, spec, self.series_interval_s)  # energy and the server's series
             try:
                 load = generate_load(
                     server.url,

@@ -18,7 +18,7 @@ ENDPOINT_ENERGY = "the server is an endpoint the plugin did not start: its hardw
 
 
 class RunWatch:
-    """Started with `watch(...)`; `stop()` gives the run's (EnergyReading, ServerSeries)."""
+    """Started when made; `stop()` gives the run's (EnergyReading, ServerSeries)."""
 
     def __init__(self, energy: Any, server: Any, spec: Any, series_interval_s: float | None):
         endpoint = bool(getattr(spec, "endpoints", None))
@@ -38,7 +38,3 @@ class RunWatch:
         energy = self._read_energy() if self._read_energy else EnergyReading(None, "", self._why_no_energy)
         series = self._sampler.stop() if self._sampler else ServerSeries.unavailable(self._no_series)
         return energy, series
-
-
-def watch(energy: Any, server: Any, spec: Any, series_interval_s: float | None) -> RunWatch:
-    return RunWatch(energy, server, spec, series_interval_s)

@@ -12,7 +12,7 @@ import pytest
 from pytest_specdec.config.units import parse_interval
 from pytest_specdec.engines import engine_named
 from pytest_specdec.measure.fairness import flags
-from pytest_specdec.measure.run_watch import watch
+from pytest_specdec.measure.run_watch import RunWatch
 from pytest_specdec.measure.series_figures import load_flags, series_figures
 from pytest_specdec.report.series_report import series_markdown, series_plot, series_section
 from pytest_specdec.serving.server_series import SERIES, SeriesSampler, ServerSeries, read_series
@@ -162,13 +162,13 @@ class Server:
 
 def test_the_run_watch_reads_the_engines_series_or_says_why_it_cannot():
     spec = type("Spec", (), {"engine": "vllm", "endpoints": ()})()
-    energy, series = watch("no RAPL counters here", Server(), spec, 0.01).stop()
+    energy, series = RunWatch("no RAPL counters here", Server(), spec, 0.01).stop()
     assert energy.joules is None and energy.problem == "no RAPL counters here"
     assert series.available and series.summary()["running_peak"] == 1.0
-    _, off = watch("x", Server(), spec, None).stop()
+    _, off = RunWatch("x", Server(), spec, None).stop()
     assert off.summary()["unavailable"] == "server series off (--specdec-series-interval 0)"
     trtllm = type("Spec", (), {"engine": "trtllm", "endpoints": ()})()
-    _, refused = watch("x", Server(), trtllm, 0.01).stop()
+    _, refused = RunWatch("x", Server(), trtllm, 0.01).stop()
     assert "drain" in refused.problem or "once" in refused.problem
 
 
