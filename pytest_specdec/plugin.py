@@ -158,6 +158,9 @@ class _ReportCollector:
     def pytest_deselected(self, items):
         self.session.deselected += len(items)
 
+    def pytest_keyboard_interrupt(self, excinfo):  # Ctrl-C, or SIGTERM turned into one by the session
+        self.session.interrupted = str(excinfo.value) or excinfo.typename
+
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config

@@ -95,6 +95,8 @@ class SpecdecSession(SessionReport):
         self.groups_dir: str | None = None
         self.hook_errors = HookErrors()  # exceptions session-level hooks caught, for the summary
         self.drift_checks: list = []  # measure.drift.DriftCheck, one per reference traffic (--specdec-drift-check)
+        self.drift_skipped: str | None = None  # why the drift check did not run although it was asked for
+        self.interrupted: str | None = None  # set by the plugin when the run is interrupted (Ctrl-C, SIGTERM)
         self.history = HistoryRecorder(settings.history, self.rootpath) if settings.history.url else None
 
     # --- set-up and tear-down ---------------------------------------------------------------
@@ -114,8 +116,13 @@ class SpecdecSession(SessionReport):
     def close_pool(self) -> None:
         """The `specdec_pool` fixture's end: the drift check (while servers can still start), then every stop."""
         if self.settings.drift_check and self._measurements is not None and not self.is_worker:
-            with self.hook_errors.guard("measuring the references again (drift check)"):
-                self.drift_checks = self._measurements.check_drift()
+            if self.interrupted is not None:
+                # Stopping means stopping: measuring again would start a reference server after the signal
+                # (a GPU run stopped by its time limit started one, and was then killed with it running).
+                self.drift_skipped = f"not run: the session was interrupted ({self.interrupted})"
+            else:
+                with self.hook_errors.guard("measuring the references again (drift check)"):
+                    self.drift_checks = self._measurements.check_drift()
         if self._pool is not None:
             self._pool.close()
 

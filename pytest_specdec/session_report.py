@@ -127,7 +127,7 @@ class SessionReport:
         with self.hook_errors.guard("writing the terminal summary"):
             sections = self.summary_sections()
         history = [("specdec history", self.history.summary_lines())] if self.history else []
-        return sections + drift_sections(self.drift_checks) + history + self.hook_errors.sections()
+        return sections + drift_sections(self.drift_checks, self.drift_skipped) + history + self.hook_errors.sections()
 
     def summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """(section title or None, lines) for the terminal summary, in order."""

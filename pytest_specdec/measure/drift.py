@@ -92,8 +92,11 @@ def flag_drifted_rows(rows: list[dict], checks: list[DriftCheck]) -> None:
             )
 
 
-def drift_sections(checks: list[DriftCheck]) -> list[tuple[str, list[str]]]:
-    """The terminal summary's section for the drift check (none when it did not run)."""
+def drift_sections(checks: list[DriftCheck], skipped: str | None = None) -> list[tuple[str, list[str]]]:
+    """The terminal summary's section for the drift check (none when it was not asked for; why, where it was
+    asked for and did not run)."""
+    if skipped:
+        return [("specdec drift check", [skipped])]
     if not checks:
         return []
     return [("specdec drift check", [("DRIFT: " if c.drifted else "") + c.describe() for c in checks])]

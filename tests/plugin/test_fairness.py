@@ -10,6 +10,7 @@ side inflated without saying so.
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,10 @@ def test_pair(specdec):
         result.assert_speedup(min=0.1)
     if os.environ.get("REQUIRE") == "speedup_accepting":
         result.accept_flags("not_steady", "above_ceiling").assert_speedup(min=0.1)
+    if os.environ.get("WAIT_AFTER"):  # the outer test interrupts the session here, after the measuring
+        print("MEASURED", flush=True)
+        import time
+        time.sleep(60)
 """
 
 
@@ -58,35 +63,37 @@ def servers():
     started.stop()
 
 
-def _run(
-    directory: Path, urls: dict, *extra: str, require: str = "", slow_down: bool = False, output_len: int = 8
-) -> tuple[subprocess.CompletedProcess, dict]:
+def _inner(directory: Path, urls: dict, *extra: str, output_len: int = 8, **env_vars: str) -> tuple[list, dict]:
+    """The inner session's command and environment."""
     (directory / "test_pair.py").write_text(SUITE.replace("output_len=8", f"output_len={output_len}"))
     (directory / "urls.json").write_text(json.dumps(urls))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
-    env.update(FAULT_URLS=str(directory / "urls.json"), REQUIRE=require, SLOW_DOWN="1" if slow_down else "")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-s",
-            "-rA",
-            "--specdec-request-timeout",
-            "5",
-            "--specdec-report",
-            str(directory / "report"),
-            f"--basetemp={directory / 'tmp'}",
-            *extra,
-        ],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    env.update(FAULT_URLS=str(directory / "urls.json"), **env_vars)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        "-rA",
+        "--specdec-request-timeout",
+        "5",
+        "--specdec-report",
+        str(directory / "report"),
+        f"--basetemp={directory / 'tmp'}",
+        *extra,
+    ]
+    return command, env
+
+
+def _run(
+    directory: Path, urls: dict, *extra: str, require: str = "", slow_down: bool = False, output_len: int = 8
+) -> tuple[subprocess.CompletedProcess, dict]:
+    command, env = _inner(
+        directory, urls, *extra, output_len=output_len, REQUIRE=require, SLOW_DOWN="1" if slow_down else ""
     )
+    run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=300)
     report = directory / "report" / "results.json"
     rows = json.loads(report.read_text())["results"] if report.is_file() else []
     return run, (rows[0] if rows else {})
@@ -167,6 +174,47 @@ def test_a_steady_reference_passes_the_drift_check_unflagged(tmp_path, servers):
     assert run.returncode == 0, run.stdout[-3000:]
     assert "specdec drift check" in run.stdout and "DRIFT:" not in run.stdout
     assert not any(flag["kind"] == "drift" for flag in row["fairness_flags"])
+
+
+def test_an_interrupted_session_skips_the_drift_check_and_says_so(tmp_path, servers):
+    # Stopping means stopping: the closing drift check measures the references again (on a device it starts
+    # the reference's server again), and a GPU run stopped at its time limit did just that after the signal.
+    command, env = _inner(
+        tmp_path,
+        {"reference": servers.start("drift", chunk_s=0.01), "speculative": servers.start("ok", chunk_s=0.01)},
+        "--specdec-drift-check",
+        "on",
+        WAIT_AFTER="1",
+    )
+    run = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_as_from_a_shell,
+    )
+    try:
+        lines = []
+        for line in run.stdout:  # the session measured both sides and is waiting in the test
+            lines.append(line)
+            if line.startswith("MEASURED"):
+                break
+        run.send_signal(signal.SIGINT)
+        output = "".join(lines) + run.communicate(timeout=60)[0]
+    finally:
+        run.kill()
+    assert "MEASURED" in output and run.returncode != 0, output[-3000:]
+    assert "specdec drift check" in output, output[-3000:]
+    assert "not run: the session was interrupted" in output and "KeyboardInterrupt" in output, output[-3000:]
+    assert "drift check:" not in output and "reference again (drift check)" not in output, output[-3000:]
+
+
+def _as_from_a_shell():
+    # Signals as a user's shell gives them: an ignored SIGINT is inherited through exec.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, servers):
