@@ -7,7 +7,6 @@ skip and fail) and that plain object.  Collection never imports vllm or torch.
 
 from __future__ import annotations
 
-
 import pytest
 
 from . import hookspecs

@@ -30,6 +30,7 @@ from .load.patterns import AccessPattern
 from .load.workloads import Workload
 from .measure.build_runs import build_of
 from .measure.measurements import Measurements
+from .measure.capacity_sides import plan_capacity
 from .measure.specdec_test import SpecDecTest
 from .measure.progress import Terminal, progress_for
 from .serving.gpus import (
@@ -289,14 +290,13 @@ class SpecdecSession(SessionReport):
             )
             self._measurements.series_interval_s = self.settings.series_interval_s or None
             for plan in self.plans.values():
-                # A capacity search probes loads of its own: there is no one reference run to announce.
-                if (
-                    self._runnable(plan)
-                    and plan.workload
-                    and plan.pattern
-                    and plan.spec.speculative_config
-                    and not plan.pattern.search
-                ):
+                if not (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config):
+                    continue
+                if plan.pattern.search:  # a capacity search: the reference's side of it, announced whole
+                    plan_capacity(
+                        self._measurements, plan.spec, plan.workload, plan.pattern, plan.slo, plan.slo_percentile
+                    )
+                else:
                     self._measurements.plan_reference(plan.spec, plan.workload, plan.pattern)
         return self._measurements
 

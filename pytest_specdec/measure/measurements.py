@@ -3,9 +3,8 @@
 `Measurements` is the session's measuring state over a `ServerPool`: the
 target tokenizers, the prompts built for each workload, and the reference
 runs, measured once per (target, server args, workload, pattern, seed) and
-shared by every SD configuration tested against them.  `SpecDecTest` is
-what the ``specdec`` fixture hands a test.  Both are plain objects, usable
-from a script.
+shared by every SD configuration tested against them.  `SpecDecTest` is what
+the ``specdec`` fixture hands a test.  Both are plain objects, for scripts too.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import json
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..atomic import write_atomic
 from ..load.client import count_output_tokens, generate_load
@@ -78,6 +77,8 @@ class Measurements(ReferenceRuns, BuildRuns):
         self._references: dict[str, list[Run]] = {}
         self._reference_jobs: dict[str, tuple] = {}  # key -> what measuring it again needs (drift check)
         self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
+        self._planned_searches: dict[str, dict[str, Callable[[], Any]]] = {}  # target -> key -> search
+        self._searches: dict[str, Any] = {}  # key -> a planned search's result (reference_search)
         self._tokenizers: dict[str, object] = {}
         self._prompts: dict[str, list] = {}
         # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.

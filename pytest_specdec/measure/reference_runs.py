@@ -8,6 +8,7 @@ measures the first of them again (`check_drift`).
 from __future__ import annotations
 
 import json
+from typing import Any, Callable
 
 from ..load.patterns import AccessPattern
 from .result import Run
@@ -58,6 +59,27 @@ class ReferenceRuns:
                 job_spec, workload, pattern, seed = job
                 prompts = self.prompts(job_spec.model, workload, pattern, seed)
                 self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
+        for key, search in self._planned_searches.pop(spec.target, {}).items():
+            if key not in self._searches:
+                try:
+                    self._searches[key] = search()
+                except Exception as exc:  # the test that planned it fails with it, not the test running now
+                    self._searches[key] = _SearchFailed(exc)
+
+    def plan_reference_search(self, spec: ServerSpec, key: str, search: Callable[[], Any]) -> None:
+        """Announce a search on the reference's server (a capacity search's reference side): it runs with
+        the planned reference runs, while that server is up, and `reference_search(key)` returns its result."""
+        self._planned_searches.setdefault(spec.target, {}).setdefault(key, search)
+
+    def reference_search(self, spec: ServerSpec, key: str, search: Callable[[], Any]) -> Any:
+        """A planned search's result, or `search()` run now (once a session per key)."""
+        self.measure_planned_references(spec)
+        if key not in self._searches:
+            self._searches[key] = search()
+        found = self._searches[key]
+        if isinstance(found, _SearchFailed):
+            raise found.error
+        return found
 
     def reference(
         self,
@@ -105,3 +127,10 @@ class ReferenceRuns:
             self.on_event(f"drift check: {check.describe()}")
             checks.append(check)
         return checks
+
+
+class _SearchFailed:
+    """A planned search that raised while another test's runs were being measured."""
+
+    def __init__(self, error: Exception):
+        self.error = error

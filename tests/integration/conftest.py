@@ -21,6 +21,8 @@ import pytest
 
 from main_job_results import KEEP_ENV
 
+from pytest_specdec.serving.server import SERVER_TAG_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 # The main job took 21-29 minutes on boxes of this kind (a slower one timed out at 25 minutes).
 MAIN_JOB_TIMEOUT_S = 2400
@@ -33,6 +35,7 @@ class MainJob:
     err: str
     report: Path  # --specdec-report folder
     results_dir: Path
+    left_running: list  # "pid: command" of every server process alive once the main job had ended
 
     def results(self, test_name: str) -> list:
         """The results one example measured (SpecDecResult, CapacityResult), in order."""
@@ -90,4 +93,22 @@ def main_job(specdec_pool, tmp_path_factory) -> MainJob:
             out, err = process.communicate()
         err += f"\n[main job stopped after {MAIN_JOB_TIMEOUT_S} s]"
     (folder / "main-job.log").write_text(out + err)  # the whole output, for reading later
-    return MainJob(process.returncode, out, err, report, kept)
+    # The outer session's servers were stopped above, so any process the plugin tagged is the main job's.
+    return MainJob(process.returncode, out, err, report, kept, server_processes())
+
+
+def server_processes() -> list[str]:
+    """Live processes of any server the plugin started (each carries SERVER_TAG_ENV), as "pid: command"."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        if state != "Z" and any(item.startswith(f"{SERVER_TAG_ENV}=".encode()) for item in environ):
+            found.append(f"{entry.name}: {command[:200]}")
+    return found

@@ -18,6 +18,10 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     out, report = main_job.out, main_job.report
     print(out[-6000:])
     assert main_job.returncode == 0, main_job.err[-3000:]
+    # A whole pytest run stops every server it started (vLLM's process trees and llama.cpp's).
+    assert main_job.left_running == [], main_job.left_running
+    ready = re.search(r"\[no SD\] --enforce-eager: ready in [\d.]+ s; log ", out)
+    assert "specdec servers" in out and ready, out[-3000:]
     assert "11 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}

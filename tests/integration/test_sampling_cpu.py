@@ -64,11 +64,10 @@ def test_llamacpp_ngram_at_temperature_keeps_the_distribution_and_a_planted_samp
     assert not planted.passed and planted.rejected
 
 
-# A target of its own (the engine's seed flag, which per-request seeds override): its draws end on the
-# reference's server, and in the n-gram group of test_cpu_servers.py and test_measure_cpu.py that would stop
-# the n-gram server a later test of test_cpu_servers.py expects still running (a second start, which
-# test_measure_cpu.py counts).
-@pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=[*EAGER, "--seed", "1"])
+# The n-gram target of test_cpu_servers.py, test_measure_cpu.py and test_openai_chat_cpu.py: this file sorts
+# after theirs, so this is the group's last test, and its draws, which end on the reference's server, stop the
+# n-gram server when no later test of the group needs it (a target of its own cost three starts).
+@pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=EAGER)
 @pytest.mark.workload("code_edit", **SAMPLED)
 @pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=4)
 def test_vllm_cpu_ngram_at_temperature_fails_the_distribution_check(specdec):

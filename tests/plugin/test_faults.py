@@ -235,6 +235,12 @@ def _per_test(output: str) -> dict[str, tuple[str, str]]:
     return {mode: (outcomes.get(mode, "missing"), texts.get(mode, "")) for mode in MATRIX}
 
 
+# The matrix's two inner sessions take about 90 s; a module fixture runs once per xdist worker, so every test
+# that reads it goes to one worker (scripts/test runs the logic suites with --dist loadgroup).
+ONE_WORKER = pytest.mark.xdist_group("fault_matrix")
+
+
+@ONE_WORKER
 @pytest.mark.parametrize("mode", list(MATRIX))
 def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_runs):
     outcome, text, row = fault_runs[mode]
@@ -248,6 +254,7 @@ def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_run
         assert row["acceptance_rate"] is not None and row["speedup_output_throughput"] is not None
 
 
+@ONE_WORKER
 def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed(fault_runs):
     # The endpoint drafts 8 tokens a step where the marker says 4: acceptance length 7 > k + 1.
     _, _, row = fault_runs["mixed-k"]
@@ -255,6 +262,7 @@ def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed
     assert "outside [1, k+1] = [1, 5]" in row["unavailable"]["expected_speedup"]
 
 
+@ONE_WORKER
 def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_runs):
     # The matrix checks the count (8 tokens in 4 events per request); the report says how outputs were compared.
     _, _, row = fault_runs["bare-stream"]

@@ -176,6 +176,10 @@ class Machine:
     def measure_planned_references(self, spec):
         pass
 
+    def reference_search(self, spec, key, search):  # as Measurements: planned ones first
+        self.measure_planned_references(spec)
+        return search()
+
     def on_event(self, message):
         self.events.append(message)
 

@@ -206,6 +206,10 @@ def test_an_over_saturated_probe_fails_with_that_reason_even_where_its_tpot_held
         def measure_planned_references(self, spec):
             pass
 
+        def reference_search(self, spec, key, search):  # as Measurements: planned ones first
+            self.measure_planned_references(spec)
+            return search()
+
         def measure(self, spec, workload, pattern, prompts, seed=0, what="", repeats=1):
             records = queue(pattern.request_rate, 0.25)
             return [

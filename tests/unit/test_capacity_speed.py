@@ -74,6 +74,10 @@ class Machine:
     def measure_planned_references(self, spec):
         pass
 
+    def reference_search(self, spec, key, search):  # as Measurements: planned ones first
+        self.measure_planned_references(spec)
+        return search()
+
     def _run(self, spec, rate, n):
         curve = sd_slowdown if spec.speculative_config else slowdown
         tpot_s = TPOT_MS / 1000 / self.speed * curve(0.0 if math.isinf(rate) else rate / self.speed)

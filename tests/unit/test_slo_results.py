@@ -227,6 +227,10 @@ class StallingMeasurements:
     def measure_planned_references(self, spec):
         pass
 
+    def reference_search(self, spec, key, search):  # as Measurements: planned ones first
+        self.measure_planned_references(spec)
+        return search()
+
     def on_event(self, message):
         self.events.append(message)
 
@@ -329,6 +333,10 @@ class ModelServers:
 
     def measure_planned_references(self, spec):
         self.calls.append("planned")
+
+    def reference_search(self, spec, key, search):  # as Measurements: planned ones first
+        self.measure_planned_references(spec)
+        return search()
 
     def _run(self, spec, load):
         tpot = (self.unloaded_ms + self.ms_per_load * load) / 1000 * (self.sd_factor if spec.speculative_config else 1)
