@@ -7,6 +7,7 @@ figure or a failure of that test that names the fault: never a pass on a
 figure that was not measured.
 """
 
+import fcntl
 import fnmatch
 import json
 import os
@@ -189,7 +190,33 @@ def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def fault_runs(tmp_path_factory):
-    """Record baselines against well-behaved servers, then run every mode once; {mode: (outcome, text)}."""
+    """{mode: (outcome, text, row)}, measured once per test run: a module fixture runs once per xdist worker, and
+    these two inner sessions take about 90 s, so a second worker waits for the first one's and reads them."""
+    return once_per_run(tmp_path_factory, "fault-matrix", lambda: _fault_runs(tmp_path_factory))
+
+
+def once_per_run(tmp_path_factory, name: str, compute):
+    """`compute()` (JSON-able) once for all xdist workers of this run (xdist's `--dist loadgroup` would keep the
+    tests on one worker, but under pytest 9.2 it groups nothing: xdist 3.8 renames `item._nodeid`, which
+    pytest 9.2's nodeid no longer reads); without xdist, just `compute()`."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder above each worker's own
+    result = shared / f"{name}-{run}.json"
+    with open(shared / f"{name}-{run}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here, idle, while this one computes
+        if result.is_file():
+            return json.loads(result.read_text())
+        value = compute()
+        partial = result.with_suffix(".partial")
+        partial.write_text(json.dumps(value))
+        partial.replace(result)
+        return value
+
+
+def _fault_runs(tmp_path_factory):
+    """Record baselines against well-behaved servers, then run every mode once; {mode: (outcome, text, row)}."""
     from pytest_specdec.serving.models import ModelUnavailableError, resolve_model
 
     try:
@@ -235,12 +262,6 @@ def _per_test(output: str) -> dict[str, tuple[str, str]]:
     return {mode: (outcomes.get(mode, "missing"), texts.get(mode, "")) for mode in MATRIX}
 
 
-# The matrix's two inner sessions take about 90 s; a module fixture runs once per xdist worker, so every test
-# that reads it goes to one worker (scripts/test runs the logic suites with --dist loadgroup).
-ONE_WORKER = pytest.mark.xdist_group("fault_matrix")
-
-
-@ONE_WORKER
 @pytest.mark.parametrize("mode", list(MATRIX))
 def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_runs):
     outcome, text, row = fault_runs[mode]
@@ -254,7 +275,6 @@ def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_run
         assert row["acceptance_rate"] is not None and row["speedup_output_throughput"] is not None
 
 
-@ONE_WORKER
 def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed(fault_runs):
     # The endpoint drafts 8 tokens a step where the marker says 4: acceptance length 7 > k + 1.
     _, _, row = fault_runs["mixed-k"]
@@ -262,7 +282,6 @@ def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed
     assert "outside [1, k+1] = [1, 5]" in row["unavailable"]["expected_speedup"]
 
 
-@ONE_WORKER
 def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_runs):
     # The matrix checks the count (8 tokens in 4 events per request); the report says how outputs were compared.
     _, _, row = fault_runs["bare-stream"]
