@@ -127,10 +127,16 @@ def reference_side(measurements, spec: ServerSpec, workload, pattern, slo, perce
     return limits, how, unloaded, prompts, reference, runs
 
 
+def reference_job(measurements, spec: ServerSpec, workload, pattern, slo, percentile: float, seed: int) -> tuple:
+    """(key, search) of a capacity test's reference side: what `plan_capacity` announces and
+    `measure_capacity` asks for."""
+    key = reference_search_key(spec, workload, pattern, slo, percentile, seed)
+    return key, lambda: reference_side(measurements, spec, workload, pattern, slo, percentile, seed)
+
+
 def plan_capacity(measurements, spec: ServerSpec, workload, pattern, slo, percentile: float, *, seed: int = 0) -> None:
     """Announce a capacity test's reference search, so it runs while the reference's server is up for the
     target's other reference runs (two server starts fewer than searching it when the test comes)."""
-    key = reference_search_key(spec, workload, pattern, slo, percentile, seed)
     measurements.plan_reference_search(
-        spec, key, lambda: reference_side(measurements, spec, workload, pattern, slo, percentile, seed)
+        spec, *reference_job(measurements, spec, workload, pattern, slo, percentile, seed)
     )

@@ -38,8 +38,7 @@ from .capacity_sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, un
     CLIENT_BOUND_ATTEMPTS,
     UNLOADED,
     probe_seed,
-    reference_search_key,
-    reference_side,
+    reference_job,
     search_side,
     unloaded_reference,
 )
@@ -274,9 +273,8 @@ def measure_capacity(
     measurements, spec: ServerSpec, workload, pattern, slo: dict[str, float], percentile: float, *, seed: int = 0
 ) -> CapacityResult:
     """Search the reference's and SD's capacity under `slo` (see the module docstring)."""
-    key = reference_search_key(spec, workload, pattern, slo, percentile, seed)
     limits, how, unloaded, prompts, reference, reference_runs = measurements.reference_search(
-        spec, key, lambda: reference_side(measurements, spec, workload, pattern, slo, percentile, seed)
+        spec, *reference_job(measurements, spec, workload, pattern, slo, percentile, seed)
     )
     speculative, speculative_runs = search_side(
         measurements,
