@@ -165,7 +165,7 @@ class SpecdecSession(SessionReport):
             keys.append(plan.spec.key if ok else None)
             targets.append(plan.spec.target if ok else None)
         groups = {nodeid: target for (nodeid, _), target in zip(items, targets) if target}
-        order = order_for_reuse(keys)
+        order = order_for_reuse(keys, targets, self._lead_keys(items, keys))
         order, deselected = shard_order([nodeid for nodeid, _ in items], targets, order, self.settings.shard)
         self.shard_deselected += len(deselected)
         if worker and worker.get("specdec_groups_dir"):
@@ -176,6 +176,19 @@ class SpecdecSession(SessionReport):
                 {nodeid: group for nodeid, group in groups.items() if nodeid in kept_ids},
             )
         return Collected(order, deselected, groups)
+
+    def _lead_keys(self, items, keys) -> frozenset[str]:
+        """SD configurations all of whose tests name a workload but no access pattern (a sweep picks its
+        levels when it runs): they announce no reference runs, so they go first (`order_for_reuse`)."""
+        announcing = {key for (nodeid, _), key in zip(items, keys) if key and self.plans[nodeid].pattern}
+        return frozenset(
+            key
+            for (nodeid, _), key in zip(items, keys)
+            if key
+            and key not in announcing
+            and self.plans[nodeid].spec.speculative_config
+            and self.plans[nodeid].workload is not None
+        )
 
     def collection_finished(self, nodeids: Iterable[str]) -> None:
         """Forget the plans of tests -k, -m or a shard deselected: they announce no reference runs."""

@@ -262,19 +262,38 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")[:80]
 
 
-def order_for_reuse(keys: list[str | None]) -> list[int]:
+def order_for_reuse(
+    keys: list[str | None], targets: list[str | None] | None = None, lead: frozenset[str] = frozenset()
+) -> list[int]:
     """Indices that put equal server keys next to each other, else keep order.
 
     Each group of equal keys moves to where its first member stood, so a
     session starts every configuration once; None (not a server test) stays
-    in place relative to the groups.
+    in place relative to the groups.  A key in `lead` (a group whose tests
+    announce no reference runs but may measure some when they run, as a
+    concurrency sweep does) moves ahead of the first group of its target
+    (`targets`, one per key): its reference runs then find the reference
+    server up for the runs the other groups announced, instead of starting
+    it once more after them.
 
     >>> order_for_reuse(["a", None, "b", "a", "b"])
     [0, 3, 1, 2, 4]
+    >>> order_for_reuse(["a", None, "b"], ["t", None, "t"], lead=frozenset({"b"}))
+    [2, 0, 1]
     """
     first_seen: dict[str, int] = {}
+    target_first: dict[str | None, int] = {}
     for index, key in enumerate(keys):
         if key is not None:
             first_seen.setdefault(key, index)
-    anchor = [index if key is None else first_seen[key] for index, key in enumerate(keys)]
-    return sorted(range(len(keys)), key=lambda index: (anchor[index], index))
+            target_first.setdefault(targets[index] if targets else None, index)
+
+    def rank(index: int) -> tuple[int, int, int]:
+        key = keys[index]
+        if key is None:
+            return (index, 1, index)
+        if key in lead:
+            return (target_first[targets[index] if targets else None], 0, index)
+        return (first_seen[key], 1, index)
+
+    return sorted(range(len(keys)), key=rank)

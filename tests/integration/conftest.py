@@ -48,6 +48,26 @@ class MainJob:
         return only
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "own_servers: the test stops the session's pool and starts servers of its own (a pytester session, a "
+        "deployment started by hand, a server killed on purpose); it runs after every test that uses the pool",
+    )
+
+
+def pytest_collection_modifyitems(items):
+    """Tests with servers of their own run last, in file order, after the plugin grouped the pooled ones.
+
+    Each stops the pool first (one server at a time).  Where such a test stood between two tests of one
+    pooled configuration, that configuration started twice: the vLLM reference, up for the agreement test,
+    was stopped by the builds test and started again for test_cpu_servers.py (30-55 s a start here).
+    """
+    own = [item for item in items if item.get_closest_marker("own_servers")]
+    if own:
+        items[:] = [item for item in items if not item.get_closest_marker("own_servers")] + own
+
+
 @pytest.fixture(scope="session")
 def main_job(specdec_pool, tmp_path_factory) -> MainJob:
     specdec_pool.stop_running()  # one server at a time on this machine

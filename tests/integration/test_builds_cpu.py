@@ -25,6 +25,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.planted_build import plant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +76,7 @@ def builds_of(report: Path) -> dict:
     return {row["test"].split("::")[-1]: row["builds"] for row in rows}
 
 
+@pytest.mark.own_servers
 def test_two_builds_side_by_side_a_planted_regression_and_a_build_against_itself(pytester, specdec_pool, tmp_path):
     assert OLDER_BUILD.is_file(), f"{OLDER_BUILD} is missing: scripts/setup installs the older build there"
     specdec_pool.stop_running()  # one server at a time on this machine

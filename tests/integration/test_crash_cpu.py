@@ -15,6 +15,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pytest_specdec.report.files import load_report
 from pytest_specdec.serving.server import SERVER_TAG_ENV
 
@@ -67,6 +69,7 @@ def _server_processes(*, run: str | None = None, parent: int | None = None) -> l
     return found
 
 
+@pytest.mark.own_servers
 def test_a_killed_sd_server_fails_the_test_fast_and_leaves_nothing_behind(specdec_pool, tmp_path):
     specdec_pool.stop_running()  # one server at a time on this machine
     assert not _server_processes(parent=os.getpid())

@@ -128,6 +128,7 @@ def deployed(tmp_path, specdec_pool):
             claim.release()
 
 
+@pytest.mark.own_servers
 def test_endpoint_mode_measures_servers_it_did_not_start(pytester, deployed):
     pytester.makepyfile(test_deployed=SUITE)
     result = pytester.runpytest_subprocess(

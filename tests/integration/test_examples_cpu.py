@@ -106,5 +106,14 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert len(again) == 6 * out.count("measuring both sides again before any verdict"), "\n".join(again)
     # A capacity search probes loads of its own: no reference run of its pattern as a whole is measured.
     assert "/slo_capacity repeat" not in out
+    # The vLLM reference starts once, for every reference run announced and the dynamic-k sweep's levels (its
+    # group goes first: session.py's lead groups), and once more only for each vLLM comparison measured again.
+    reference_starts = re.findall(r"^\[specdec\] starting vLLM \(cpu\) for \S+ \[no SD\]", out, flags=re.M)
+    vllm_again = [
+        line
+        for line in re.findall(r"^\[specdec\] .*: measuring both sides again before any verdict", out, flags=re.M)
+        if " on llamacpp: " not in line
+    ]
+    assert len(reference_starts) == 1 + len(vllm_again), "\n".join(reference_starts + vllm_again)
     assert "requests, " not in out and "elapsed" not in out
     assert "= specdec results =" in out

@@ -24,6 +24,8 @@ than half, well past the 30% band and the drift together.
 
 from pathlib import Path
 
+import pytest
+
 SLOW_ENGINE = Path(__file__).resolve().parents[1] / "data" / "slow_engine"
 
 BUNDLED = "specdec:smollm2-135m"
@@ -88,6 +90,7 @@ def gate_lines(result) -> str:
     )
 
 
+@pytest.mark.own_servers
 def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_draft(pytester, specdec_pool, monkeypatch):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_draft_gate=GATED_SUITE)

@@ -17,6 +17,8 @@ CI on vLLM).  The two configurations are n-gram drafting 3 and 4 tokens.
 
 import json
 
+import pytest
+
 MODEL = "specdec:smollm2-135m"
 
 SUITE = f"""
@@ -45,6 +47,7 @@ def test_config(specdec, specdec_pool, specdec_measurements, name):
 """
 
 
+@pytest.mark.own_servers
 def test_two_workers_start_each_configuration_once(pytester, specdec_pool):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_xdist_suite=SUITE)
