@@ -123,8 +123,8 @@ def test_truncated_draft_accepts_little(main_job):
     result = main_job.result("test_a_poor_draft_makes_sd_slower")
     assert result.spec.speculative_config == POOR_DRAFT
     # On the main job's random-token prompts it may accept nothing at all (0 of 372 draft tokens in a CI-like
-    # run; 0.3% in others): the counters must still count every draft. A draft model accepting tokens on
-    # real servers is test_gate_cpu.py's 24-layer draft (~23% accepted, gated).
+    # run; 0.3% in others): the counters must still count every draft. Accepted tokens are vLLM's same
+    # counter series whatever drafts them: n-gram and suffix accept tokens on these servers in every run.
     check_measured(result, 4, some_accepted=False)
     print(result)
     # An 8-of-30-layer draft is a poor draft: it was measured here at ~2% (k=3) on code edits, 0-0.3% on random tokens.
