@@ -178,8 +178,8 @@ class SpecdecSession(SessionReport):
         return Collected(order, deselected, groups)
 
     def _lead_keys(self, items, keys) -> frozenset[str]:
-        """SD configurations all of whose tests name a workload but no access pattern (a sweep picks its
-        levels when it runs): they announce no reference runs, so they go first (`order_for_reuse`)."""
+        """SD configurations none of whose tests names an access pattern and one at least a workload (a sweep
+        picks its levels when it runs): they announce no reference runs, so they go first (`order_for_reuse`)."""
         announcing = {key for (nodeid, _), key in zip(items, keys) if key and self.plans[nodeid].pattern}
         return frozenset(
             key
