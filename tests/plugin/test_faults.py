@@ -51,7 +51,10 @@ def test_fault(specdec, mode):
     result.assert_speedup(min=0.0)
     result.assert_acceptance(min_rate=0.0)
     result.assert_outputs_equivalent(min_match=1.0)
-    result.assert_no_regression(metrics=["speedup_output_throughput", "acceptance_rate", "match_rate"])
+    # Not the speedup: a fault server's timing is the machine's, beside another xdist worker (the same
+    # well-behaved fakes measured 1.06x when recorded and 0.86x a minute later in a CI-like run), and no
+    # fault here is about speed; the gate's speedup verdicts have tests of their own (test_gate.py).
+    result.assert_no_regression(metrics=["acceptance_rate", "match_rate"])
 """
 
 # mode -> (outcome, fnmatch patterns the test's output must show; "?" stands for "[" and "]");
