@@ -281,19 +281,20 @@ def order_for_reuse(
     >>> order_for_reuse(["a", None, "b"], ["t", None, "t"], lead=frozenset({"b"}))
     [2, 0, 1]
     """
+    targets = targets or [None] * len(keys)
     first_seen: dict[str, int] = {}
     target_first: dict[str | None, int] = {}
     for index, key in enumerate(keys):
         if key is not None:
             first_seen.setdefault(key, index)
-            target_first.setdefault(targets[index] if targets else None, index)
+            target_first.setdefault(targets[index], index)
 
     def rank(index: int) -> tuple[int, int, int]:
         key = keys[index]
         if key is None:
             return (index, 1, index)
         if key in lead:
-            return (target_first[targets[index] if targets else None], 0, index)
+            return (target_first[targets[index]], 0, index)
         return (first_seen[key], 1, index)
 
     return sorted(range(len(keys)), key=rank)
