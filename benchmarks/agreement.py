@@ -74,7 +74,9 @@ METRICS = (
 
 def plugin_round(server, prompts, pattern) -> dict:
     before = server.spec_decode_counters()
-    load = generate_load(server.url, server.model, prompts, pattern)
+    # vllm bench serve shares the server's prompt cache between runs; so does the plugin here, which would
+    # otherwise give each run a cache of its own and prefill what the other client finds cached.
+    load = generate_load(server.url, server.model, prompts, pattern, isolate_cache=False)
     assert all(r.success for r in load.records), [r.error for r in load.records if not r.success][:1]
     counters = server.spec_decode_counters().delta(before, where=server.url)
     return {**summarize(load.records, load.duration_s).as_dict(), **counter_figures(counters)}
@@ -141,7 +143,8 @@ def compare(
             pattern = AccessPattern(f"concurrency_{level}", max_concurrency=level, num_prompts=num_prompts)
             prompts = measurements.prompts(MODEL, workload, pattern, seed=0)
             flags = bench_serve_flags(server.url, server.model, tokenizer, measurements.prompts_file(prompts), pattern)
-            generate_load(server.url, server.model, prompts, pattern)  # warm both paths' prompts into the cache
+            # warm both paths' prompts into the cache
+            generate_load(server.url, server.model, prompts, pattern, isolate_cache=False)
             # And vLLM's client: its first call in a process imports its benchmark modules (4 s of CPU on a
             # 2-core box, beside the server), which no measured round should carry.
             vllm_round(flags, work, f"c{level}-warm-up.json")

@@ -78,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         flags = bench_serve_flags(
             server.url, server.model, pool.model_resolver(MODEL), measurements.prompts_file(prompts), pattern
         )
-        generate_load(server.url, server.model, prompts, pattern)  # warm-up
+        # vllm bench serve shares the server's prompt cache between runs: so does the plugin's client here.
+        generate_load(server.url, server.model, prompts, pattern, isolate_cache=False)  # warm-up
         for round_ in range(args.rounds):
-            load = generate_load(server.url, server.model, prompts, pattern)
+            load = generate_load(server.url, server.model, prompts, pattern, isolate_cache=False)
             ttfts = [r.ttft * 1000 for r in load.records]
             medians["plugin"].append(statistics.median(ttfts))
             print(line(round_, "plugin", [r.start_time for r in load.records], ttfts), flush=True)

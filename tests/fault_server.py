@@ -157,6 +157,20 @@ def trtllm_refusal(request: dict, chat: bool = False) -> str | None:
     return f"{unknown[0]}: Extra inputs are not permitted" if unknown else None
 
 
+def vllm_refusal(request: dict) -> str | None:
+    """What vLLM's request validation says about the fields the plugin sends it beyond OpenAI's (None when
+    they pass): ``cache_salt`` must be a non-empty string of at most 128 characters without '@', '/', '\\'
+    or NUL (vllm/entrypoints/generate/base/protocol.py, validate_cache_salt)."""
+    salt = request.get("cache_salt")
+    if salt is None:
+        return None
+    if not isinstance(salt, str) or not salt:
+        return "Parameter 'cache_salt' must be a non-empty string if provided."
+    if len(salt) > 128 or any(char in salt for char in "@/\\\0"):
+        return "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\', or NUL."
+    return None
+
+
 def prompt_refusal(request: dict, chat: bool) -> str | None:
     """What an OpenAI server's validation says about the prompt of `request` on its route: a completion
     needs a text ``prompt``; a chat completion needs ``messages``, each a role and a text content."""
@@ -423,6 +437,9 @@ def make_handler(state: State):
                 self._json(400, {"error": "toy servers need toy_drafts: true"})
                 return
             if state.dialect == "trtllm" and (refusal := trtllm_refusal(request, chat)):
+                self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
+                return
+            if state.dialect == "vllm" and (refusal := vllm_refusal(request)):
                 self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
                 return
             if refusal := prompt_refusal(request, chat):

@@ -263,6 +263,12 @@ class Engine:
         (unchanged by default)."""
         return openai
 
+    def scoped_payload(self, body: dict[str, Any], scope: str) -> dict[str, Any]:
+        """`body` confined to the prompt-cache namespace `scope` (one per run, `load.streaming.run_cache_scope`),
+        so no run is served from prefixes an earlier run left on the same server; unchanged for an engine
+        without such a field (its timed requests may turn the prompt cache off instead)."""
+        return body
+
     # Requests in flight while drawing samples for a distribution test (`draw_payload`): batched like a loaded
     # server, each prompt's samples one after another so its cached prefix serves the rest.
     draw_concurrency = 16

@@ -278,6 +278,11 @@ class Vllm(Engine):
         # carries its token ids, which the output-equivalence check compares.
         return {**openai, "return_token_ids": True}
 
+    def scoped_payload(self, body: dict[str, Any], scope: str) -> dict[str, Any]:
+        # vLLM's prefix cache shares a block only between requests with the same cache_salt: a run keeps
+        # its own prefixes cached and meets none an earlier run on the same server left behind.
+        return {**body, "cache_salt": scope}
+
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
         metrics = payload.get("metrics")
         found = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None

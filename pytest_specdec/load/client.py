@@ -24,6 +24,7 @@ from .streaming import (
     count_output_tokens,
     dispatched,
     request_slots,
+    run_cache_scope,
     run_schedule,
     send_request,
 )
@@ -63,6 +64,7 @@ async def run_load(
     engine: str = DEFAULT_ENGINE,
     draws: bool = False,
     endpoint: str = "completions",
+    isolate_cache: bool = True,
 ) -> LoadRun:
     """Send ``pattern.num_prompts`` streamed completions (chat completions with ``endpoint="chat"``) and time
     each one.
@@ -79,7 +81,16 @@ async def run_load(
         raise ValueError("run_load needs at least one prompt")
     schedule = list(enumerate(pattern.offsets_for(prompts, seed)))
     options = RequestOptions(
-        ignore_eos, temperature, logprobs, request_timeout, engine, sampling, seed, draws, endpoint=endpoint
+        ignore_eos,
+        temperature,
+        logprobs,
+        request_timeout,
+        engine,
+        sampling,
+        seed,
+        draws,
+        endpoint=endpoint,
+        cache_scope=run_cache_scope(isolate_cache),
     )
     if any(getattr(p, "turns", ()) for p in prompts):
         return await run_conversations(

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
-from .streaming import LoadRun, PromptLike, RequestOptions, RequestRecord, run_schedule
+from .streaming import LoadRun, PromptLike, RequestOptions, RequestRecord, run_cache_scope, run_schedule
 from .patterns import AccessPattern
 
 __all__ = ["assign", "run_in_workers", "split_concurrency"]
@@ -117,7 +117,11 @@ def run_in_workers(
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    request_options = RequestOptions(**options, run_seed=seed)  # a bad option fails here, before any process starts
+    isolate_cache = options.pop("isolate_cache", True)
+    # One options object for every worker: the run's requests share one prompt-cache namespace.
+    request_options = RequestOptions(  # a bad option fails here, before any process starts
+        **options, run_seed=seed, cache_scope=run_cache_scope(isolate_cache)
+    )
     plain = [_Prompt(p.text, p.prompt_len, p.output_len, getattr(p, "category", None)) for p in prompts]
     if not plain:
         raise ValueError("run_in_workers needs at least one prompt")

@@ -11,10 +11,13 @@ server of its own here.
 
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import pytest
 
+from pytest_specdec.load.client import generate_load
+from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.serving.server import ServerStartError, tagged_pids
 
 BUNDLED = "specdec:smollm2-135m"
@@ -48,6 +51,38 @@ def test_reference_server_answers_with_the_bundled_model(vllm_server, specdec_po
     assert "Paris" in choice["text"]
     assert not server.spec_decode_counters().present  # no speculation, no SD counters
     assert server.log_path.is_file() and "--kv-cache-memory-bytes" in server.log_path.read_text()
+
+
+class Prompt(NamedTuple):
+    text: str
+    prompt_len: int
+    output_len: int
+
+
+def prefix_cache_hits(server) -> float:
+    return sum(s.value for s in server.metrics() if s.name == "vllm:prefix_cache_hits_total")
+
+
+def test_a_run_meets_no_prefix_an_earlier_run_left_in_vllms_cache(vllm_server):
+    # The shared reference has served other tests' runs: a run of prompts it had seen before was served from
+    # its prefix cache while a fresh SD server prefilled them (TTFT 0.45x at concurrency 1 in the main job).
+    server = vllm_server(model=BUNDLED, server_args=EAGER)
+    # Long enough to fill cache blocks (only whole blocks are cached); the same prompt twice in one run.
+    text = " ".join(f"line {i}: the quick brown fox jumps over the lazy dog." for i in range(60))
+    twice, once = AccessPattern("c1", max_concurrency=1, num_prompts=2), AccessPattern("c1", num_prompts=1)
+    prompts = [Prompt(text, 0, 2)]
+
+    def hits_of(pattern, **options):
+        before = prefix_cache_hits(server)
+        run = generate_load(server.url, server.model, prompts, pattern, **options)
+        assert all(r.success for r in run.records), [r.error for r in run.records]
+        return prefix_cache_hits(server) - before
+
+    assert hits_of(twice) > 0  # within a run, the cache serves the prompt's second request
+    assert hits_of(once) == 0  # the next run of the same prompt meets none of it
+    # The control: runs that share the server's cache, as vllm bench serve's do, find the earlier one's.
+    hits_of(once, isolate_cache=False)
+    assert hits_of(once, isolate_cache=False) > 0
 
 
 @pytest.mark.specdec(model=BUNDLED, speculative_config=NGRAM, server_args=EAGER)

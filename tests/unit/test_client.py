@@ -195,6 +195,8 @@ def test_timing_tokens_usage_and_payload(server):
     assert abs(run.started_at - time.time()) < 30
     ((_, path, payload),) = server.requests
     assert path == "/v1/completions"
+    salt = payload.pop("cache_salt")  # the run's own prefix cache (test_workers.py checks it further)
+    assert isinstance(salt, str) and len(salt) == 32
     assert payload == {
         "model": "m",
         "prompt": "hello",

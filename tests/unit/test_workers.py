@@ -3,6 +3,8 @@
 import multiprocessing
 import os
 import signal
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,9 @@ from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workers import assign, split_concurrency
 from test_client import P, StreamServer, stream
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fault_server import trtllm_refusal, vllm_refusal  # noqa: E402 - the strict fakes' copies of each engine's validation
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +108,39 @@ def test_one_worker_is_the_in_process_client(server, monkeypatch):
     monkeypatch.setattr(workers, "run_in_workers", lambda *a, **k: pytest.fail("spawned for one worker"))
     run = generate_load(server.url, "m", [P("x", 1, 2)], AccessPattern("c", num_prompts=2), workers=1)
     assert all(r.success for r in run.records)
+
+
+def salts(server):
+    return [payload.get("cache_salt") for _, _, payload in server.requests]
+
+
+def test_each_run_has_a_prompt_cache_of_its_own_on_vllm_and_one_across_its_workers(server):
+    # A shared reference served earlier runs' prompts from its prefix cache while SD prefilled them: each run
+    # now sends one salt of its own, in every request, and passes vLLM's validation of it.
+    server.respond = lambda p: stream([[1]])
+    pattern = AccessPattern("c", num_prompts=3, max_concurrency=3)
+    generate_load(server.url, "m", [P("x", 1, 1)], pattern)
+    first = salts(server)
+    assert len(set(first)) == 1 and first[0] and vllm_refusal(server.requests[0][2]) is None
+    server.reset()
+    generate_load(server.url, "m", [P("x", 1, 1)], pattern)
+    (second,) = set(salts(server))
+    assert second != first[0]
+    server.reset()
+    generate_load(server.url, "m", [P("x", 1, 1)], AccessPattern("c", num_prompts=6), workers=2)
+    assert len(set(salts(server))) == 1 and None not in salts(server) and second not in salts(server)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_that_shares_the_servers_cache_or_an_engine_without_salts_sends_none(server, workers):
+    server.respond = lambda p: stream([[1]])
+    pattern = AccessPattern("c", num_prompts=2)
+    generate_load(server.url, "m", [P("x", 1, 1)], pattern, isolate_cache=False, workers=workers)
+    generate_load(server.url, "m", [P("x", 1, 1)], pattern, engine="trtllm", workers=workers)
+    assert salts(server) == [None] * 4
+    assert trtllm_refusal(server.requests[-1][2]) is None  # trtllm-serve refuses any field it does not know
+
+
+def test_vllms_validation_of_a_salt_is_the_fakes():
+    assert vllm_refusal({"cache_salt": ""}) and vllm_refusal({"cache_salt": "a/b"}) and vllm_refusal({"cache_salt": 7})
+    assert vllm_refusal({"cache_salt": "x" * 129}) and vllm_refusal({}) is None
