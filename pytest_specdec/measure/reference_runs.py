@@ -1,7 +1,7 @@
 """Reference runs shared by every SD configuration of a target: planned, measured once, drift-checked.
 
 A mixin of `measurements.Measurements`: the reference's traffic is measured
-once per (target, workload, pattern, seed) and reused, and the session's end
+once per (target, workload, the pattern's traffic, seed) and reused, and the session's end
 measures the first of them again (`check_drift`).
 """
 
@@ -30,10 +30,12 @@ class ReferenceRuns:
     def reference_key(
         spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0, logprobs=None
     ) -> str:
-        """One reference traffic of a target: what `reference_measurements` counts, measured once a session."""
-        return json.dumps(
-            [spec.target, workload.describe(), pattern.describe(), seed, logprobs], sort_keys=True, default=str
-        )
+        """One reference traffic of a target: what `reference_measurements` counts, measured once a session.
+
+        The pattern's traffic, not its name: a sweep's ``concurrency_1`` and ``throughput_low`` with as many
+        prompts send the same requests the same way (the README's main job measured both, 23 s)."""
+        traffic = {field: value for field, value in pattern.describe().items() if field != "name"}
+        return json.dumps([spec.target, workload.describe(), traffic, seed, logprobs], sort_keys=True, default=str)
 
     def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
         """Announce a reference run a later test will need.

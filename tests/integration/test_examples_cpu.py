@@ -90,16 +90,18 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
 
-    # In a CI log: one line per measured run of 4 requests, no live line: 3 repeats x 18 runs. On vLLM,
+    # In a CI log: one line per measured run of 4 requests, no live line: 3 repeats x 17 runs. On vLLM,
     # the references of four traffics (the capacity search's unloaded run is the fourth: its relative
-    # SLO resolves against it) and four SD runs, and the dynamic-k sweep's three levels on each side;
-    # on llama.cpp, its own references of two traffics and two SD runs.
+    # SLO resolves against it) and four SD runs, and the dynamic-k sweep's three levels on SD's side and
+    # two more on the reference's (its first level, one request at a time, is the capacity search's
+    # unloaded traffic under another name: measured once); on llama.cpp, its own references of two
+    # traffics and two SD runs.
     # A comparison flagged cold or drifting is measured again, both sides, before any verdict: 6 more runs
     # each time, announced (in a CI run of this commit, n-gram on random tokens once: a TPOT speedup of
     # 3.88x above the 3.44 tokens per forward pass, clean when measured again).
     runs = re.findall(r"^\[specdec\] .* repeat \d/3: 4 requests in", out, flags=re.M)
     first = [run for run in runs if " again on " not in run]
-    assert len(first) == 54, "\n".join(runs)
+    assert len(first) == 51, "\n".join(runs)
     # Measured again, any traffic (the shared-prefix test sends 6 requests a run: in a CI-like run of this
     # commit its TTFT speedup of 0.79x one request at a time was flagged, and clean when measured again).
     again = re.findall(r"^\[specdec\] .* again on .* repeat \d/3: \d+ requests in", out, flags=re.M)
