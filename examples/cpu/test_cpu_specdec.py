@@ -139,7 +139,7 @@ def test_a_poor_draft_makes_sd_slower(specdec):
 # outputs at 0.5 requests/s took 40 s on two cores.
 @pytest.mark.workload("code_edit", input_len=192, output_len=32)
 # Poisson arrivals of 16 code edits from 1 request/s, doubling until a probe fails (halving first
-# on a box too slow to hold 1; a 2-core Intel box held 1.09 on the reference with every probe's
+# on a box too slow to hold 1; a 2-core Intel box held 1.09-1.30 on the reference with every probe's
 # prompts prefilled in full, and 1.68-2.59 while probes found the same prompts cached), then at
 # most three more probes (a bisection and a second run at each end of the bracket). The ceiling
 # of 32 requests/s sits far above where a two-core box fails, so a machine several times faster
@@ -159,7 +159,7 @@ def test_ngram_slo_capacity_on_code_edits(specdec):
     print(result.describe())
     # Measured here in two sessions: reference 0.46 requests/s and SD 0.92 (2.0x); reference 1.68 and
     # SD 1.30 (0.77x), each side bracketed to within 10%; with each run's own prefix cache, 1.09 and
-    # 1.09 (1.00x, 2026-11-27). One search per side moves the ratio that
+    # 1.09 (1.00x), then 1.30 and 1.68 (1.30x) (2026-11-27). One search per side moves the ratio that
     # far with nothing changed (a probe 2% over its objective decides a doubling step), so this
     # check cannot tell "SD costs a little capacity" from noise, and no baseline gates the ratio.
     # Nor can it hold SD to half the reference's load. Loaded, the server batches the requests and each
