@@ -11,13 +11,13 @@ server of its own here.
 
 import time
 from pathlib import Path
-from typing import NamedTuple
 
 import httpx
 import pytest
 
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
+from pytest_specdec.load.workloads import Prompt
 from pytest_specdec.serving.server import ServerStartError, tagged_pids
 
 BUNDLED = "specdec:smollm2-135m"
@@ -53,12 +53,6 @@ def test_reference_server_answers_with_the_bundled_model(vllm_server, specdec_po
     assert server.log_path.is_file() and "--kv-cache-memory-bytes" in server.log_path.read_text()
 
 
-class Prompt(NamedTuple):
-    text: str
-    prompt_len: int
-    output_len: int
-
-
 def prefix_cache_hits(server) -> float:
     return sum(s.value for s in server.metrics() if s.name == "vllm:prefix_cache_hits_total")
 
@@ -81,7 +75,7 @@ def test_a_run_meets_no_prefix_an_earlier_run_left_in_vllms_cache(vllm_server):
     assert hits_of(twice) > 0  # within a run, the cache serves the prompt's second request
     assert hits_of(once) == 0  # the next run of the same prompt meets none of it
     # The control: runs that share the server's cache, as vllm bench serve's do, find the earlier one's.
-    hits_of(once, isolate_cache=False)
+    hits_of(once, isolate_cache=False)  # caches the prompt where every run without a salt looks
     assert hits_of(once, isolate_cache=False) > 0
 
 

@@ -3,8 +3,6 @@
 import multiprocessing
 import os
 import signal
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,9 +10,7 @@ from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workers import assign, split_concurrency
 from test_client import P, StreamServer, stream
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fault_server import trtllm_refusal, vllm_refusal  # noqa: E402 - the strict fakes' copies of each engine's validation
+from tests.fault_server import trtllm_refusal, vllm_refusal  # the strict fakes' copies of each engine's validation
 
 
 @pytest.fixture(scope="module")
