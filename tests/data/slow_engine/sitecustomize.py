@@ -1,24 +1,24 @@
 """An engine made uniformly slower, with nothing the plugin can see: for tests/integration/test_gate_cpu.py.
 
 Python imports `sitecustomize` from the first folder on its path that has one, so every process started
-with this folder on PYTHONPATH (the vLLM servers a test's pytest session starts, and their engine-core
-processes) loads it.  When SPECDEC_TEST_FORWARD_DELAY_MS is set, each forward step of vLLM's model
-runner (`GPUModelRunner._model_forward`, which the CPU runner inherits) sleeps that long first: the
-reference and SD both pay it on every target step, as an engine build with a new per-step overhead
-would (ggml-org/llama.cpp#25908 shipped one of about 20 ms).  Unset, it does nothing.
+with this folder on PYTHONPATH (the llama.cpp servers a test's pytest session starts) loads it.  When
+SPECDEC_TEST_ENGINE_THREADS is set, every ``xllamacpp.Server`` is built with that many threads for
+decoding and for prompts, whatever the command line says: on a 2-core box one thread instead of
+llama.cpp's default of one per core makes every forward step slower, the reference's and SD's alike, as
+an engine build with a new per-step cost would (ggml-org/llama.cpp#25908 shipped one of about 20 ms).
+The server's flags, version and /props stay as they were.  Unset, it does nothing.
 """
 
 import importlib.abc
 import importlib.util
 import os
 import sys
-import time
 
-_DELAY_S = float(os.environ.get("SPECDEC_TEST_FORWARD_DELAY_MS") or 0) / 1000
-_TARGET = "vllm.v1.worker.gpu_model_runner"
+_THREADS = int(os.environ.get("SPECDEC_TEST_ENGINE_THREADS") or 0)
+_TARGET = "xllamacpp"
 
 
-class _SlowForward(importlib.abc.MetaPathFinder):
+class _FewerThreads(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != _TARGET:
             return None
@@ -28,18 +28,18 @@ class _SlowForward(importlib.abc.MetaPathFinder):
 
         def exec_and_patch(module):
             exec_module(module)
-            runner = module.GPUModelRunner
-            forward = runner._model_forward
+            real = module.Server
 
-            def slowed(self, *args, **kwargs):
-                time.sleep(_DELAY_S)
-                return forward(self, *args, **kwargs)
+            def Server(params, *args, **kwargs):
+                params.cpuparams.n_threads = _THREADS
+                params.cpuparams_batch.n_threads = _THREADS
+                return real(params, *args, **kwargs)
 
-            runner._model_forward = slowed
+            module.Server = Server
 
         spec.loader.exec_module = exec_and_patch
         return spec
 
 
-if _DELAY_S > 0:
-    sys.meta_path.insert(0, _SlowForward())
+if _THREADS > 0:
+    sys.meta_path.insert(0, _FewerThreads())
