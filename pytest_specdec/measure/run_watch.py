@@ -12,6 +12,8 @@ from typing import Any
 
 from ..engines import engine_named
 from ..serving.energy import EnergyMeter, EnergyReading
+from ..serving.metrics_page import MetricsPage
+from ..serving.server import METRICS_TIMEOUT_S
 from ..serving.server_series import ServerSeries, SeriesSampler
 
 ENDPOINT_ENERGY = "the server is an endpoint the plugin did not start: its hardware's counters are not read"
@@ -26,15 +28,20 @@ class RunWatch:
         self._read_energy = energy.start() if isinstance(energy, EnergyMeter) and not endpoint else None
         engine = engine_named(spec.engine)
         self._sampler: SeriesSampler | None = None
+        self._page: MetricsPage | None = None
         if series_interval_s is None:
             self._no_series = "server series off (--specdec-series-interval 0)"
         elif not engine.series_metrics:
             self._no_series = engine.series_refusal or f"{engine.title} names no server series"
         else:
             self._no_series = ""
-            self._sampler = SeriesSampler(server.metrics_text, engine.series_metrics, series_interval_s).start()
+            # One kept client for the run's reads: a client made per read held the load client's requests back.
+            self._page = MetricsPage(server.url, METRICS_TIMEOUT_S)
+            self._sampler = SeriesSampler(self._page.text, engine.series_metrics, series_interval_s).start()
 
     def stop(self) -> tuple[EnergyReading, ServerSeries]:
         energy = self._read_energy() if self._read_energy else EnergyReading(None, "", self._why_no_energy)
         series = self._sampler.stop() if self._sampler else ServerSeries.unavailable(self._no_series)
+        if self._page is not None:
+            self._page.close()
         return energy, series

@@ -5,6 +5,7 @@ import io
 import math
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -154,21 +155,45 @@ def test_a_side_without_series_is_unavailable_with_its_reason_and_flags_nothing(
 
 
 class Server:
-    url = "http://127.0.0.1:9"
+    """A server whose /metrics page (one request running) is served over HTTP, as the run watch reads it."""
 
-    def metrics_text(self):
-        return page(1, 0, 0.1, 0)
+    def __init__(self):
+        body = page(1, 0, 0.1, 0).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def close(self):
+        self._http.shutdown()
+        self._http.server_close()
 
 
 def test_the_run_watch_reads_the_engines_series_or_says_why_it_cannot():
     spec = type("Spec", (), {"engine": "vllm", "endpoints": ()})()
-    energy, series = RunWatch("no RAPL counters here", Server(), spec, 0.01).stop()
+    server = Server()
+    try:
+        energy, series = RunWatch("no RAPL counters here", server, spec, 0.01).stop()
+    finally:
+        server.close()
     assert energy.joules is None and energy.problem == "no RAPL counters here"
     assert series.available and series.summary()["running_peak"] == 1.0
-    _, off = RunWatch("x", Server(), spec, None).stop()
+    _, off = RunWatch("x", object(), spec, None).stop()
     assert off.summary()["unavailable"] == "server series off (--specdec-series-interval 0)"
     trtllm = type("Spec", (), {"engine": "trtllm", "endpoints": ()})()
-    _, refused = RunWatch("x", Server(), trtllm, 0.01).stop()
+    _, refused = RunWatch("x", object(), trtllm, 0.01).stop()
     assert "drain" in refused.problem or "once" in refused.problem
 
 
