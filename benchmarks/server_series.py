@@ -40,11 +40,8 @@ EAGER = ("--enforce-eager",)
 POOR_DRAFT = {"method": "draft_model", "model": f"{MODEL}@layers=8", "num_speculative_tokens": 3}
 TRAFFIC = {
     "concurrency": {"max_concurrency": 4, "num_prompts": 8},
-    "capacity": {
-        "request_rate": 2.0,
-        "max_concurrency": None,
-        "num_prompts": 16,
-    },  # one probe of examples/cpu's SLO capacity search
+    # One probe of examples/cpu's SLO capacity search: open-loop arrivals, where a late dispatch shows.
+    "capacity": {"request_rate": 2.0, "max_concurrency": None, "num_prompts": 16},
 }
 
 
