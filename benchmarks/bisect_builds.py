@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.planted_build import plant  # noqa: E402
 
-PLANTED = {"ngram_simple.size_n": 5}
+PLANTED = {"speculative.ngram_simple.size_n": 5}
 SUITE = """
 import pytest
 

@@ -6,9 +6,10 @@ tokens accepted on these code edits); re-run one unchanged (green) while the
 other narrows its n-gram to one token (24% accepted), which the gate fails
 on acceptance (one run, one reference server for both); then run the
 unchanged test on the same llama.cpp made uniformly slower (one thread where
-it used one per core, set behind the command line by
-tests/data/slow_engine/sitecustomize.py, which the servers load: an engine
-change the plugin cannot see, on the same machine), which fails naming the
+it used one per core, set behind the command line by tests/planted_build.py's
+sitecustomize, which the servers load from PYTHONPATH: an engine change the
+plugin cannot see, not even in the build's path, on the same machine), which
+fails naming the
 reference's own slowdown (43% here: 11.2 -> 18.6 ms per token).
 
 The engine is llama.cpp because what this test proves is the plugin's gate
@@ -27,11 +28,14 @@ engine.  The planted slowdown moves the reference's tok/s by about 40%, past
 the 30% band and the drift together.
 """
 
-from pathlib import Path
+import json
 
 import pytest
 
-SLOW_ENGINE = Path(__file__).resolve().parents[1] / "data" / "slow_engine"
+from tests.planted_build import PLANTED_CHANGES_ENV, planted_site
+
+# Every forward step slower, the reference's and SD's alike: llama.cpp on one thread for decoding and prompts.
+ONE_THREAD = {"cpuparams.n_threads": 1, "cpuparams_batch.n_threads": 1}
 
 BUNDLED = "specdec:smollm2-135m"
 
@@ -97,7 +101,9 @@ def gate_lines(result) -> str:
 
 
 @pytest.mark.own_servers
-def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(pytester, specdec_pool, monkeypatch):
+def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
+    pytester, specdec_pool, monkeypatch, tmp_path
+):
     specdec_pool.stop_running()  # one server at a time on this machine
     pytester.makepyfile(test_gated=GATED_SUITE)
 
@@ -126,8 +132,8 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(pyt
     # The same llama.cpp on one thread: every forward step slower, SD's tok/s and TPOT fall with the
     # reference's; the gate compares them all on the same machine and names the reference's own slowdown.
     with monkeypatch.context() as slow:
-        slow.setenv("PYTHONPATH", str(SLOW_ENGINE))
-        slow.setenv("SPECDEC_TEST_ENGINE_THREADS", "1")
+        slow.setenv("PYTHONPATH", str(planted_site(tmp_path)))
+        slow.setenv(PLANTED_CHANGES_ENV, json.dumps(ONE_THREAD))
         slower = run(pytester, "-k", "not narrowed")
     assert slower.ret != 0, f"the slower engine passed the gate:\n{gate_lines(slower)}"
     slower.assert_outcomes(failed=1, deselected=1)

@@ -5,47 +5,20 @@ on the load client's own process, and held its requests back (benchmarks/server_
 """
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
 from pytest_specdec.serving.metrics_page import MetricsPage
+from tests.metrics_http import serve_metrics
 
 PAGE = "vllm:num_requests_running 1\n"
 
 
 @pytest.fixture
 def metrics_server():
-    seen = {"connections": 0, "paths": []}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's and llama.cpp's servers answer
-
-        def setup(self):
-            seen["connections"] += 1
-            super().setup()
-
-        def do_GET(self):
-            seen["paths"].append(self.path)
-            status, body = (200, PAGE.encode()) if self.path == "/metrics" else (404, b"not found")
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_metrics(PAGE) as served:
+        yield served
 
 
 def test_every_read_of_a_run_shares_one_connection(metrics_server):

@@ -5,8 +5,8 @@ import io
 import math
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +17,7 @@ from pytest_specdec.measure.run_watch import RunWatch
 from pytest_specdec.measure.series_figures import load_flags, series_figures
 from pytest_specdec.report.series_report import series_markdown, series_plot, series_section
 from pytest_specdec.serving.server_series import SERIES, SeriesSampler, ServerSeries, read_series
+from tests.metrics_http import serve_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -154,40 +155,10 @@ def test_a_side_without_series_is_unavailable_with_its_reason_and_flags_nothing(
     assert series_figures(Result([], []))["reference"]["unavailable"] == "the runs' server series were not read"
 
 
-class Server:
-    """A server whose /metrics page (one request running) is served over HTTP, as the run watch reads it."""
-
-    def __init__(self):
-        body = page(1, 0, 0.1, 0).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                self.send_response(200 if self.path == "/metrics" else 404)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
-
-    def close(self):
-        self._http.shutdown()
-        self._http.server_close()
-
-
 def test_the_run_watch_reads_the_engines_series_or_says_why_it_cannot():
     spec = type("Spec", (), {"engine": "vllm", "endpoints": ()})()
-    server = Server()
-    try:
-        energy, series = RunWatch("no RAPL counters here", server, spec, 0.01).stop()
-    finally:
-        server.close()
+    with serve_metrics(page(1, 0, 0.1, 0)) as (url, _):  # one request running, read over HTTP
+        energy, series = RunWatch("no RAPL counters here", SimpleNamespace(url=url), spec, 0.01).stop()
     assert energy.joules is None and energy.problem == "no RAPL counters here"
     assert series.available and series.summary()["running_peak"] == 1.0
     _, off = RunWatch("x", object(), spec, None).stop()
