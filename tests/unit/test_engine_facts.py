@@ -31,7 +31,8 @@ def test_the_cpu_builds_own_start_up_lines_give_version_runner_scheduling_dtype_
     facts = facts_from_log(CPU_NGRAM_LOG)
     assert facts["version"] == "0.32.0"
     assert facts["model_runner"] == "v1 (fallback)"  # "Model Runner V2 requires Triton"
-    assert facts["async_scheduling"] == "disabled (fallback)"  # vLLM turns it off for n-gram
+    # vLLM logs its n-gram fallback, then its CPU platform turns async scheduling off for every server.
+    assert facts["device"] == "cpu" and facts["async_scheduling"] == "disabled (CPU platform)"
     assert facts["dtype"] == "float32" and facts["enforce_eager"] == "True" and facts["cudagraph_mode"] == "NONE"
     assert facts["kv_cache_tokens"] == "23296" and facts["enable_prefix_caching"] == "True"
 
@@ -43,6 +44,30 @@ def test_the_h100_runs_engine_differences_are_named_as_confounds_with_their_fixe
     assert found["async_scheduling"].reference == "default (not disabled)"
     assert "--no-async-scheduling" in found["async_scheduling"].fix
     assert "VLLM_USE_V2_MODEL_RUNNER" in found["model_runner"].fix
+
+
+def test_on_the_cpu_build_async_scheduling_is_no_confound_though_only_the_ngram_side_logs_its_fallback():
+    reference_log = "\n".join(line for line in CPU_NGRAM_LOG.splitlines() if "Async scheduling" not in line)
+    assert "device_config=cpu" in reference_log and "speculative" in CPU_NGRAM_LOG
+    reference, ngram = facts_from_log(reference_log), facts_from_log(CPU_NGRAM_LOG)
+    assert reference["async_scheduling"] == ngram["async_scheduling"] == "disabled (CPU platform)"
+    assert "async_scheduling" not in {c.fact for c in confounds(reference, ngram)}
+    # The same lines from a GPU engine keep the fallback, and the confound with it.
+    gpu = [text.replace("device_config=cpu", "device_config=cuda") for text in (reference_log, CPU_NGRAM_LOG)]
+    found = {c.fact: c for c in confounds(facts_from_log(gpu[0]), facts_from_log(gpu[1]))}
+    assert (found["async_scheduling"].reference, found["async_scheduling"].speculative) == (
+        "default (not disabled)",
+        "disabled (fallback)",
+    )
+
+
+def test_a_state_named_two_ways_is_one_state():
+    # `--no-async-scheduling` is logged as async_scheduling=False; a fallback as "... will be disabled".
+    assert facts_from_log("... async_scheduling=False, ...")["async_scheduling"] == "disabled"
+    assert confounds({"async_scheduling": "disabled"}, {"async_scheduling": "disabled (fallback)"}) == []
+    assert [c.fact for c in confounds({"async_scheduling": "enabled"}, {"async_scheduling": "disabled (fallback)"})] == [
+        "async_scheduling"
+    ]
 
 
 def test_facts_one_side_does_not_reveal_are_no_confound_and_equal_numbers_are_equal():
