@@ -86,13 +86,28 @@ class BaselineSession:
         self.fingerprint[PROBE_FIELD] = merged_probe(self.fingerprint[PROBE_FIELD], self.retime_probe())
         return True
 
+    def _settle_probe(self) -> None:
+        """Time the machine probe once more before baselines are written, each figure keeping its best of both
+        timings.  A baseline's probe is what every later session on the box is judged by: one recorded during a
+        neighbour's burst (17% low in a CI-like run here) made a later session on the same box read "machine
+        probe moved", and an engine made 43% slower passed with only acceptance compared."""
+        first = self.fingerprint.get(PROBE_FIELD)
+        if not self.probe_again():
+            return
+        settled = self.fingerprint[PROBE_FIELD]
+        for baseline in self.pending.values():
+            if baseline.fingerprint.get(PROBE_FIELD) == first:  # the session's probe, not another build's
+                baseline.fingerprint = {**baseline.fingerprint, PROBE_FIELD: settled}
+
     def load(self, test_id: str, fingerprint: dict) -> Baseline:
         if self.loader is not None:
             return self.loader(test_id, fingerprint)
         return load_baseline(self.base_dir, test_id)
 
     def flush(self) -> list[Path]:
-        """Write queued baselines (atomically); called at session end."""
+        """Write queued baselines (atomically); called at session end, after their probe is settled."""
+        if self.pending:
+            self._settle_probe()
         for test_id, baseline in sorted(self.pending.items()):
             self.written.append(write_baseline(self.base_dir, baseline))
         self.pending.clear()
