@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
 import uuid
@@ -91,6 +92,9 @@ class RequestRecord:
     output_tokens_from: str = "usage"
     category: str | None = None  # the prompt's category, for per-category figures
     turn: int | None = None  # a conversation's turn (0 first), for per-turn figures
+    # Which prompt it sent (a digest of the prompt's text; a conversation's first turn for every turn): the
+    # repeats that send one prompt again share it, and per-group tests count prompts, not requests.
+    prompt_key: str | None = None
 
 
 @dataclass
@@ -280,6 +284,12 @@ def completion_body(
     return payload
 
 
+def prompt_key(text: Any) -> str:
+    """A short digest of a prompt's text (chat messages as their JSON), the same in every process and session."""
+    data = text if isinstance(text, str) else json.dumps(text, sort_keys=True)
+    return hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+
+
 async def send_request(
     transport: Transport,
     engine: Any,
@@ -315,6 +325,7 @@ async def send_request(
             top_logprobs=[] if options.logprobs is not None else None,
             success=False,
             category=getattr(prompt, "category", None),
+            prompt_key=prompt_key(prompt.text),
         )
         record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
         try:

@@ -13,6 +13,13 @@ context grows, which an aggregate hides.  Per group:
   median TTFT;
 - how many requests the group has, over every repeat.
 
+Whether groups differ is tested on prompts, not requests: the repeats of a
+run send a data file's prompts again (all of them, when the run asks for as
+many as the file holds), and greedy decoding gives a prompt the same
+acceptance every time, so counting each repeat as another request made three
+repeats of 4 conversations look like 12 independent ones (p = 0.04 where 4
+against 4 allow nothing below 0.086 once corrected for 3 pairs of groups).
+
 A group of one request is reported, and says so: its figures are one
 request's.
 """
@@ -48,7 +55,9 @@ class GroupFigures:
     # The lowest and highest acceptance rate of one request of the group (the spread behind the rate).
     request_rate_low: float = math.nan
     request_rate_high: float = math.nan
-    request_rates: tuple[float, ...] = ()  # each request's acceptance rate (for `difference`)
+    request_rates: tuple[float, ...] = ()  # each request's acceptance rate
+    # Each distinct prompt's acceptance rate over every request that sent it: the units `difference` tests.
+    prompt_rates: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         def number(value):
@@ -67,6 +76,7 @@ class GroupFigures:
             "problem": self.problem,
             "request_rate_range": [number(self.request_rate_low), number(self.request_rate_high)],
             "request_rates": [number(rate) for rate in self.request_rates],
+            "prompt_rates": [number(rate) for rate in self.prompt_rates],
         }
 
 
@@ -102,7 +112,7 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
         figures = [getattr(r, "spec_decoding", None) for r in sd_ok]
         problem = None
         rate = length = math.nan
-        per_request = []
+        per_request, per_prompt = [], []
         if not sd_ok:
             problem = "no SD request of this group completed"
         elif any(not f or DRAFTED not in f for f in figures):
@@ -115,6 +125,7 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
             accepted = sum(f.get(ACCEPTED, 0) for f in figures)
             rate = accepted / drafted if drafted else math.nan
             per_request = [f.get(ACCEPTED, 0) / f[DRAFTED] for f in figures if f[DRAFTED]]
+            per_prompt = _prompt_rates(sd_ok, figures)
             # Tokens per drafted step need the steps, which not every engine counts per request (llama.cpp).
             steps = sum(f[STEPS] for f in figures) if all(STEPS in f for f in figures) else 0
             length = 1.0 + accepted / steps if steps else math.nan
@@ -137,9 +148,23 @@ def breakdown(reference_runs, speculative_runs, label: Callable[[Any], Any]) -> 
                 min(per_request, default=math.nan),
                 max(per_request, default=math.nan),
                 tuple(per_request),
+                tuple(per_prompt),
             )
         )
     return out
+
+
+def _prompt_rates(records, figures) -> list[float]:
+    """Acceptance per distinct prompt (`prompt_key`; a record without one counts alone), summed over its
+    requests, in the order prompts first appear."""
+    totals: dict[Any, list[int]] = {}
+    for record, f in zip(records, figures):
+        if f[DRAFTED]:
+            key = getattr(record, "prompt_key", None) or id(record)
+            total = totals.setdefault(key, [0, 0])
+            total[0] += f.get(ACCEPTED, 0)
+            total[1] += f[DRAFTED]
+    return [accepted / drafted for accepted, drafted in totals.values()]
 
 
 def _permutation_p(a: tuple[float, ...], b: tuple[float, ...], rounds: int = 4000, seed: int = 0) -> float:
@@ -153,28 +178,34 @@ def _permutation_p(a: tuple[float, ...], b: tuple[float, ...], rounds: int = 400
 
 
 def difference(groups: list[GroupFigures], alpha: float = 0.05) -> str:
-    """Whether acceptance differs between the groups beyond the spread of their requests, in words.
+    """Whether acceptance differs between the groups beyond the spread of their prompts, in words.
 
     The groups with the highest and the lowest acceptance are compared by a
-    permutation test of their requests' acceptance rates; the p-value is
-    multiplied by the number of pairs of groups (Bonferroni: the two were
-    picked as the extremes of all), and a difference is claimed below `alpha`.
+    permutation test of their prompts' acceptance rates (each distinct prompt
+    once, over every repeat that sent it); the p-value is multiplied by the
+    number of pairs of groups (Bonferroni: the two were picked as the extremes
+    of all), and a difference is claimed below `alpha`.
     """
-    rated = [g for g in groups if len(g.request_rates) >= 2 and math.isfinite(g.acceptance_rate)]
+    rated = [g for g in groups if len(g.prompt_rates) >= 2 and math.isfinite(g.acceptance_rate)]
     if len(rated) < 2:
-        return "no difference measurable: fewer than two groups have per-request acceptance of 2 requests or more"
+        return "no difference measurable: fewer than two groups have per-request acceptance of 2 prompts or more"
     high = max(rated, key=lambda g: g.acceptance_rate)
     low = min(rated, key=lambda g: g.acceptance_rate)
     pairs = len(rated) * (len(rated) - 1) // 2
-    p = min(1.0, _permutation_p(high.request_rates, low.request_rates) * pairs)
+    p = min(1.0, _permutation_p(high.prompt_rates, low.prompt_rates) * pairs)
     figures = (
-        f"{high.name} {high.acceptance_rate:.0%} ({len(high.request_rates)} requests) against {low.name} "
-        f"{low.acceptance_rate:.0%} ({len(low.request_rates)}); permutation test, p = {p:.3g} after "
+        f"{high.name} {high.acceptance_rate:.0%} ({_count(high)}) against {low.name} "
+        f"{low.acceptance_rate:.0%} ({_count(low)}); permutation test of prompts, p = {p:.3g} after "
         f"{pairs} comparisons"
     )
     if p < alpha:
         return f"differs: {figures}"
-    return f"no difference measurable: the highest and lowest groups' requests overlap too much: {figures}"
+    return f"no difference measurable: the highest and lowest groups' prompts overlap too much: {figures}"
+
+
+def _count(group: GroupFigures) -> str:
+    prompts, requests = len(group.prompt_rates), len(group.request_rates)
+    return f"{prompts} prompts" + (f", {requests} requests" if requests != prompts else "")
 
 
 class GroupedFigures:

@@ -553,6 +553,13 @@ def test_conversations_carry_the_real_replies_and_think_between_turns(server):
     arrivals = sorted(t for t, _, _ in server.requests)
     assert all(b - a >= 0.05 for a, b in zip(arrivals, arrivals[1:]))  # the user read each reply first
     assert [r.prompt_len for r in run.records] == [7, 8, 9]  # from each turn's usage
+    # Every turn names the conversation it belongs to, and a run that sends it again names it the same.
+    again = generate_load(server.url, "m", [conversation], pattern)
+    assert len({r.prompt_key for r in run.records + again.records}) == 1 and run.records[0].prompt_key
+    other = generate_load(
+        server.url, "m", [TraceP("User: hi\nAssistant:", 5, 3)], AccessPattern("throughput_low", num_prompts=1)
+    )
+    assert other.records[0].prompt_key != run.records[0].prompt_key
 
 
 def test_a_failed_turn_ends_its_conversation_and_the_rest_are_recorded_failed(server):

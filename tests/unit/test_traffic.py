@@ -165,10 +165,13 @@ def test_trace_and_conversation_patterns_validate_and_describe():
         AccessPattern("x", think_time_s=-1)
 
 
-def record(index, *, success=True, tpot_ms=20.0, ttft=0.1, drafted=8, accepted=4, steps=2, category=None, turn=None):
+def record(
+    index, *, success=True, tpot_ms=20.0, ttft=0.1, drafted=8, accepted=4, steps=2, category=None, turn=None, key=None
+):
     tokens = 11
     return SimpleNamespace(
         index=index,
+        prompt_key=key,
         success=success,
         output_tokens=tokens,
         ttft=ttft,
@@ -198,7 +201,7 @@ def test_per_category_figures_and_whether_categories_differ():
     assert a.speedup_median_tpot == pytest.approx(40 / 11) and b.speedup_median_tpot == pytest.approx(40 / 32)
     assert (a.request_rate_low, a.request_rate_high) == (6 / 8, 7 / 8)
     # Two requests a side cannot reach p < 0.05 by permutation (the smallest p of 2 + 2 is 1/3).
-    assert difference([a, b]).startswith("no difference measurable: the highest and lowest groups' requests")
+    assert difference([a, b]).startswith("no difference measurable: the highest and lowest groups' prompts")
     many = runs(
         [record(i, accepted=6 + i % 2 if i < 8 else 1 + i % 2, category="a" if i < 8 else "b") for i in range(16)]
     )
@@ -206,7 +209,7 @@ def test_per_category_figures_and_whether_categories_differ():
         runs([record(i, category="a" if i < 8 else "b") for i in range(16)]), many, lambda r: r.category
     )
     text = difference(separated)
-    assert text.startswith("differs: a 81% (8 requests) against b 19% (8); permutation test, p = ")
+    assert text.startswith("differs: a 81% (8 prompts) against b 19% (8 prompts); permutation test of prompts, p = ")
     assert float(text.split("p = ")[1].split()[0]) < 0.01
     overlapping = breakdown(
         reference,
@@ -215,6 +218,33 @@ def test_per_category_figures_and_whether_categories_differ():
     )
     assert difference(overlapping).startswith("no difference measurable")
     assert difference(separated[:1]).startswith("no difference measurable: fewer than two groups")
+
+
+def test_groups_differ_by_their_prompts_not_by_the_repeats_that_sent_them_again():
+    # Three repeats of one run send the same 4 prompts per group (a data file as long as the run), and greedy
+    # decoding accepts the same on each: 12 requests a group, but 4 prompts.  Counted as requests, 12 against
+    # 12 separate at p < 0.01; 4 prompts against 4 cannot go below 2/70 (0.029), nor below 0.05 after pairs.
+    def repeats(group, offset):
+        return [
+            record(i, accepted=offset + i % 4, category=group, key=f"{group}{i % 4}") for i in range(12)
+        ]  # the prompt's key: the same prompt in every repeat
+
+    sd = runs(repeats("a", 4) + repeats("b", 0) + repeats("c", 2))
+    reference = runs([record(i, category=c) for c in "abc" for i in range(12)])
+    groups = breakdown(reference, sd, lambda r: r.category)
+    a = groups[0]
+    assert a.requests == 12 and len(a.request_rates) == 12 and a.prompt_rates == (4 / 8, 5 / 8, 6 / 8, 7 / 8)
+    text = difference(groups)
+    assert text.startswith("no difference measurable: the highest and lowest groups' prompts overlap too much: ")
+    assert "a 69% (4 prompts, 12 requests) against b 19% (4 prompts, 12 requests)" in text
+    assert float(text.split("p = ")[1].split()[0]) > 0.05
+    # Had each request been a prompt of its own, the same rates would have "differed".
+    alone = breakdown(reference, runs([replace_key(r, None) for r in sd[0].records]), lambda r: r.category)
+    assert difference(alone).startswith("differs: a 69% (12 prompts) against b 19% (12 prompts)")
+
+
+def replace_key(record_, key):
+    return SimpleNamespace(**{**vars(record_), "prompt_key": key})
 
 
 def test_per_turn_figures_are_ordered_by_turn_and_unavailable_without_sd_figures():
