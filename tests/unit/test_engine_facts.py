@@ -65,9 +65,9 @@ def test_a_state_named_two_ways_is_one_state():
     # `--no-async-scheduling` is logged as async_scheduling=False; a fallback as "... will be disabled".
     assert facts_from_log("... async_scheduling=False, ...")["async_scheduling"] == "disabled"
     assert confounds({"async_scheduling": "disabled"}, {"async_scheduling": "disabled (fallback)"}) == []
-    assert [c.fact for c in confounds({"async_scheduling": "enabled"}, {"async_scheduling": "disabled (fallback)"})] == [
-        "async_scheduling"
-    ]
+    assert [
+        c.fact for c in confounds({"async_scheduling": "enabled"}, {"async_scheduling": "disabled (fallback)"})
+    ] == ["async_scheduling"]
 
 
 def test_facts_one_side_does_not_reveal_are_no_confound_and_equal_numbers_are_equal():
