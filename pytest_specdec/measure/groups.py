@@ -168,7 +168,7 @@ def _prompt_rates(records, figures) -> list[float]:
 
 
 def _permutation_p(a: tuple[float, ...], b: tuple[float, ...], rounds: int = 4000, seed: int = 0) -> float:
-    """Two-sided permutation test of the difference in mean per-request acceptance (seeded: repeatable)."""
+    """Two-sided permutation test of the difference in mean acceptance, one value a prompt (seeded: repeatable)."""
     observed = abs(statistics.fmean(a) - statistics.fmean(b))
     pooled, generator, hits = list(a + b), random.Random(seed), 0
     for _ in range(rounds):
