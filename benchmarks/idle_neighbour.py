@@ -10,7 +10,8 @@ On one engine, a measured server (the reference) and a neighbour (an n-gram serv
 stopped, in alternating order (with, without, without, with, ...).  Before each "with" run the neighbour
 serves one request, as a pooled server would just have done, and the run starts `--settle` seconds later
 (0: at once, the worst case).  Printed: each pair's output throughput and median TPOT ratio (with /
-without), their medians, and the box's busy share (from /proc/stat) while the neighbour sat idle.
+without), their medians, and the box's busy share (from /proc/stat) in the 5 s after each "with" run, both
+servers idle then.
 
     .venv/bin/python benchmarks/idle_neighbour.py --engine vllm --pairs 4
 """
@@ -89,7 +90,7 @@ def main() -> None:
                 load = generate_load(measured.url, measured.model, prompts, pattern, seed=pair)
                 figures[beside] = summarize(load.records, load.duration_s)
                 if beside:
-                    idle_share.append(busy_share(5.0))  # the neighbour idle, nothing measured
+                    idle_share.append(busy_share(5.0))  # both servers idle, nothing measured
             throughput.append(figures[True].output_throughput / figures[False].output_throughput)
             tpot.append(figures[True].tpot.median / figures[False].tpot.median)
             print(
