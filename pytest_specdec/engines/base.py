@@ -26,6 +26,14 @@ from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `requ
 from .server_spec import ServerSpec
 
 
+# How vLLM counts a run's SD figures (its spec_decode_num_* counters), the definition every engine's is read
+# against: an engine that counts otherwise says how in its `Engine.acceptance_counting`.
+VLLM_ACCEPTANCE_COUNTING = (
+    "drafted: the tokens each verify step proposed (a step that proposes none counts neither as a step nor "
+    "as tokens); accepted: those the target kept, the bonus token excluded; acceptance length: "
+    "1 + accepted / steps"
+)
+
 # The share of a GPU assumed for an engine whose own share the plugin does not read.
 UNREAD_GPU_SHARE = 0.9
 
@@ -222,9 +230,14 @@ class Engine:
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError
 
+    # How it counts drafted and accepted tokens, in one line; vLLM's unless the engine says otherwise.
+    acceptance_counting = VLLM_ACCEPTANCE_COUNTING
+
     def acceptance_note(self, spec: "ServerSpec") -> str | None:
-        """Why this engine's acceptance for `spec` is not vLLM's (a reader must not compare the two), or None."""
-        return None
+        """Why this engine's acceptance for `spec` is not vLLM's (a reader must not compare the two), or None;
+        by default its `acceptance_counting` where that is not vLLM's (an engine whose counting differs for
+        some methods only overrides this to name them)."""
+        return None if self.acceptance_counting == VLLM_ACCEPTANCE_COUNTING else self.acceptance_counting
 
     # Whether `vllm bench serve` can rerun its load by hand (it sends vLLM's request body); else the
     # plugin's own `replay` command, which speaks the engine's, is what a reproduce line shows.

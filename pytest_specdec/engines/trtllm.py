@@ -5,8 +5,8 @@ The speculative settings are not flags but LLM-API fields, read from the file
 releases up to 1.0 know only the long name, so that is the one emitted).  The
 file is JSON, which YAML reads as it is, so no YAML library is needed.  Its
 own SD figures: the iteration stats ``GET /metrics`` returns (their
-``specDecodingStats``) once ``enable_iter_perf_stats`` is on; responses carry
-none per request.
+``specDecodingStats``) once ``enable_iter_perf_stats`` is on, and per request
+each streamed choice's ``avg_decoded_tokens_per_iter`` (`request_sd`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
+from .per_request import ACCEPTED, STEPS
 
 TITLE = "TensorRT-LLM"
 DRAFT_METHODS = frozenset({"eagle3", "draft_model"})
@@ -28,11 +29,11 @@ EAGLE_REFUSAL = (
 # vLLM method -> decoding_type (tensorrt_llm/llmapi/llm_args.py, a pydantic union keyed by it).
 DECODING_TYPES = {
     "eagle3": "Eagle3",
-    # The docs (docs/source/features/speculative-decoding.md) and the `from_dict` table of releases up to
-    # 1.0 spell it "DraftTarget"; the main-branch llm_args.py declares
-    # `decoding_type: Literal["Draft_Target"]` and no alias was found.  The documented name is used; if a
-    # newer server answers "Input should be 'Draft_Target'", that is this conflict.
-    "draft_model": "DraftTarget",
+    # What llm_args.py declares: `class DraftTargetDecodingConfig` has `decoding_type:
+    # Literal["Draft_Target"]`, the key of the `SpeculativeConfig` union the options file is validated
+    # against.  "DraftTarget" (the docs' spelling) is only the `from_dict` table's key of releases up to
+    # 1.0, which read the options file through that table: those releases refuse this name.
+    "draft_model": "Draft_Target",
     "ngram": "NGram",
     "mtp": "MTP",
 }
@@ -43,6 +44,23 @@ STATS_KEY = "specDecodingStats"
 # plugin reads the queue before and after each repeat, so a repeat of more iterations lost its oldest.
 # A read that returns the whole cap may have lost some: its counters are unavailable, never short.
 ITER_STATS_CAP = 100_000
+# How it counts, as the executor does (PyExecutor's specDecodingStats; LlmRequest::getAvgDecodedTokensPerIter).
+ACCEPTANCE_COUNTING = (
+    "numDraftTokens counts every draft slot a step verified (padding included), numAcceptedTokens the drafts "
+    "the target kept (the bonus token excluded), numRequestsWithDraftTokens the (request, step) pairs; per "
+    "request, avg_decoded_tokens_per_iter is output tokens / iterations, the prefill's iteration included"
+)
+# Drafter.pad_draft_tokens_for_cuda_graph (tensorrt_llm/_torch/speculative/drafter.py) pads each request's
+# draft with zeros to the static maximum, "e.g., NGram mismatches": a step whose lookup found nothing is
+# verified, and counted, as a full draft that is rejected.  vLLM's prompt lookup proposes nothing then.
+NGRAM_ACCEPTANCE_NOTE = (
+    "TensorRT-LLM's NGram drafter pads a draft it found no match for to max_draft_len, and its statistics "
+    "count that step as drafting and the padding as drafted tokens, where vLLM's prompt lookup proposes and "
+    "counts nothing: its acceptance rate is not vLLM's (lower where the text has few repeats)"
+)
+# The streamed choices' running figure of each request (tensorrt_llm/serve/openai_protocol.py,
+# CompletionResponseStreamChoice and the chat one): its generated tokens over its decoding iterations.
+AVG_DECODED = "avg_decoded_tokens_per_iter"
 # specDecodingStats field -> SpecDecodeCounters field (C++ `struct SpecDecodingStats`, camelCase in JSON).
 STATS_FIELDS = {
     "numRequestsWithDraftTokens": "num_drafts",
@@ -134,6 +152,7 @@ class TensorRTLLM(Engine):
     ready_path = "/health"
     version_paths = ("/version",)  # {"version": "1.x.y"}
     metrics_facts = False  # /metrics drains the iteration stats the counters are summed from
+    acceptance_counting = ACCEPTANCE_COUNTING
     series_refusal = (
         "trtllm-serve's /metrics hands out each iteration's statistics once: reading it during a run would take "
         "them from the run's SD counters, which are summed from them"
@@ -208,10 +227,52 @@ class TensorRTLLM(Engine):
             command += ["--tp_size", str(spec.tensor_parallel_size)]
         return command + list(spec.server_args)
 
+    def acceptance_note(self, spec) -> str | None:
+        return NGRAM_ACCEPTANCE_NOTE if spec.method == "ngram" else None
+
+    def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        # Each streamed choice carries the request's running avg_decoded_tokens_per_iter, the usage event
+        # that ends the stream none: the last one seen rides on the usage event, where `request_sd` reads it
+        # beside the output token count it needs.
+        for choice in data.get("choices") or ():
+            if isinstance(choice, Mapping) and choice.get(AVG_DECODED) is not None:
+                state[AVG_DECODED] = choice[AVG_DECODED]
+        if data.get("usage") and AVG_DECODED in state:
+            return {**data, AVG_DECODED: state[AVG_DECODED]}
+        return data
+
     def request_sd(self, payload: Mapping[str, Any]) -> dict | None:
-        """None: trtllm-serve's OpenAI responses carry no per-request SD figures (only the
-        deprecated /perf_metrics route does, and only with return_perf_metrics on)."""
-        return None
+        """The request's steps and accepted drafts from ``avg_decoded_tokens_per_iter`` and its output tokens.
+
+        The figure is the request's generated tokens over its decoding
+        iterations (``LlmRequest::getAvgDecodedTokensPerIter``), the prefill
+        that made the first token one of them (the samplers count it), so for
+        N tokens the iterations are N / avg: the verify steps one fewer, and
+        the accepted drafts N minus the iterations (each iteration's own token
+        is not a draft).  vLLM's acceptance length 1 + accepted / steps follows;
+        the drafted tokens do not (no per-request count), so per-request
+        acceptance rates stay unavailable.  A server without speculation
+        reports 1.0: every iteration a step accepting nothing.  None where the
+        event is not the usage event that ends the stream.
+        """
+        avg, usage = payload.get(AVG_DECODED), payload.get("usage")
+        if avg is None or not isinstance(usage, Mapping):
+            return None
+        tokens = usage.get("completion_tokens")
+        if isinstance(avg, bool) or not isinstance(avg, (int, float)) or avg < 0:
+            raise ValueError(f"choices[0].{AVG_DECODED} must be a number >= 0, got {avg!r}")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"usage.completion_tokens must be an int >= 0, got {tokens!r}")
+        if avg == 0 or tokens == 0:
+            return None  # no decoding iteration yet: nothing to count
+        iterations = round(tokens / avg)
+        # The figure is a C++ float of tokens / iterations: a ratio that is not one was not that.
+        if not 1 <= iterations <= tokens or abs(tokens / avg - iterations) > 0.01:
+            raise ValueError(
+                f"choices[0].{AVG_DECODED} = {avg!r} is not {tokens} output tokens over a whole number of "
+                "decoding iterations"
+            )
+        return {STEPS: iterations - 1, ACCEPTED: tokens - iterations}
 
     def __init__(self):
         # Running totals per metrics URL: each read of trtllm-serve's /metrics drains its queue, so

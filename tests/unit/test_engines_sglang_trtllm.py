@@ -373,7 +373,7 @@ def test_trtllm_draft_model_with_tp_and_server_args_last(tmp_path):
     TRTLLM.check(launch.spec)
     assert TRTLLM.command(launch) == trtllm_base(tmp_path) + ["--tp_size", "2", "--max_batch_size", "8"]
     assert options_of(launch)["speculative_config"] == {
-        "decoding_type": "DraftTarget",
+        "decoding_type": "Draft_Target",
         "max_draft_len": 2,
         "speculative_model": DRAFT_PATH,
     }
