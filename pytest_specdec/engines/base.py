@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .counters import SpecDecodeCounters
 from .registry import engine_named
 from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `request_sd` speaks
+from .rerun import RerunRequest, plugin_replay
 from .server_spec import ServerSpec
 
 
@@ -239,9 +241,21 @@ class Engine:
         some methods only overrides this to name them)."""
         return None if self.acceptance_counting == VLLM_ACCEPTANCE_COUNTING else self.acceptance_counting
 
-    # Whether `vllm bench serve` can rerun its load by hand (it sends vLLM's request body); else the
-    # plugin's own `replay` command, which speaks the engine's, is what a reproduce line shows.
-    bench_serve = False
+    def restart_command(self, command: Sequence[str]) -> str:
+        """A shell line that starts its server again as `command` did, still runnable once the session's
+        temporary folder is gone (`rerun.with_files_written` carries a file it reads); as run by default."""
+        return shlex.join(command)
+
+    def replay_command(self, rerun: RerunRequest) -> list[str]:
+        """The command that sends a saved run's load to its server again (`RerunRequest`): the plugin's own
+        `replay` under the Python running this session by default."""
+        return plugin_replay(rerun)
+
+    def settle_request_sd(self, figures: Mapping[str, Any], spec: "ServerSpec") -> dict:
+        """A request's figures from `request_sd` once the run is over, completed with what the server's
+        configuration (`spec`) says and its stream could not (SGLang: k); unchanged by default."""
+        return dict(figures)
+
     # Facts (serving.engine_facts) a fallback switches off against the engine's default, with what the
     # side that logged no fallback ran; and the fix to print for each fact that differs between the sides.
     fallback_defaults: Mapping[str, str] = {}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
+from .rerun import with_files_written
 from .per_request import ACCEPTED, STEPS
 
 TITLE = "TensorRT-LLM"
@@ -226,6 +227,15 @@ class TensorRTLLM(Engine):
         if spec.tensor_parallel_size != 1:
             command += ["--tp_size", str(spec.tensor_parallel_size)]
         return command + list(spec.server_args)
+
+    def restart_command(self, command) -> str:
+        """The trtllm-serve command with its options file written first, beside where it runs: the file was
+        in the session's log folder, which pytest deletes with its temporary folder."""
+        files = {}
+        for flag in ("--extra_llm_api_options", "--config"):
+            if flag in command[:-1] and Path(path := command[command.index(flag) + 1]).is_file():
+                files[path] = Path(path).read_text(encoding="utf-8")
+        return with_files_written(command, files)
 
     def acceptance_note(self, spec) -> str | None:
         return NGRAM_ACCEPTANCE_NOTE if spec.method == "ngram" else None

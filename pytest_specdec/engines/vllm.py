@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .server_spec import BUNDLED_PREFIX
 from .base import Engine, LaunchRequest, package_version
+from .rerun import RerunRequest, plugin_replay
+from .vllm_bench import bench_command, bench_serve_flags
 from .counters import Sample, SpecDecodeCounters, parse_prometheus
 from . import vllm_facts
 
@@ -222,7 +224,6 @@ class Vllm(Engine):
     own_flags = frozenset(OWN_FLAGS)
     flag_reasons = OWN_FLAGS
     per_request_flag = PER_REQUEST_METRICS_FLAG
-    bench_serve = True
     # Gauges the engine updates every step (kv_cache_usage_perc is 0-1), counters since the server started.
     series_metrics = {
         "kv_cache_usage": "vllm:kv_cache_usage_perc",
@@ -272,6 +273,27 @@ class Vllm(Engine):
 
     def command(self, launch: LaunchRequest) -> list[str]:
         return build_command(launch)
+
+    def replay_command(self, rerun: RerunRequest) -> list[str]:
+        """`vllm bench serve` on the run's prompts; the CPU build's ``vllm`` script fails, so there the same
+        flags go to ``python -m pytest_specdec bench`` under the server's Python.  A trace, conversations or
+        chat requests (which bench serve cannot send) go to the plugin's own `replay`."""
+        command = list(rerun.server_command)
+        cpu_python = command[0] if command[1:3] == ["-m", _CPU_ENTRY_MODULE] else None
+        if rerun.replay or rerun.endpoint != "completions":
+            return plugin_replay(rerun, cpu_python or sys.executable)
+        flags = bench_serve_flags(
+            rerun.base_url,
+            rerun.model,
+            rerun.tokenizer,
+            rerun.prompts_file,
+            rerun.pattern,
+            rerun.seed,
+            rerun.ignore_eos,
+            rerun.logprobs,
+            rerun.sampling,
+        )
+        return bench_command(command if cpu_python else None) + flags
 
     def completion_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
         # vLLM's own field (no other engine accepts it; trtllm-serve refuses the request): each chunk then

@@ -1,19 +1,19 @@
 """Commands that rerun a measurement by hand: the servers as started, and the load.
 
-The load is vLLM's own `vllm bench serve` where the engine speaks its body
-(`engines.vllm_bench`), else the plugin's `replay` command.
+Every engine says how (`Engine.restart_command`, `Engine.replay_command`):
+this module only asks the one that ran the measurement.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engines import engine_named
+from ..engines.rerun import RerunRequest
 from ..engines.server_spec import DEFAULT_ENGINE
-from ..engines.vllm_bench import bench_command, bench_serve_flags, run_vllm_bench  # noqa: F401 - run_vllm_bench re-exported
+from ..engines.vllm_bench import run_vllm_bench  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from ..load.patterns import AccessPattern
@@ -36,51 +36,37 @@ def reproduce_commands(
     sampling: Any = None,
     endpoint: str = "completions",
 ) -> dict[str, str]:
-    """Shell commands that rerun this measurement by hand.
+    """Shell commands that rerun this measurement by hand, each from the engine that ran it.
 
-    The servers' commands are exactly what was run.  The load is `vllm bench
-    serve` on the same prompts (written as its custom dataset, unshuffled) with
-    the pattern's flags; on the CPU build, whose ``vllm`` script fails, the
-    same flags go to ``python -m pytest_specdec bench``.  On another engine, or
-    with a trace or conversations, it is ``python -m pytest_specdec replay``:
-    the plugin's own client, sending what it sent.
+    The servers restart as they were started (`Engine.restart_command`: a
+    file the command read from the session's temporary folder is written
+    first, so the line still runs once pytest has deleted that folder).  The
+    load is what the engine says reruns it (`Engine.replay_command`): on vLLM
+    `vllm bench serve` on the same prompts (its custom dataset, unshuffled)
+    with the pattern's flags, through ``python -m pytest_specdec bench`` on the
+    CPU build; elsewhere, or with a trace, conversations or chat, the plugin's
+    own ``replay``, which speaks the engine's request body.
     """
-    cpu_build = bool(server.command) and server.command[1:2] != ["serve"]
-    bench = bench_command(reference.server_command if cpu_build else None)
-    bench += bench_serve_flags(
-        server.url, server.model, tokenizer, prompts_file, pattern, seed, ignore_eos, logprobs, sampling
+    owner = engine_named(engine)
+    rerun = RerunRequest(
+        server_command=tuple(getattr(server, "command", None) or reference.server_command or ()),
+        base_url=server.url,
+        model=server.model,
+        prompts_file=str(prompts_file),
+        pattern=pattern,
+        seed=seed,
+        ignore_eos=ignore_eos,
+        engine=engine,
+        tokenizer=tokenizer,
+        logprobs=logprobs,
+        sampling=sampling,
+        endpoint=endpoint,
+        replay=replay,
     )
-    # A trace's own arrival times or conversations (vllm bench serve sends neither), or another engine's
-    # request body (vllm bench serve sends vLLM's: llama.cpp lost cache_prompt: false, SGLang's /generate is
-    # not OpenAI's): the plugin's own client, speaking the engine's body, reruns the load.
-    # Chat requests too: the custom dataset `vllm bench serve` reads sends them as completions.
-    if replay or endpoint != "completions" or not engine_named(engine).bench_serve:
-        python = reference.server_command[0] if reference.server_command and cpu_build else "python"
-        bench = [
-            python,
-            "-m",
-            "pytest_specdec",
-            "replay",
-            "--base-url",
-            server.url,
-            "--model",
-            server.model,
-            "--prompts",
-            str(prompts_file),
-            "--pattern",
-            json.dumps(pattern.describe(), sort_keys=True),
-            "--seed",
-            str(seed),
-            "--engine",
-            engine,
-            *(["--ignore-eos"] if ignore_eos else []),
-            *(["--sampling", json.dumps(sampling.describe())] if sampling is not None and not sampling.greedy else []),
-            *(["--endpoint", endpoint] if endpoint != "completions" else []),
-        ]
 
     def started(run: Run) -> str:
         return (
-            shlex.join(run.server_command)
+            owner.restart_command(list(run.server_command))
             if run.server_command
             else f"(a running endpoint, not started by pytest-specdec: {run.spec.endpoint})"
         )
@@ -88,5 +74,5 @@ def reproduce_commands(
     return {
         "reference_server": started(reference),
         "speculative_server": started(speculative),
-        "bench": shlex.join(bench),
+        "bench": shlex.join(owner.replay_command(rerun)),
     }
