@@ -216,18 +216,24 @@ class Engine:
     def check_flags(self, spec: "ServerSpec") -> None:
         """Refuse a server_args flag the command sets itself from the marker's fields."""
         for arg in spec.server_args:
-            flag = arg.split("=", 1)[0]
+            written = arg.split("=", 1)[0]
+            flag = self.flag_name(written)
+            named = flag if flag == written else f"{written} (the engine reads it as {flag})"
             if flag in self.flag_reasons:
                 raise EngineConfigError(
-                    self.title, "server_args", f"flag {flag} is not allowed here: {self.flag_reasons[flag]}"
+                    self.title, "server_args", f"flag {named} is not allowed here: {self.flag_reasons[flag]}"
                 )
             if flag in self.own_flags:
                 raise EngineConfigError(
                     self.title,
                     "server_args",
-                    f"flag {flag} is set by the plugin from the "
+                    f"flag {named} is set by the plugin from the "
                     "marker's fields; a second copy would silently override it",
                 )
+
+    def flag_name(self, flag: str) -> str:
+        """The option a server_args flag sets, as `own_flags` names it (the flag itself by default)."""
+        return flag
 
     def command(self, launch: LaunchRequest) -> list[str]:
         raise NotImplementedError

@@ -78,6 +78,21 @@ OWN_FLAGS = frozenset(
         "--spec-draft-p-min",
         "-kvu",
         "--kv-unified",
+        "--no-kv-unified",  # would split -c between the slots again (see DEFAULT_CONTEXT)
+        # The n-gram matcher and k the test declares: "--spec-ngram-simple-size-m 8" ran k=8 under the test's k.
+        "--spec-ngram-simple-size-n",
+        "--spec-ngram-simple-size-m",
+        "--spec-ngram-simple-min-hits",
+        # The same settings under the names builds before the 2026 refactor take (`LEGACY_FLAGS`), and aliases.
+        "--spec-ngram-size-n",
+        "--spec-ngram-size-m",
+        "--spec-ngram-min-hits",
+        "--draft-max",
+        "--draft",
+        "--draft-n",
+        "--draft-min",
+        "--draft-n-min",
+        "--draft-p-min",
     }
 )
 

@@ -31,6 +31,9 @@ DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
 OWN_FLAGS = (
     "--model-path",
     "--model",
+    "--host",  # the plugin binds loopback and claims a free port itself
+    "--port",
+    "--served-model-name",  # requests and readiness use the marker's model name
     "--tp-size",
     "--enable-metrics",
     "--speculative-algorithm",

@@ -39,7 +39,18 @@ DECODING_TYPES = {
     "mtp": "MTP",
 }
 # Flags `command` sets itself (click keeps the last copy, so one in server_args would silently win).
-OWN_FLAGS = ("--backend", "--extra_llm_api_options", "--config", "--tp_size", "--tensor_parallel_size")
+# Host and port: the plugin binds loopback on a port it claimed; the served name is the model path's basename.
+OWN_FLAGS = (
+    "--backend",
+    "--extra_llm_api_options",
+    "--config",
+    "--tp_size",
+    "--tensor_parallel_size",
+    "--host",
+    "--port",
+    "--served_model_name",
+    "--served-model-name",
+)
 STATS_KEY = "specDecodingStats"
 # How many iterations trtllm-serve queues for /metrics (iter_stats_max_iterations, 1000 when unset): the
 # plugin reads the queue before and after each repeat, so a repeat of more iterations lost its oldest.

@@ -271,6 +271,15 @@ class Vllm(Engine):
         # vLLM's vocabulary is the marker's: its methods are checked where the marker is parsed.
         self.check_flags(spec)
 
+    def flag_name(self, flag: str) -> str:
+        # vLLM's FlexibleArgumentParser reads `--a_b` as `--a-b`, and `--speculative-config.KEY V` as one key of
+        # --speculative-config (dotted JSON arguments): both would override what the marker set.
+        if flag.startswith("--"):
+            flag = "--" + flag[2:].split(".", 1)[0].replace("_", "-")
+        elif flag.startswith("-"):
+            flag = flag.split(".", 1)[0]
+        return flag
+
     def command(self, launch: LaunchRequest) -> list[str]:
         return build_command(launch)
 
