@@ -77,6 +77,8 @@ def draw(
         max_categories=plan.max_categories,
         samples_per_side=plan.samples,
         temperature=workload.sampling.temperature,
+        label=spec.label(),
+        decode=measurements.tokenizer(spec.model).decode,  # loaded already: the run compared its outputs
     )
 
 

@@ -6,8 +6,11 @@
   reference's 0.8, what a server that rescaled the request's temperature would do) must fail it.
 - vLLM's CPU build (0.32) with n-gram at temperature > 0 writes text the reference never would ("def
   sub( sowing: int Tok) -> interpolation:" at 0.8, and similar at 0.3, where the reference answers
-  "def sub(a: int, b: int) -> int:"): its rejection sampler is not lossless on this build.  The check
-  must find that, with the tables that show it.
+  "def sub(a: int, b: int) -> int:").  Its rejection rule is lossless; the build's C++ stand-in for the
+  Triton kernel that copies each request's temperature to its drafted positions writes into int64 copies
+  and never copies them back, so drafted positions are divided by uninitialised memory
+  (vllm-project/vllm#55005, fix proposed in vllm-project/vllm#55006; greedy decoding is unaffected).  The
+  check must find that, at drafted positions only: a strict xfail, so a fixed vLLM fails it as XPASS.
 """
 
 import math
@@ -64,24 +67,36 @@ def test_llamacpp_ngram_at_temperature_keeps_the_distribution_and_a_planted_samp
     assert not planted.passed and planted.rejected
 
 
+class DraftedTemperatureBug(AssertionError):
+    """The distribution check failed the way vllm-project/vllm#55005 makes it fail: drafted positions only.
+    The xfail expects this type alone, so any other failure (a plain AssertionError included) stays one."""
+
+
 # The n-gram target of test_cpu_servers.py, test_measure_cpu.py and test_openai_chat_cpu.py: this file sorts
 # after theirs, so this is the group's last test, and its draws, which end on the reference's server, stop the
 # n-gram server when no later test of the group needs it (a target of its own cost three starts).
 @pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=EAGER)
 @pytest.mark.workload("code_edit", **SAMPLED)
 @pytest.mark.access_pattern("throughput_high", max_concurrency=4, num_prompts=4)
-def test_vllm_cpu_ngram_at_temperature_fails_the_distribution_check(specdec):
+@pytest.mark.xfail(
+    strict=True,
+    raises=DraftedTemperatureBug,
+    reason="vLLM CPU 0.32 divides drafted positions' logits by uninitialised memory (vllm-project/vllm#55005)",
+)
+def test_vllm_cpu_ngram_at_temperature_keeps_the_distribution(specdec):
     result = specdec.run()
     check_sampled_run(result)
-    with pytest.raises(AssertionError) as failed:
+    try:
         # Two prompts at the default effect size (w 0.3: 173 samples a side): p 4.5e-10 at the worst table
         # here, against a threshold of 1.3e-3.  Planned for w 0.5 (67 samples) it was missed (p 0.0036):
         # the defect is a smaller effect than that at most positions (docs/benchmarks.md).
         result.assert_same_distribution(prompts=2)
-    message = str(failed.value)
-    print(message)
-    test = result.distribution
-    # The first token comes from the prefill, before any draft is verified: SD cannot change it.  The
-    # tables that reject are the drafted positions.
-    assert test.rejected and all(table.position != 1 for table in test.rejected)
-    assert "differ" in message and "reference" in message
+    except AssertionError as failed:
+        message = str(failed)
+        print(message)
+        test = result.distribution
+        # The first token comes from the prefill, before any draft is verified: the bug cannot change it.
+        # The tables that reject are the drafted positions, and the message points there.
+        assert test.rejected and all(table.position != 1 for table in test.rejected)
+        assert "differ" in message and "vllm-project/vllm#55005" in message
+        raise DraftedTemperatureBug(message) from failed
