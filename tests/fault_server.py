@@ -78,6 +78,7 @@ MODES = (
     "drift",
     "ttft-slow-first-run",
     "queued",
+    "useful-drafts",  # sglang: spec_num_proposed_drafts counts only the drafts it could fill, not k a step
 )
 CHUNK_S = 0.002  # the time between two streamed chunks of a warm server
 # trtllm-serve's CompletionRequest (tensorrt_llm/serve/openai_protocol.py): a pydantic model with
@@ -146,6 +147,56 @@ TRTLLM_CHAT_FIELDS = (TRTLLM_COMPLETION_FIELDS - {"prompt", "suffix", "echo", "b
     "cache_salt",
 }
 ROUTES = ("/v1/completions", "/v1/chat/completions")
+# SGLang's SamplingParams (python/sglang/srt/sampling/sampling_params.py, a keyword-only struct): /generate
+# builds it from the request's sampling_params, so any other key is refused (TypeError, the request fails).
+SGLANG_SAMPLING_KEYS = frozenset(
+    {
+        "max_new_tokens",
+        "stop",
+        "stop_token_ids",
+        "stop_regex",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "min_new_tokens",
+        "n",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "custom_params",
+        "stream_interval",
+        "logit_bias",
+        "sampling_seed",
+    }
+)
+
+
+def sglang_refusal(request: dict) -> str | None:
+    """What SGLang's /generate says about `request` (None when it passes): a text, and sampling_params
+    whose every key SamplingParams takes."""
+    if not isinstance(request.get("text"), str):
+        return "text: a prompt string is required"
+    params = request.get("sampling_params") or {}
+    if not isinstance(params, dict):
+        return f"sampling_params must be an object, got {params!r}"
+    unknown = sorted(set(params) - SGLANG_SAMPLING_KEYS)
+    return f"SamplingParams.__init__() got an unexpected keyword argument '{unknown[0]}'" if unknown else None
+
+
+def sglang_spec_meta(mode: str, steps: int) -> dict:
+    """A request's SD figures after `steps` verify steps at k = 4, each accepting one draft: every step's 4
+    slots counted as proposed, or (``useful-drafts``) only the drafts filled, fewer and no multiple of k."""
+    proposed = 3 * steps + 1 if mode == "useful-drafts" and steps else 4 * steps
+    return {"spec_verify_ct": steps, "spec_accept_histogram": [0, steps], "spec_num_proposed_drafts": proposed}
 
 
 def trtllm_refusal(request: dict, chat: bool = False) -> str | None:
@@ -157,10 +208,50 @@ def trtllm_refusal(request: dict, chat: bool = False) -> str | None:
     return f"{unknown[0]}: Extra inputs are not permitted" if unknown else None
 
 
-def vllm_refusal(request: dict) -> str | None:
+# vLLM's default --max-logprobs (vllm/config/model.py, max_logprobs: 20): more top logprobs are refused.
+VLLM_MAX_LOGPROBS = 20
+
+
+def vllm_chat_logprobs_refusal(request: dict) -> str | None:
+    """What vLLM's ChatCompletionRequest (vllm/entrypoints/openai/chat_completion/protocol.py) says about a
+    chat's ``logprobs: bool | None`` and ``top_logprobs: int`` (None when they pass): an integer logprobs is
+    no boolean, top ones need ``logprobs: true`` and at most --max-logprobs of them."""
+    logprobs, top = request.get("logprobs"), request.get("top_logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool):
+        return f"logprobs: Input should be a valid boolean, got {logprobs!r}"
+    if top is None:
+        return None
+    if isinstance(top, bool) or not isinstance(top, int):
+        return f"top_logprobs: `top_logprobs` must be an integer, got {top!r}"
+    if not 0 <= top <= VLLM_MAX_LOGPROBS:
+        return f"top_logprobs: {top} is outside 0..{VLLM_MAX_LOGPROBS} (--max-logprobs)"
+    if top > 0 and not logprobs:
+        return "top_logprobs: when using `top_logprobs`, `logprobs` must be set to true."
+    return None
+
+
+def chat_logprobs(words: list[str], top: int) -> dict:
+    """A chat chunk's ``logprobs`` as vLLM streams them: one ``content`` entry per token (``token``,
+    ``logprob``, ``bytes``) with its ``top_logprobs`` as a list of such entries, the sampled token first."""
+
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    alternatives = [f" {WORDS[(WORDS.index(word.strip()) + n) % len(WORDS)]}" for word in words for n in (1, 2)]
+    content = []
+    for position, word in enumerate(words):
+        tops = [entry(word, -0.1), *(entry(alt, -2.5 - n) for n, alt in enumerate(alternatives[2 * position :][:2]))]
+        content.append({**entry(word, -0.1), "top_logprobs": tops[:top]})
+    return {"content": content}
+
+
+def vllm_refusal(request: dict, chat: bool = False) -> str | None:
     """What vLLM's request validation says about the fields the plugin sends it beyond OpenAI's (None when
     they pass): ``cache_salt`` must be a non-empty string of at most 128 characters without '@', '/', '\\'
-    or NUL (vllm/entrypoints/generate/base/protocol.py, validate_cache_salt)."""
+    or NUL (vllm/entrypoints/generate/base/protocol.py, validate_cache_salt); a chat's logprobs as
+    `vllm_chat_logprobs_refusal` says."""
+    if chat and (refusal := vllm_chat_logprobs_refusal(request)):
+        return refusal
     salt = request.get("cache_salt")
     if salt is None:
         return None
@@ -439,7 +530,7 @@ def make_handler(state: State):
             if state.dialect == "trtllm" and (refusal := trtllm_refusal(request, chat)):
                 self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
                 return
-            if state.dialect == "vllm" and (refusal := vllm_refusal(request)):
+            if state.dialect == "vllm" and (refusal := vllm_refusal(request, chat)):
                 self._json(400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400})
                 return
             if refusal := prompt_refusal(request, chat):
@@ -491,6 +582,10 @@ def make_handler(state: State):
                     **({"delta": {"content": text}} if chat else {"text": text}),
                     "finish_reason": None,
                 }
+                if chat and request.get("logprobs") is True and state.dialect == "vllm":
+                    choice["logprobs"] = chat_logprobs(
+                        [f" {w}" for w in text.split()], request.get("top_logprobs") or 0
+                    )
                 event = {"id": "cmpl-1", "object": kind, "model": state.model, "choices": [choice]}
                 if state.mode not in ("no-token-ids", "bare-stream") and state.dialect != "trtllm":
                     if state.dialect == "llamacpp":
@@ -548,9 +643,13 @@ def make_handler(state: State):
 
         def _sglang_generate(self, request: dict) -> None:
             """SGLang's native /generate, streamed: running totals of text and output_ids, and meta_info
-            with the request's own SD figures so far (k = 4, one draft accepted per verify step)."""
+            with the request's own SD figures so far (k = 4, one draft accepted per verify step, proposals
+            counted either way SGLang's releases count them: `sglang_spec_meta`)."""
             if self.path != "/generate":
                 self._json(404, {"detail": f"Not Found: {self.path}"})
+                return
+            if refusal := sglang_refusal(request):
+                self._json(400, {"error": {"message": refusal}})
                 return
             with state.lock:
                 number = state.requests + 1
@@ -572,9 +671,7 @@ def make_handler(state: State):
                     "finish_reason": {"type": "length", "length": count} if end >= count else None,
                 }
                 if state.mode != "no-counters":
-                    meta.update(
-                        spec_verify_ct=steps, spec_accept_histogram=[0, steps], spec_num_proposed_drafts=4 * steps
-                    )
+                    meta.update(sglang_spec_meta(state.mode, steps))
                 self._event(
                     {
                         "text": "".join(f" {WORDS[(t - 100) % len(WORDS)]}" for t in so_far),

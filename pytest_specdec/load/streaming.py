@@ -170,7 +170,7 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, 
                 record.token_ids.extend(ids)
                 record.chunk_tokens.append(len(ids))
             if want_logprobs and (lp := choice.get("logprobs")):
-                record.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
+                record.top_logprobs.extend(position_logprobs(lp))
         if data.get("usage"):
             usage = data["usage"]
         if (found := engine.request_sd(data)) is not None:  # the engine's own per-request SD figures
@@ -202,6 +202,26 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, 
         record.error = record.error or "stream ended without any event carrying choices"
     elif record.error is None:
         record.success = True
+
+
+def position_logprobs(logprobs: dict[str, Any]) -> list[dict[str, float]]:
+    """One {token: logprob} per output position of a chunk's ``logprobs``, in either route's shape.
+
+    A completion's are ``top_logprobs`` (a dict per position, the sampled
+    token among them); a chat completion's are ``content`` (an entry per
+    position: its ``token`` and ``logprob``, and its ``top_logprobs`` as a
+    list of ``{token, logprob, bytes}``), read into the completion's shape
+    with the sampled token added as a completion has it.
+    """
+    if "content" not in logprobs:
+        return [t or {} for t in logprobs.get("top_logprobs") or []]
+    positions = []
+    for entry in logprobs.get("content") or []:
+        tops = {top["token"]: top["logprob"] for top in entry.get("top_logprobs") or []}
+        if "token" in entry and "logprob" in entry:
+            tops.setdefault(entry["token"], entry["logprob"])
+        positions.append(tops)
+    return positions
 
 
 def _reason(status: int) -> str:
@@ -279,7 +299,11 @@ def completion_body(
     }
     if options.sampling is not None:  # request `index`'s temperature, top_p, top_k and seed
         payload.update(options.sampling.request_fields(options.run_seed, index))
-    if options.logprobs is not None:
+    if options.logprobs is not None and options.endpoint == "chat":
+        # A chat request's logprobs is a switch and the count is top_logprobs (vLLM's ChatCompletionRequest:
+        # `logprobs: bool`, `top_logprobs: int`): an integer there is refused, or, as 1, returns no top ones.
+        payload.update(logprobs=True, top_logprobs=options.logprobs)
+    elif options.logprobs is not None:
         payload["logprobs"] = options.logprobs
     return payload
 
