@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .atomic import write_atomic
+from .engines import ENGINE_MODULES, engine_named
 from .report.cells import aligned
 from .report.files import ReportError, load_report
 
@@ -114,10 +115,12 @@ class Outcome:
 
 
 def short_name(build: str) -> str:
-    """The build's name in its step's folder: a venv's Python or a llama-server is named by its folder."""
+    """The build's name in its step's folder: a venv's Python or an engine's own server binary (its
+    `build_binaries`, llama-server's) is named by its folder."""
     path = Path(build)
     name = path.name
-    if name.startswith(("python", "llama-server")):
+    binaries = tuple(binary for engine in ENGINE_MODULES for binary in engine_named(engine).build_binaries)
+    if name.startswith(("python", *binaries)):
         folders = [p for p in reversed(path.parent.parts) if p not in GENERIC_FOLDERS and p.strip("/\\")]
         name = folders[0] if folders else name
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "build"

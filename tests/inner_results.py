@@ -14,15 +14,15 @@ from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 
 
 class Rec:
-    def __init__(self, index, tokens, tpot_s, token_ids, logprobs=None):
+    def __init__(self, index, tokens, tpot_s, token_ids, logprobs=None, ttft=0.05):
         self.index, self.prompt_len, self.output_tokens = index, 16, tokens
-        self.ttft, self.itl, self.latency = 0.05, [tpot_s] * (tokens - 1), 0.05 + tpot_s * (tokens - 1)
+        self.ttft, self.itl, self.latency = ttft, [tpot_s] * (tokens - 1), ttft + tpot_s * (tokens - 1)
         self.token_ids, self.top_logprobs, self.success = token_ids, logprobs, True
 
 
-def run(spec, throughput, tpot_ms, accepted=None, outputs=None, logprobs=None):
+def run(spec, throughput, tpot_ms, accepted=None, outputs=None, logprobs=None, ttft=0.05):
     outputs = outputs or [[1, 2, 3, 4]] * 4
-    records = [Rec(i, 5, tpot_ms / 1000, ids, logprobs) for i, ids in enumerate(outputs)]
+    records = [Rec(i, 5, tpot_ms / 1000, ids, logprobs, ttft) for i, ids in enumerate(outputs)]
     metrics = summarize(records, duration_s=sum(r.output_tokens for r in records) / throughput)
     counters = None if accepted is None else SpecDecodeCounters(100, 400, accepted, {0: accepted * 0.4,
                                                                               1: accepted * 0.3,
@@ -34,10 +34,11 @@ def run(spec, throughput, tpot_ms, accepted=None, outputs=None, logprobs=None):
 @pytest.fixture
 def make_result(specdec):
     def make(ref=(30.0,), sd=(45.0,), ref_tpot=(33.0,), sd_tpot=(22.0,), accepted=(240.0,),
-             ref_outputs=None, sd_outputs=None, logprobs=None):
+             ref_outputs=None, sd_outputs=None, logprobs=None, sd_ttft=0.05):
         reference = [run(specdec.reference_spec, t, p, outputs=ref_outputs, logprobs=logprobs)
                      for t, p in zip(ref, ref_tpot)]
-        speculative = [run(specdec.spec, t, p, a, outputs=sd_outputs) for t, p, a in zip(sd, sd_tpot, accepted)]
+        speculative = [run(specdec.spec, t, p, a, outputs=sd_outputs, ttft=sd_ttft)
+                       for t, p, a in zip(sd, sd_tpot, accepted)]
         result = SpecDecResult(specdec.spec, {"name": "code_edit"}, {"name": "throughput_low"}, reference,
                                speculative, compare_outputs(reference[0].records, speculative[0].records,
                                                             decode=lambda ids: " ".join(map(str, ids))),

@@ -32,7 +32,7 @@ DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for mi
 
 
 def parse_engine(value: str) -> str:
-    """An engine name: ``"vllm"``, ``"sglang"``, ``"trtllm"`` or ``"llamacpp"``."""
+    """An engine name: one the registry knows (``engines.registry.ENGINE_MODULES``, `register_engine` adding to it)."""
     from ..engines import ENGINE_MODULES
 
     name = value.strip()
@@ -99,7 +99,7 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
             type=parse_seconds,
             default=None,
             metavar="SECONDS",
-            help=f"how long a vLLM server may take to become ready (default "
+            help=f"how long a server may take to become ready (default "
             f"{DEFAULT_STARTUP_TIMEOUT:g}; ini specdec_startup_timeout).",
         ),
     ),
@@ -312,7 +312,7 @@ INI_KEYS: list[tuple[str, str, dict]] = [
         "free MiB each GPU of a share needs before a server starts (default: 90% of its memory)",
         dict(default=""),
     ),
-    ("specdec_startup_timeout", "seconds a vLLM server may take to become ready", dict(default="")),
+    ("specdec_startup_timeout", "seconds a server may take to become ready", dict(default="")),
     ("specdec_request_timeout", "seconds one streamed request may take", dict(default="")),
     ("specdec_max_dispatch_lag_ms", "p99 dispatch lag (ms) above which a run is client-bound", dict(default="")),
     (
@@ -323,7 +323,8 @@ INI_KEYS: list[tuple[str, str, dict]] = [
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
     (
         "specdec_engine",
-        "the engine of specdec markers that name none: vllm (default), sglang, trtllm or llamacpp",
+        "the engine of specdec markers that name none: vllm (default) or another registered engine "
+        "(engines.register_engine)",
         dict(default=""),
     ),
     (

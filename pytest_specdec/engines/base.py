@@ -200,6 +200,10 @@ class Engine:
         if endpoint == "chat" and not self.chat_path:
             raise EngineConfigError(self.title, "workload.endpoint", f"cannot serve 'chat' here: {self.chat_refusal}")
 
+    # File names of the engine's own server binaries a build path may name (besides a Python): bisect names a
+    # build by its folder when the file is one of these.
+    build_binaries: tuple[str, ...] = ()
+
     def check_build(self, build: str) -> None:
         """Refuse a build path this engine cannot launch (EngineConfigError naming it): by default only the
         Python of an environment that holds the engine."""

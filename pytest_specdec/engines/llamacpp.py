@@ -170,6 +170,7 @@ class LlamaCpp(Engine):
     methods = frozenset({"draft_model", "ngram"})
     own_flags = frozenset(OWN_FLAGS)
     ready_path = "/health"  # 503 while the model loads
+    build_binaries = ("llama-server",)  # a --build path may name the binary itself (`check_build`)
     model_format = "gguf"  # one GGUF file (serving/gguf_models.py makes the bundled model and drafts one)
     version_paths = ("/props",)  # {"build_info": "b11549-64fbe0fe", ...}
     # llama-server streams one event per token, accepted draft or not: events are not steps (its

@@ -27,6 +27,7 @@ compared (:func:`unfair_speedup`) unless the test accepts the flag
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -184,6 +185,22 @@ def unfair_speedup(result) -> str | None:
     )
 
 
+def _measurement(reference_runs, speculative_runs) -> dict[str, float | None]:
+    """One measurement's medians over its repeats: each side's output tok/s and the per-repeat speedup."""
+
+    def median(values):
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        return round(statistics.median(finite), 4) if finite else None
+
+    tok_s = lambda run: run.metrics.as_dict().get("output_throughput", math.nan)  # noqa: E731
+    pairs = [(reference_runs[min(i, len(reference_runs) - 1)], run) for i, run in enumerate(speculative_runs)]
+    return {
+        "speedup_output_throughput": median([tok_s(sd) / tok_s(ref) if tok_s(ref) else math.nan for ref, sd in pairs]),
+        "reference_output_throughput": median([tok_s(run) for run in reference_runs]),
+        "speculative_output_throughput": median([tok_s(run) for run in speculative_runs]),
+    }
+
+
 def as_rows(result) -> dict[str, Any]:
     """The flags and both sides' engine facts, for result rows and results.json."""
     facts = {
@@ -197,6 +214,7 @@ def as_rows(result) -> dict[str, Any]:
     return {
         "fairness_flags": [f.as_dict() for f in flags(result)],
         "remeasured": list(getattr(result, "remeasured", None) or []),
+        "earlier_measurements": [_measurement(*runs) for runs in getattr(result, "earlier_runs", None) or ()],
         "accepted_flags": sorted(getattr(result, "accepted_flags", None) or []),
         "confounds": [c.as_dict() for c in engine_confounds(result)],
         "engine_facts": facts,

@@ -167,10 +167,8 @@ class Measurements(ReferenceRuns, BuildRuns):
     ) -> list[Run]:
         """`repeats` runs (the session's, unless given) under `pattern` on the server for `spec`:
         `prompts` first, then fresh ones; with `only_repeat`, that repeat alone (builds A/B interleave them).
-
-        Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)``
-        (the reference's repeat r does too, so the two stay paired).
-        """
+        Repeat r > 0 sends the workload built with ``repeat_seed(seed, r)`` (the reference's repeat r does
+        too, so the two stay paired)."""
         server = self.pool.get(spec)
         self._servers[spec.key] = server  # the last one that served it, for the result's log and commands
         steady = self._warm_up(server, spec, workload, pattern, seed)
@@ -209,9 +207,12 @@ class Measurements(ReferenceRuns, BuildRuns):
             finally:
                 live.stop()
                 energy, series = watching.stop()
-            # A dead server or failed requests explain everything after them: report
-            # them before /metrics is scraped (a scrape of a dead server only says
-            # "connection refused").
+            # What each response could not say, from the server's configuration (SGLang: k for its per-step arrays).
+            for record in load.records:
+                if record.spec_decoding is not None:
+                    record.spec_decoding = engine_named(spec.engine).settle_request_sd(record.spec_decoding, spec)
+            # A dead server or failed requests explain everything after them: report them before /metrics
+            # is scraped (a scrape of a dead server only says "connection refused").
             check_run(server, spec, load.records, label)
             counters = None
             try:
@@ -387,6 +388,7 @@ class Measurements(ReferenceRuns, BuildRuns):
             outputs=outputs[0],
             outputs_per_repeat=outputs,
             remeasured=reasons,
+            earlier_runs=(*result.earlier_runs, (result.reference_runs, result.speculative_runs)),
         )
         standing = [flag.kind for flag in cold_flags(again)] + (["client-bound"] if again.client_bound() else [])
         self.on_event(

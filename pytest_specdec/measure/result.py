@@ -98,6 +98,9 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     # The cold or drifting flags that had the comparison measured again (measure.fairness), and the kinds a
     # test accepts: a speedup still flagged after the second measurement is not compared unless accepted.
     remeasured: list = field(default_factory=list)
+    # (reference runs, SD runs) of each measurement a flagged comparison replaced: a flag that stays may be the
+    # regression itself, so the row and the gate keep them (verdict.gate.earlier_repeats).
+    earlier_runs: tuple = field(default=(), repr=False, compare=False)
     accepted_flags: tuple = ()
     # --specdec-baseline-from build:PATH: the baseline build measured beside it (build_runs.BuildComparison).
     builds: Any = field(default=None, repr=False, compare=False)

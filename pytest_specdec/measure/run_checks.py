@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 
+from ..engines import engine_named
 from ..engines.server_spec import ServerSpec
 
 DEATH_GRACE_S = 3.0
@@ -33,7 +34,8 @@ def check_run(server, spec: ServerSpec, records, what: str) -> None:
             else f"exit code {code}"
         )
         raise RunError(
-            f"{what}: the vLLM server for {spec.label()} died during the run ({how}); {len(failed)} of "
+            f"{what}: the {engine_named(spec.engine).title} server for {spec.label()} died during the run ({how}); "
+            f"{len(failed)} of "
             f"{len(records)} requests failed\nserver log: {server.log_path}\n{server.log_tail()}"
         )
     if failed:

@@ -181,7 +181,12 @@ class CapacityResult:
             }
             for side, cap in (("reference", self.reference), ("speculative", self.speculative))
         }
-        return [{**sides, "derived": {"capacity_ratio": self.capacity_ratio()}}]
+        ratio = self.ratio()
+        # The ratio's interval beside its point: a baseline gate decides on both intervals (stats.compare_intervals).
+        interval = (ratio.low, ratio.high) if ratio.kind == "estimate" else (math.nan, math.nan)
+        derived = {"capacity_ratio": self.capacity_ratio()}
+        derived.update({"capacity_ratio_low": interval[0], "capacity_ratio_high": interval[1]})
+        return [{**sides, "derived": derived}]
 
     def assert_capacity(self, min_ratio: float = 1.0) -> "CapacityResult":
         """SD must carry at least `min_ratio` times the reference's load within the SLO.

@@ -28,6 +28,7 @@ from .html_sections import (
     escape_html as _e,
     failure_sections,
     flag_section,
+    not_compared_section,
     page_outcome,
     summary,
     theory_section,
@@ -260,6 +261,7 @@ def render_html(
         out.append("</section>")
     out += (
         builds_section(rows)
+        + not_compared_section(rows)
         + flag_section(rows)
         + capacity_section(rows)
         + theory_section(rows)

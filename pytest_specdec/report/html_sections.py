@@ -27,6 +27,7 @@ from .tables import (
 
 # Outcomes as the page names them: a pass whose baseline check compared nothing is not a plain pass.
 NOT_COMPARED = "passed, baseline not compared"
+PARTLY_COMPARED = "passed, baseline partly compared"
 FLAG_LEGEND = (
     "! beside a speedup: the comparison measured more than SD alone (an engine setting that differs "
     "between the two servers, a side that was cold or drifting, or a speedup faster than the "
@@ -63,9 +64,12 @@ def breakable(text: Any) -> str:
 
 
 def page_outcome(row: dict) -> str:
-    """The row's outcome as the page shows it: failed, error, passed, or a pass that compared nothing."""
+    """The row's outcome as the page shows it: failed, error, passed, or a pass that compared part or none of
+    what its baseline check gates."""
     if row.get("outcome") == "passed" and row.get("regression") == "not compared":
         return NOT_COMPARED
+    if row.get("outcome") == "passed" and row.get("regression") == "partly compared":
+        return PARTLY_COMPARED
     return str(row.get("outcome"))
 
 
@@ -95,6 +99,11 @@ def summary(rows: list[dict], *, regressions: list[str] = ()) -> list[str]:
     items += [f"{counts.pop('passed', 0)} passed"]
     if NOT_COMPARED in counts:
         items.append(f"{counts.pop(NOT_COMPARED)} passed without comparing their baseline")
+    if PARTLY_COMPARED in counts:
+        items.append(
+            f'{counts.pop(PARTLY_COMPARED)} passed comparing only part of their baseline <a href="#not-compared">'
+            "(what was not)</a>"
+        )
     items += [f"{n} {outcome}" for outcome, n in sorted(counts.items())]
     items += [
         f'{flagged} flagged <a href="#flags">(!)</a>' if flagged else "0 flagged",
@@ -289,5 +298,28 @@ def environment_section(fingerprint: dict | None) -> list[str]:
     if isinstance(probe, dict):
         figures = ", ".join(f"{k} {v:.3g}" for k, v in probe.items() if isinstance(v, (int, float)))
         out.append(f"<dt>machine probe</dt><dd>{_e(figures or 'recorded')}</dd>")
+    out += ["</dl>", "</section>"]
+    return out
+
+
+def not_compared_section(rows: list[dict]) -> list[str]:
+    """Each baseline check that compared part or none of what it gates: the figures not compared, each with
+    why (another machine, a moved probe, a flag that stayed, a figure allowed to be unavailable)."""
+    skipped = [r for r in rows if r.get("regression_not_compared")]
+    if not skipped:
+        return []
+    out = [
+        '<section id="not-compared">',
+        "<h2>Baseline figures not compared</h2>",
+        '<p class="legend">A check passes only what it compared: these figures were not, so the test did not '
+        "gate them in this session (--specdec-strict fails such a check).</p>",
+        '<dl class="reasons">',
+    ]
+    for row in skipped:
+        first = (row.get("regression_comparison") or "").splitlines()[:1]
+        out.append(
+            f"<dt>{breakable(row.get('test'))} ({_e(row.get('regression'))}){_e(': ' + first[0]) if first else ''}</dt>"
+        )
+        out += [f"<dd>{_e(metric)}: {_e(why)}</dd>" for metric, why in row["regression_not_compared"].items()]
     out += ["</dl>", "</section>"]
     return out

@@ -183,6 +183,7 @@ def row_for(
         oracle_speedup_label=None,
         cost_operating_point_detail=None,
         fairness_flags=[],
+        earlier_measurements=[],
         confounds=[],
         engine_facts={},
         warm_up={},

@@ -71,7 +71,7 @@ def summary_sections(
     if skipped:  # a pass that compared less than the test gates says so where everyone looks
         sections.append(
             (
-                "specdec baselines: not compared",
+                "specdec baselines: partly or not compared",
                 [
                     f"{r['test']} [{r['regression']}]: " + " / ".join(r["regression_comparison"].splitlines()[:2])
                     for r in skipped
@@ -155,8 +155,10 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     skipped = [r for r in rows if r.get("regression_not_compared")]
     if skipped:
         out += [
-            "**Not compared against the baseline** (another machine, or a machine probe that moved, than the "
-            "one it was recorded on; `not compared` in the baseline column when nothing was):",
+            "**Not compared against the baseline** (another machine or a machine probe that moved than the one "
+            "it was recorded on, a speedup still flagged after measuring again, or a figure allowed to be "
+            "unavailable; `partly compared` in the baseline column when some figures were, `not compared` when "
+            "none was; --specdec-strict fails both):",
             "",
         ]
         out += [

@@ -195,14 +195,15 @@ class ManagedServer:
                 code = self.process.poll()
                 if code is not None:
                     raise ServerStartError(
-                        f"vLLM server for {self.spec.label()} exited with code {code} during start-up",
+                        f"{engine_named(self.spec.engine).title} server for {self.spec.label()} exited with code "
+                        f"{code} during start-up",
                         self.log_path,
                         self.log_tail(),
                     )
                 now = time.monotonic()
                 if now > deadline:
                     raise ServerStartError(
-                        f"vLLM server for {self.spec.label()} was not ready within "
+                        f"{engine_named(self.spec.engine).title} server for {self.spec.label()} was not ready within "
                         f"{self.startup_timeout:g} s (raise --specdec-startup-timeout)",
                         self.log_path,
                         self.log_tail(),

@@ -15,21 +15,20 @@ so noise does not churn files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from .assertions import Row, failure_message
-from .baselines import Baseline, BaselineError, BaselineMissing, load_baseline, write_baseline
+from .baselines import Baseline, BaselineError, BaselineMissing
 from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
 from .metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
-from .stats import compare_exact, compare_samples
+from .stats import compare_exact, compare_intervals, compare_samples
+from .gate_outcome import ALLOWED_UNAVAILABLE, NOT_COMPARED, PASSED, UNDECIDED, outcome_of, strict_failure
 from .detection import Detection, detection
-from .fingerprint import PROBE_FIELD
-from .machine import merged_probe
 from .tolerances import canonical_keys, resolve_tolerance
 from ..engines.server_spec import DEFAULT_ENGINE
+from .baseline_session import BaselineSession as BaselineSession  # re-exported: it lived here
 from .gate_table import (  # re-exported: these lived here
     _row as _row,
     _figure as _figure,
@@ -49,6 +48,22 @@ DEFAULT_METRICS = (
     "median_ttft_ms",
 )
 
+# What a speedup still flagged after measuring again leaves to decide: each side's own tok/s and ms.
+OWN_FIGURES = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+# Figures known only within an interval: gated on both intervals (stats.compare_intervals).
+INTERVAL_METRICS = ("capacity_ratio",)
+
+
+def earlier_repeats(result) -> list[dict]:
+    """Both sides' figures per repeat of each measurement a flagged comparison replaced (empty when none):
+    the row and the gate keep them, since a flag that stays may be the regression itself."""
+    entries = []
+    for reference_runs, speculative_runs in getattr(result, "earlier_runs", None) or ():
+        for i, run in enumerate(speculative_runs):
+            reference = reference_runs[min(i, len(reference_runs) - 1)]
+            entries.append({"reference": reference.metrics.as_dict(), "speculative": run.metrics.as_dict()})
+    return entries
+
 
 def repeat_seeds(result) -> list[int]:
     """The prompt/arrival seed of each SD repeat (see result.repeat_seed)."""
@@ -57,61 +72,6 @@ def repeat_seeds(result) -> list[int]:
 
 def _side(metric: str) -> str:
     return "derived" if is_ratio(metric) else "speculative"
-
-
-@dataclass
-class BaselineSession:
-    """Session-wide baseline bookkeeping: what was used, what to write at the end."""
-
-    base_dir: Path
-    update: bool
-    fingerprint: dict
-    ini_tolerances: dict[str, float] = field(default_factory=dict)
-    # --specdec-strict: a check that compared nothing fails instead of ending "not compared".
-    strict: bool = False
-    used: set[str] = field(default_factory=set)
-    pending: dict[str, Baseline] = field(default_factory=dict)
-    written: list[Path] = field(default_factory=list)
-    # Where baselines come from instead of files (--specdec-baseline-from history): (test id, fingerprint) -> Baseline.
-    loader: Any = None
-    # Times the machine probe again (verdict.machine.run_probe) when the session's disagrees with a baseline's;
-    # None: the first timing decides.
-    retime_probe: Any = None
-
-    def probe_again(self) -> bool:
-        """Time the machine probe again and keep each figure's best of all timings in the session's fingerprint
-        (verdict.machine.merged_probe); False when there is nothing to time it with."""
-        if self.retime_probe is None or not isinstance(self.fingerprint.get(PROBE_FIELD), dict):
-            return False
-        self.fingerprint[PROBE_FIELD] = merged_probe(self.fingerprint[PROBE_FIELD], self.retime_probe())
-        return True
-
-    def _settle_probe(self) -> None:
-        """Time the machine probe once more before baselines are written, each figure keeping its best of both
-        timings.  A baseline's probe is what every later session on the box is judged by: one recorded during a
-        neighbour's burst (17% low in a CI-like run here) made a later session on the same box read "machine
-        probe moved", and an engine made 43% slower passed with only acceptance compared."""
-        first = self.fingerprint.get(PROBE_FIELD)
-        if not self.probe_again():
-            return
-        settled = self.fingerprint[PROBE_FIELD]
-        for baseline in self.pending.values():
-            if baseline.fingerprint.get(PROBE_FIELD) == first:  # the session's probe, not another build's
-                baseline.fingerprint = {**baseline.fingerprint, PROBE_FIELD: settled}
-
-    def load(self, test_id: str, fingerprint: dict) -> Baseline:
-        if self.loader is not None:
-            return self.loader(test_id, fingerprint)
-        return load_baseline(self.base_dir, test_id)
-
-    def flush(self) -> list[Path]:
-        """Write queued baselines (atomically); called at session end, after their probe is settled."""
-        if self.pending:
-            self._settle_probe()
-        for test_id, baseline in sorted(self.pending.items()):
-            self.written.append(write_baseline(self.base_dir, baseline))
-        self.pending.clear()
-        return self.written
 
 
 class RegressionGate:
@@ -246,10 +206,24 @@ class RegressionGate:
         # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
         paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
         rows, verdicts, detects = [], [], []
-        skipped: dict[str, str] = dict(flagged)
+        skipped: dict[str, str] = {m: UNDECIDED + why for m, why in flagged.items()}
         self.detections = {}
         gated: list[tuple[str, str]] = []  # (side, figure): whose history segments to show
-        for metric in metrics:
+        # A flag that persists is a finding: a side still cold or drifting after measuring again may be the
+        # regression itself, so on the same machine each side's own figures are compared over both
+        # measurements, whether the test gates them or not.
+        own = [m for m in OWN_FIGURES if m not in metrics] if flagged and plan.machine.same else []
+        tolerances.update(
+            {
+                m: resolve_tolerance(
+                    m, call=canonical_keys(tolerance), marker=self.marker_tolerances, ini=self.session.ini_tolerances
+                )
+                for m in own
+            }
+        )
+        earlier = earlier_repeats(result) if flagged else []
+        measured = earlier + current if earlier else current
+        for metric in [*metrics, *own]:
             if metric in flagged:
                 continue
             if why := plan.skip_reason(metric):
@@ -259,7 +233,9 @@ class RegressionGate:
             gated.append((side, metric))
             if plan.compares_reference(metric):
                 gated.append(("reference", metric))
-            before = baseline.per_repeat(side, metric) if paired else baseline.samples(side, metric)
+            entries = measured if metric not in EXACT_METRICS and not is_ratio(metric) else current
+            copies = len(entries) // max(1, len(current))  # each earlier measurement sent the same seeds
+            before = baseline.per_repeat(side, metric) * copies if paired else baseline.samples(side, metric)
             if metric in unavailable or not any(v is not None and math.isfinite(v) for v in before):
                 why = unavailable.get(metric) or "the baseline has no value for it (recorded unavailable or without it)"
                 allowed_here = metric in allowed
@@ -269,16 +245,18 @@ class RegressionGate:
                         None,
                         math.nan,
                         tolerances[metric],
-                        ok=allowed_here,
+                        ok=allowed_here or metric in own,
                         note=f"unavailable{' (allowed)' if allowed_here else ''}: {why}",
                         direction=metric,
                     )
                 )
                 detects.append("-")
-                if not allowed_here:
+                if allowed_here or metric in own:  # allowed, or a figure the test did not gate: not compared
+                    skipped[metric] = (ALLOWED_UNAVAILABLE if allowed_here else "unavailable: ") + why
+                else:
                     verdicts.append(None)
                 continue
-            now = [entry[side].get(metric, math.nan) for entry in current]
+            now = [entry[side].get(metric, math.nan) for entry in entries]
             if metric in EXACT_METRICS:
                 verdict = compare_exact(metric, before, now)
                 verdicts.append(verdict)
@@ -295,19 +273,30 @@ class RegressionGate:
                 )
                 detects.append("any change")
                 continue
+            if metric in INTERVAL_METRICS:
+                verdict, undecided = compare_intervals(metric, baseline.repeats, current, tolerances[metric])
+                if undecided:
+                    skipped[metric] = UNDECIDED + undecided
+                else:
+                    verdicts.append(verdict)
+                rows.append(_row(metric, metric, verdict, tolerances[metric]))
+                detects.append("on the intervals")
+                continue
             sides = [(metric, side, before, now)]
             if plan.compares_reference(metric):
                 ref_before = (
-                    baseline.per_repeat("reference", metric) if paired else baseline.samples("reference", metric)
+                    baseline.per_repeat("reference", metric) * copies
+                    if paired
+                    else baseline.samples("reference", metric)
                 )
-                ref_now = [(entry.get("reference") or {}).get(metric, math.nan) for entry in current]
+                ref_now = [(entry.get("reference") or {}).get(metric, math.nan) for entry in entries]
                 if any(v is not None and math.isfinite(v) for v in ref_before):
                     sides.append((f"{metric} (reference)", "reference", ref_before, ref_now))
             for label, side_name, values_before, values_now in sides:
                 verdict = compare_samples(
                     metric, values_before, values_now, tolerance=tolerances[metric], paired=paired
                 )
-                verdict = replace(verdict, metric=label)
+                verdict = replace(verdict, metric=label + (" (both measurements)" if entries is not current else ""))
                 verdicts.append(verdict)
                 found = replace(
                     detection(
@@ -316,13 +305,13 @@ class RegressionGate:
                         len(values_now),
                         tolerances[metric],
                         paired=paired,
-                        current_values=values_now if paired else None,
+                        current_values=values_now[-len(current) :] if paired else None,
                     ),
                     metric=label,
                 )
                 self.detections[label] = found
                 detects.append(_detects_cell(found))
-                rows.append(_row(label, metric, verdict, tolerances[metric]))
+                rows.append(_row(verdict.metric, metric, verdict, tolerances[metric]))
         comparison = plan.describe(skipped)
         if builds is not None:
             comparison = builds.describe(result) + "\n" + comparison
@@ -374,15 +363,10 @@ class RegressionGate:
                     extra_columns={"detects": detects},
                 )
             )
-        if not rows:
-            # Every gated figure was skipped: nothing was compared, which is not a pass.
-            self.outcome = "not compared"
+        compared = [v.metric for v in judged]
+        self.outcome = outcome_of(compared, skipped, failed=False)
+        if self.outcome == NOT_COMPARED:
             reasons = "\n".join(f"  {metric}: {why}" for metric, why in skipped.items())
             self.last_report = f"not compared: no gated figure could be compared\n{reasons}\n{comparison}"
-            if self.session.strict:
-                raise AssertionError(
-                    f"{self.test_id}: not compared with its baseline ({baseline.path}): every gated figure was "
-                    f"skipped, and --specdec-strict fails a check that compared nothing\n{reasons}\n{comparison}"
-                )
-            return
-        self.outcome = "passed"
+        if self.outcome != PASSED and self.session.strict:
+            raise AssertionError(strict_failure(self.test_id, str(baseline.path), self.outcome, skipped, comparison))

@@ -37,6 +37,10 @@ PROBE_VERSION = 1
 # well inside the gap between boxes of one kind that decode at 58 and 103 ms per token.
 PROBE_BAND = 0.20
 PROBE_FIGURES = ("matmul_gflops", "vector_gflops", "copy_gbps")
+# The most timings one session's probe takes, the recording one's included (it keeps the best of 2): timing it
+# again for every check that disagrees kept the best of ever more rounds, and after 8 a box 25% slower read as
+# the same one 85% of the time on a shared 2-core box.
+PROBE_MAX_TIMINGS = 2
 _MATMUL_N = 384
 _VECTOR_N = 32768  # floats: fits in a core's L2, so it times the core, not memory
 _COPY_MIB = 16  # larger than any cache here: it times memory
@@ -206,7 +210,10 @@ class MachineMatch:
                 f"the same hardware; {missing} has no machine probe (recorded before probes existed, or "
                 "another probe version): the hardware identity decides"
             )
-        moved = ", ".join(f"{_probe_label(k)} {c:+.1%}" for k, c in changes.items())
+        moved = ", ".join(
+            f"{_probe_label(k)} {c:+.1%}{' (beyond the band alone)' if abs(c) > self.band else ''}"
+            for k, c in changes.items()
+        )
         if (timings := self.current_probe.get("timings", 1)) > 1:
             moved += f"; this session's probe the best of {timings} timings, timed again as it disagreed"
         if self.probe_moved:

@@ -338,3 +338,63 @@ def compare_exact(metric: str, baseline: Sequence[float | None], current: Sequen
         regression=not before == now,
         method="exact: any change is flagged",
     )
+
+
+def compare_intervals(
+    metric: str, baseline_repeats: Sequence[dict], current_repeats: Sequence[dict], tolerance: float
+) -> tuple[Verdict, str | None]:
+    """A figure known only within an interval (an SLO capacity ratio: each side's bracket widened by its probe
+    noise, `load.capacity_ratio`) against its baseline's interval, as ``assert_capacity`` decides on its own:
+
+    - a regression when even the best reading now lies below the worst reading then, less the tolerance
+      (``high_now < low_then * (1 - tolerance)``);
+    - no regression when even the worst reading now is within the tolerance of the best reading then
+      (``low_now >= high_then * (1 - tolerance)``);
+    - otherwise undecided, with why (the second value; None when decided): a point estimate inside two
+      intervals each ~45% wide would false-alarm at no change and miss drops inside the tolerance.
+
+    Each side's interval is read from the derived ``<metric>_low`` / ``<metric>_high`` of its first repeat;
+    a baseline recorded before those existed counts its point as its interval.
+    """
+
+    def interval(repeats: Sequence[dict]) -> tuple[float, float, float]:
+        derived = (repeats[0].get("derived") or {}) if repeats else {}
+        value = derived.get(metric)
+        value = math.nan if value is None else float(value)
+        low, high = derived.get(f"{metric}_low"), derived.get(f"{metric}_high")
+        low = value if low is None else float(low)
+        high = value if high is None else float(high)
+        return value, low, high
+
+    (before, before_low, before_high), (now, now_low, now_high) = interval(baseline_repeats), interval(current_repeats)
+    common = dict(metric=metric, higher_is_better=True, baseline=before, current=now, tolerance=tolerance)
+    if not all(math.isfinite(v) for v in (before, before_low, now, now_low)) or before_low <= 0:
+        verdict = Verdict(
+            change=math.nan,
+            ci_low=None,
+            ci_high=None,
+            confidence=1.0,
+            regression=False,
+            method="no interval on a side",
+            **common,
+        )
+        return verdict, "no interval to compare on a side (a bound or an unknown ratio)"
+    span = lambda low, high: f"{low:.3g}-{high:.3g}"  # noqa: E731
+    floor_low, floor_high = before_low * (1 - tolerance), before_high * (1 - tolerance)
+    regression = now_high < floor_low
+    decided_ok = now_low >= floor_high
+    verdict = Verdict(
+        change=now / before - 1,
+        ci_low=now_low / before_high - 1,
+        ci_high=now_high / before_low - 1 if math.isfinite(now_high) else math.inf,
+        confidence=1.0,
+        regression=regression,
+        method=f"intervals: now {span(now_low, now_high)}, baseline {span(before_low, before_high)}",
+        **common,
+    )
+    if regression or decided_ok:
+        return verdict, None
+    return verdict, (
+        f"the interval now ({span(now_low, now_high)}) overlaps the baseline's less the {tolerance:.0%} tolerance "
+        f"({span(floor_low, floor_high)}): a finer capacity search (the access pattern's resolution) decides it"
+    )

@@ -26,14 +26,21 @@ def test_gated(make_result):
     sd_tpot = float(os.environ.get("SD_TPOT", "25.0"))
     accepted = float(os.environ.get("ACCEPTED_SCALE", "1"))
     metrics = os.environ.get("METRICS")
+    allow = os.environ.get("ALLOW")
     ref = tuple(100.0 * ref_speed * n for n in NOISE)
     result = make_result(ref=ref, sd=tuple(r * speedup for r in ref),
                          ref_tpot=tuple(50.0 / ref_speed / n for n in NOISE),
                          sd_tpot=tuple(sd_tpot / n for n in NOISE),
-                         accepted=tuple(240.0 * accepted for n in NOISE))
+                         accepted=tuple(240.0 * accepted for n in NOISE),
+                         sd_ttft=0.05 * float(os.environ.get("SD_TTFT_SCALE", "1")))
     if os.environ.get("FLAGGED"):  # as measure.fairness says of a side still cold after measuring again
         result.unfair_speedup = lambda: "not compared: measured again and still flagged: ttft_at_concurrency_1"
-    result.assert_no_regression(metrics=metrics.split(",") if metrics else None)
+        result.earlier_runs = ((result.reference_runs, result.speculative_runs),)  # the first measurement's
+    if os.environ.get("NO_COUNTERS"):  # a server that reported no SD counters this time
+        for run in result.speculative_runs:
+            run.counters = None
+    result.assert_no_regression(metrics=metrics.split(",") if metrics else None,
+                                allow_unavailable=allow.split(",") if allow else ())
 """
 )
 
@@ -158,14 +165,30 @@ def test_the_unchanged_engine_passes_and_a_table_states_one_change_per_figure(ga
 def test_another_machine_by_hardware_compares_acceptance_only_and_says_so(gated, monkeypatch):
     edit_baseline(gated, lambda d: d["fingerprint"].update(device_name="Intel(R) Xeon(R) Platinum 8480+"))
     monkeypatch.setenv("SPEEDUP", "1.0")  # would fail on the same machine
-    result = run_inner(gated)
+    result = run_inner(gated, "--specdec-report", "report", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*specdec baselines: not compared*",
-            "test_gated.py::test_gated ?passed?: another machine: only acceptance-type figures "
+            "*partly compared  passed*",  # the baseline column: a pass only of what was compared
+            "*specdec baselines: partly or not compared*",
+            "test_gated.py::test_gated ?partly compared?: another machine: only acceptance-type figures "
             "compared; not compared: speedup_output_throughput, output_throughput, "
             "median_tpot_ms, median_ttft_ms*machine: another machine: device_name*",
+        ]
+    )
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "partly compared" and "speedup_output_throughput" in row["regression_not_compared"]
+    assert 'name="specdec_regression" value="partly compared"' in (gated.path / "junit.xml").read_text()
+    page = (gated.path / "report" / "report.html").read_text()
+    assert "passed, baseline partly compared" in page and 'id="not-compared"' in page
+    assert "speedup_output_throughput: another machine: a speedup is the machine" in page
+    # Strict fails a check that compared only part of what the test gates, naming what was not.
+    strict = run_inner(gated, "--specdec-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(
+        [
+            "*partly compared with its baseline*--specdec-strict fails a check that compared only part*",
+            "*speedup_output_throughput: another machine: a speedup is the machine's as much as SD's*",
         ]
     )
     # Acceptance travels: a drop fails there too.
@@ -216,25 +239,30 @@ def test_the_same_hardware_with_a_probe_that_moved_compares_what_travels(gated, 
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*?passed?: machine probe moved: only acceptance-type figures compared; not "
+            "*?partly compared?: machine probe moved: only acceptance-type figures compared; not "
             "compared: speedup_output_throughput*the same hardware, but the machine probe "
             "moved -3?.?% (median of*beyond its 20% band*"
         ]
     )
 
 
-def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_flag_as_reason(gated, monkeypatch):
+def test_a_speedup_still_flagged_after_measuring_again_is_undecided_and_never_recorded(gated, monkeypatch):
     monkeypatch.setenv("METRICS", "speedup_output_throughput,acceptance_rate")
     baseline_path(gated).unlink()
     run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
     monkeypatch.setenv("FLAGGED", "1")
-    monkeypatch.setenv("SPEEDUP", "1.0")  # would fail if compared
     result = run_inner(gated, "--specdec-report", "report")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1)  # nothing regressed in what was compared: each side's own figures
     (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "partly compared"
     assert row["regression_not_compared"] == {
-        "speedup_output_throughput": "not compared: measured again and still flagged: ttft_at_concurrency_1"
+        "speedup_output_throughput": "undecided: not compared: measured again and still flagged: ttft_at_concurrency_1"
     }
+    compared = {figure["figure"] for figure in row["regression_figures"]}
+    assert {"output_throughput (both measurements)", "median_ttft_ms (reference) (both measurements)"} <= compared
+    strict = run_inner(gated, "--specdec-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*speedup_output_throughput: undecided: not compared: measured again*"])
     # ... and never recorded as a baseline.
     refused = run_inner(gated, "--specdec-update-baselines")
     refused.assert_outcomes(failed=1)
@@ -244,6 +272,32 @@ def test_a_speedup_still_flagged_after_measuring_again_is_not_compared_with_the_
             "*speedup_output_throughput: unavailable: not compared: measured again*",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "env, figure",
+    [
+        # an n-gram path whose prefill got slower: TTFT x1.4 at concurrency 1 (ttft_at_concurrency_1 stays)
+        ({"SD_TTFT_SCALE": "1.4", "SPEEDUP": "1.4"}, "median_ttft_ms"),
+        # a leaking SD server (not_steady stays): its own tok/s fell with the speedup
+        ({"SPEEDUP": "1.4"}, "output_throughput"),
+    ],
+)
+def test_a_regression_that_keeps_its_flag_fails_on_sds_own_figures(gated, monkeypatch, env, figure):
+    # The examples gate ratios only; the flag made the speedup "not compared" and a regression that trips it
+    # in every run passed.  On the same machine each side's own figures decide, over both measurements.
+    monkeypatch.setenv("METRICS", "speedup_output_throughput,acceptance_rate")
+    baseline_path(gated).unlink()
+    run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("FLAGGED", "1")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = run_inner(gated, "--specdec-report", "report")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{figure} (both measurements)*FAIL*"])
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "failed"
+    assert row["regression_not_compared"]["speedup_output_throughput"].startswith("undecided: ")
 
 
 def test_a_probe_slowed_once_is_timed_again_and_the_engine_is_still_compared(pytester, monkeypatch):
@@ -288,3 +342,21 @@ def test_a_baseline_recorded_during_a_burst_keeps_the_probes_best_and_a_slower_e
     slower = run_inner(pytester)
     slower.assert_outcomes(failed=1)
     slower.stdout.fnmatch_lines(["*same machine: every gated figure compared*", "*the reference itself is 43% slower*"])
+
+
+def test_a_check_whose_only_figures_were_allowed_to_be_unavailable_compared_nothing(gated, monkeypatch):
+    # The docs' endpoint example allows acceptance to be unavailable: a check that then compared nothing at all
+    # passed --specdec-strict as if it had compared it.
+    monkeypatch.setenv("METRICS", "acceptance_rate")
+    monkeypatch.setenv("ALLOW", "acceptance_rate")
+    baseline_path(gated).unlink()
+    run_inner(gated, "--specdec-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("NO_COUNTERS", "1")
+    lenient = run_inner(gated, "--specdec-report", "report")
+    lenient.assert_outcomes(passed=1)
+    (row,) = json.loads((gated.path / "report" / "results.json").read_text())["results"]
+    assert row["regression"] == "not compared"
+    assert row["regression_not_compared"]["acceptance_rate"].startswith("unavailable (allowed): ")
+    strict = run_inner(gated, "--specdec-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*not compared with its baseline*", "*acceptance_rate: unavailable (allowed): *"])
