@@ -1,10 +1,8 @@
 """Measuring SD against no-SD on the same traffic.
 
-`Measurements` is the session's measuring state over a `ServerPool`: the
-target tokenizers, the prompts built for each workload, and the reference
-runs, measured once per (target, server args, workload, pattern, seed) and
-shared by every SD configuration tested against them.  `SpecDecTest` is what
-the ``specdec`` fixture hands a test.  Both are plain objects, for scripts too.
+`Measurements` is the session's measuring state over a `ServerPool`: the target tokenizers, the prompts
+built for each workload, and the reference runs, measured once per (target, server args, workload, pattern,
+seed) and shared by every SD configuration tested against them.  A plain object, for scripts too.
 """
 
 from __future__ import annotations
