@@ -104,6 +104,27 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
+def process_start(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks) of a live process, or None when it is gone: the start time tells a
+    process still exiting from another that was given its pid since."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def still_exiting(started: dict[int, int]) -> list[int]:
+    """The pids of `started` (pid -> start time) whose very process still exists and is not yet a zombie.  A
+    killed process loses its environment (so its tag) before it is gone: counting tagged processes alone
+    declared a server stopped while its engine core was still exiting."""
+    return [
+        pid
+        for pid, start in started.items()
+        if (now := process_start(pid)) is not None and now[1] == start and now[0] not in ("Z", "X")
+    ]
+
+
 class ManagedServer:
     """A started (or starting) server; use `start()` once, then `stop()`."""
 
@@ -268,6 +289,8 @@ class ManagedServer:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL what is left; idempotent."""
         try:
+            # Every process of this server, read while their environments (their tags) are still readable.
+            started = {pid: found[1] for pid in tagged_pids(self.tag) if (found := process_start(pid))}
             if self.process is not None and self.process.poll() is None:
                 self._signal_group(signal.SIGTERM)
                 try:
@@ -279,7 +302,7 @@ class ManagedServer:
                 # Children that survived their parent or changed process group.
                 self._signal_group(signal.SIGKILL)
                 deadline = time.monotonic() + 10
-                while (stragglers := tagged_pids(self.tag)) and time.monotonic() < deadline:
+                while (stragglers := tagged_pids(self.tag) or still_exiting(started)) and time.monotonic() < deadline:
                     for pid in stragglers:
                         try:
                             os.kill(pid, signal.SIGKILL)

@@ -10,7 +10,6 @@ server of its own here.
 """
 
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import Prompt
-from pytest_specdec.serving.server import ServerStartError, tagged_pids
+from pytest_specdec.serving.server import ServerStartError, process_start, still_exiting, tagged_pids
 
 BUNDLED = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -108,16 +107,12 @@ def test_stopping_a_real_server_leaves_no_process(vllm_server, specdec_pool):
     server = vllm_server(model=BUNDLED, server_args=EAGER)
     pids = tagged_pids(server.tag)
     assert server.pid in pids and len(pids) >= 2  # the API server and vLLM's engine core
+    # Each process's start time tells it from a process given its pid later (a reused pid is not a leak).
+    started = {pid: process_start(pid)[1] for pid in pids}
     specdec_pool.stop_running()
     assert tagged_pids(server.tag) == []
-    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
-
-
-def _zombie(pid):
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    # A killed process loses its tag before it is gone; stop() waits for the very processes it started.
+    assert still_exiting(started) == [], {pid: process_start(pid) for pid in still_exiting(started)}
 
 
 def test_broken_speculative_config_fails_with_vllms_complaint(vllm_server):

@@ -28,7 +28,14 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert len(rows) == 11
     for name in ("test_ngram_on_code_edits", "test_suffix_pays_on_code_edits"):
         assert rows[name]["workload"] == "code_edit" and rows[name]["acceptance_rate"] > 0.25, rows[name]
-        assert rows[name]["regression"] == "passed" and rows[name]["repeats"] == 3
+        # Speedups are gated only on the recording machine: elsewhere the check compared acceptance alone, and
+        # says so ("partly compared"), never "passed".
+        same = rows[name]["regression_comparison"].startswith("same machine")
+        assert rows[name]["regression"] == ("passed" if same else "partly compared"), rows[name][
+            "regression_comparison"
+        ]
+        assert "speedup_output_throughput" in rows[name]["regression_not_compared"] or same
+        assert rows[name]["repeats"] == 3
         # Per-request figures from the server's own per-step arrays, the oracle beside measured and expected.
         assert rows[name]["per_step_source"] == "server" and rows[name]["request_acceptance_length_p50"] > 1.0
         assert rows[name]["oracle_speedup"] >= 0.95 * rows[name]["speedup_output_throughput"], rows[name]

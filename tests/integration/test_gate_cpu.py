@@ -146,7 +146,10 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
     slower.stdout.fnmatch_lines(
         [
             "*same machine: every gated figure compared*",
-            "*the reference itself is *% slower (output_throughput*median_tpot_ms*",
+            # One thread slows prefill and decoding unequally: the line names the reference's figures that moved
+            # past their 30% tolerance; its tok/s, which holds both, always does (36-43% in the runs here), its
+            # median TPOT not in every run (a CI run, 2026-11-28, named tok/s alone).
+            "*the reference itself is *% slower (output_throughput*",
         ]
     )
     assert all(baseline.exists() for baseline in baselines)

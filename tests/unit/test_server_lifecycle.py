@@ -202,3 +202,22 @@ def test_an_engine_without_per_request_metrics_is_said_once_and_not_asked_for(tm
     said = [e for e in events if "--per-request-spec-decode-metrics" in e]
     assert len(said) == 1 and "estimated from the tokens in each streamed chunk" in said[0]
     assert launches and not any(launch.per_request_metrics for launch in launches)
+
+
+def test_a_process_still_exiting_is_told_from_a_reused_pid_and_a_zombie():
+    import os
+    import subprocess
+
+    from pytest_specdec.serving.server import process_start, still_exiting
+
+    me = os.getpid()
+    state, start = process_start(me)
+    assert state in ("R", "S") and still_exiting({me: start}) == [me]  # the very process, alive
+    assert still_exiting({me: start + 1}) == []  # the pid now names another process: reused, not a leak
+    child = subprocess.Popen(["true"])
+    child_start = process_start(child.pid)
+    while (found := process_start(child.pid)) and found[0] != "Z":  # exited, not yet reaped: a zombie
+        pass
+    assert still_exiting({child.pid: child_start[1]}) == [] if child_start else True
+    child.wait()
+    assert process_start(child.pid) is None
