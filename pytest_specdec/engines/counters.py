@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, STEPS
+from .per_request import ACCEPTED, DRAFTED, PER_STEP_ACCEPTED, PROBLEM, STEPS
 
 _SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
 _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -205,6 +205,12 @@ def counters_from_requests(records, where: str) -> SpecDecodeCounters:
     done = [record for record in records if record.success]
     if not done:
         return SpecDecodeCounters.unavailable(f"no request completed at {where}, so none carried SD figures")
+    unreadable = [record for record in done if PROBLEM in (record.spec_decoding or {})]
+    if unreadable:
+        return SpecDecodeCounters.unavailable(
+            f"{len(unreadable)} of {len(done)} responses from {where} carried SD figures that cannot be read, "
+            f"request {unreadable[0].index} first: {unreadable[0].spec_decoding[PROBLEM]}"
+        )
     names = dict(_PER_REQUEST)
     if not any(STEPS in (record.spec_decoding or {}) for record in done):
         del names[STEPS]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
-from .per_request import ACCEPTED, DRAFT_LENGTH, DRAFTED, PER_STEP_ACCEPTED, PER_STEP_DRAFTED, STEPS
+from .per_request import ACCEPTED, DRAFT_LENGTH, DRAFTED, HISTOGRAM, PER_STEP_ACCEPTED, PER_STEP_DRAFTED, PROBLEM, STEPS
 
 TITLE = "SGLang"
 # vLLM method -> SGLang --speculative-algorithm.
@@ -59,12 +59,27 @@ HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 PROPOSED_KEYS = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 ACCEPTED_KEYS = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 VERIFY_KEY = "spec_verify_ct"
-# cpp_ngram/result.cpp pads a draft the trie cannot fill with token 0 and counts the padding as proposed;
-# one n-gram cache serves every request.  Neither is how vLLM counts a proposal.
+# What NGRAM runs whatever the test declares (server_args.py defaults, read by the n-gram worker as
+# server_args.speculative_ngram_max_trie_depth and speculative_ngram_match_type; releases before sglang PR
+# #21225 matched suffix windows of 1-12 tokens, --speculative-ngram-min/max-match-window-size): a trie of
+# the n-grams of every prompt and output it has served, matched BFS up to depth 18.  cpp_ngram/result.cpp
+# pads a draft the trie cannot fill with token 0 and counts the padding as proposed; one cache serves
+# every request.  The plugin refuses prompt_lookup_min/max (no flag works across releases, WINDOW_REFUSAL),
+# so a test that leaves them out declares vLLM's prompt lookup of 5-grams and gets SGLang's own matcher.
 NGRAM_ACCEPTANCE_NOTE = (
-    "SGLang's NGRAM counts the zero padding of drafts its trie could not fill as proposed "
-    "tokens and shares one n-gram cache across requests: its acceptance rate is not vLLM's "
-    "(lower where drafts are short, and dependent on the requests served before)"
+    "SGLang's NGRAM runs its own matcher, not the test's: a BFS trie of the n-grams of every prompt and output "
+    "it has served (--speculative-ngram-match-type BFS, --speculative-ngram-max-trie-depth 18; suffix windows "
+    "of 1-12 tokens before 2026) that shares one n-gram cache across requests, where vLLM's prompt lookup matches the request's "
+    "own text on prompt_lookup_min-prompt_lookup_max tokens (5-5 when the test leaves them out, as it must "
+    "on SGLang, whose window flags changed names in 2026); it counts the zero padding of drafts its trie "
+    "could not fill as proposed tokens: its acceptance rate is not vLLM's (lower where drafts are short, "
+    "and dependent on the requests served before)"
+)
+ACCEPTANCE_COUNTING = (
+    "per request (meta_info, final response only): spec_verify_ct verify steps; proposed drafts counted as "
+    "k a step, padding included, or by some releases only the drafts it could fill (then no per-step arrays); "
+    "accepted drafts from the histogram of drafts accepted per step, the bonus token excluded; its metrics "
+    "page has only windowed gauges, so a run's counters are the sum of its responses"
 )
 ADAPTIVE_FLAG = "--speculative-adaptive"
 
@@ -123,7 +138,16 @@ def _count(name: str, value: Any) -> int:
 
 
 def request_figures(meta: Mapping[str, Any]) -> dict | None:
-    """vLLM's per-request form from SGLang's ``meta_info``; see `SGLang.request_sd`."""
+    """vLLM's per-request form from SGLang's ``meta_info``, as far as the response alone says; see
+    `SGLang.request_sd`.  Never raises (it runs inside the request's stream, where an exception failed the
+    request): figures that cannot be read come back as ``{"problem": why}``."""
+    try:
+        return _read_figures(meta)
+    except ValueError as exc:
+        return {PROBLEM: str(exc)}
+
+
+def _read_figures(meta: Mapping[str, Any]) -> dict | None:
     verify = _first(meta, (VERIFY_KEY,))
     histogram = _first(meta, HISTOGRAM_KEYS)
     proposed = _first(meta, PROPOSED_KEYS)
@@ -155,24 +179,53 @@ def request_figures(meta: Mapping[str, Any]) -> dict | None:
             f"SGLang meta_info.{accepted[0]} is {accepted[1]} but {name} accepts {from_histogram} drafts in all"
         )
     figures[ACCEPTED] = from_histogram
+    if proposed and figures[DRAFTED] < from_histogram:
+        raise ValueError(f"SGLang meta_info.{proposed[0]} = {proposed[1]} is fewer than the {from_histogram} accepted")
     if steps == 0:
         figures.update({PER_STEP_ACCEPTED: [], PER_STEP_DRAFTED: []})
         return figures
-    if not proposed:
-        return figures  # k unknown: the summary form only
-    k, rest = divmod(figures[DRAFTED], steps)
-    most = max((i for i, c in enumerate(counts) if c), default=0)
-    if rest or k < 1 or most > k:
-        raise ValueError(
-            f"SGLang meta_info.{proposed[0]} = {proposed[1]} over {VERIFY_KEY} = {steps} steps "
-            f"gives no draft length that fits {name} = {counts}"
-        )
-    # The histogram keeps how many steps accepted i drafts, not when: the steps come out sorted by
-    # acceptance, so a request's order is lost (position-in-output analyses see a reordered request).
-    figures[PER_STEP_ACCEPTED] = [i for i, c in enumerate(counts) for _ in range(c)]
-    figures[PER_STEP_DRAFTED] = [k] * steps
-    figures[DRAFT_LENGTH] = k
+    figures[HISTOGRAM] = counts  # the per-step arrays need the server's k (`settled_figures`)
     return figures
+
+
+def settled_figures(figures: Mapping[str, Any], k: int) -> dict:
+    """A request's figures from `request_figures` completed with k, the draft length the server was started
+    with (``--speculative-num-steps``/``--speculative-num-draft-tokens`` from the test's
+    speculative_config), never a division of the counts.
+
+    SGLang counts proposals two ways across releases: every verify step's k
+    slots, padding included (``spec_num_proposed_drafts == k * spec_verify_ct``
+    in sglang PR #33518's checks), or only the drafts it could propose (fewer).
+    The first gives vLLM's per-step arrays (k proposed each step); the second
+    only the totals, since the histogram does not say which step proposed how
+    many: the per-step arrays are then left out (unavailable, the analyses
+    estimate them from the stream and say so), never k read as proposed/steps
+    (9 over 3 steps at k = 4 once read as k = 3).  More proposals than k a
+    step, or a step accepting more than k, is not this server's count: the
+    figures are unreadable (``problem``), never an exception.
+    """
+    out = dict(figures)
+    counts = out.pop(HISTOGRAM, None)
+    if PROBLEM in out or counts is None:
+        return out
+    steps, drafted = out[STEPS], out.get(DRAFTED)
+    most = max((i for i, c in enumerate(counts) if c), default=0)
+    if most > k:
+        return {
+            PROBLEM: f"SGLang's histogram has a verify step accepting {most} drafts, more than the server's k = {k}"
+        }
+    if drafted is not None and drafted > k * steps:
+        return {
+            PROBLEM: f"SGLang counted {drafted} proposed drafts over {steps} verify steps, more than the server's "
+            f"k = {k} a step: not a count of this server's drafts"
+        }
+    if drafted == k * steps:  # every step's k slots counted: k proposed in each step
+        # The histogram keeps how many steps accepted i drafts, not when: the steps come out sorted by
+        # acceptance, so a request's order is lost (position-in-output analyses see a reordered request).
+        out[PER_STEP_ACCEPTED] = [i for i, c in enumerate(counts) for _ in range(c)]
+        out[PER_STEP_DRAFTED] = [k] * steps
+    out[DRAFT_LENGTH] = k
+    return out
 
 
 # OpenAI body field -> SGLang sampling_params field (the seed is `sampling_seed` there).
@@ -225,6 +278,8 @@ class SGLang(Engine):
         understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
         why = "mtp drafts with the target's own layers" if method == "mtp" else ""
         refuse_unknown(TITLE, config, understood, why)
+
+    acceptance_counting = ACCEPTANCE_COUNTING
 
     def acceptance_note(self, spec) -> str | None:
         return NGRAM_ACCEPTANCE_NOTE if spec.method == "ngram" else None
@@ -308,19 +363,24 @@ class SGLang(Engine):
         SGLang puts them on the finished response only (native /generate:
         top-level ``meta_info``; /v1/chat/completions with
         ``return_meta_info``, non-streaming only: ``choices[0].meta_info``),
-        whether or not metrics are enabled.  With a histogram (index i = drafts
-        accepted in one verify step, bonus token excluded; value = steps) and
-        the proposed-token count, this is vLLM's per-step form:
-        ``per_step_accepted`` lists i once per step that accepted i, so the
-        order within the request is lost; ``per_step_drafted`` is k for every
-        step, k = proposed / spec_verify_ct (num_draft_tokens - 1).  Otherwise
-        the summary form (``num_drafts``, ``num_draft_tokens``,
-        ``num_accepted_tokens``, whichever exist).  None without spec_* keys.
-        ValueError, naming the fields, when they disagree (a histogram that does
-        not sum to spec_verify_ct).
+        whether or not metrics are enabled.  Its totals (``num_spec_steps``,
+        ``num_draft_tokens``, ``num_accepted_draft_tokens``, whichever exist)
+        and, with a histogram (index i = drafts accepted in one verify step,
+        bonus token excluded; value = steps), that histogram: k is not in the
+        response, so the per-step arrays are made once the run is over, from
+        the server's k (`settle_request_sd`).  None without spec_* keys;
+        ``{"problem": why}``, naming the fields, when they disagree (a
+        histogram that does not sum to spec_verify_ct), never an exception.
         """
         meta = meta_info_of(payload)
         return request_figures(meta) if meta is not None else None
+
+    def settle_request_sd(self, figures: Mapping[str, Any], spec) -> dict:
+        """The per-step arrays from the histogram, with k from the server's configuration (`settled_figures`)."""
+        k = (spec.speculative_config or {}).get("num_speculative_tokens")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:  # no SD on this server: nothing to settle
+            return {key: value for key, value in figures.items() if key != HISTOGRAM}
+        return settled_figures(figures, k)
 
     def counters(self, metrics_text: str, model_names, where: str):
         from .counters import SpecDecodeCounters

@@ -359,6 +359,15 @@ ENGINE_MATRIX = {
             "ids=?8, 8, 8, 8? match=1.000 version=0.5.8*"
         ],
     ),
+    # SGLang builds that count only the drafts they could fill (13 over 4 verify steps at k = 4): the totals,
+    # k from the server's configuration, no per-step arrays; it once failed every request inside its stream.
+    ("sglang", "useful-drafts"): (
+        "passed",
+        [
+            "*FIGURES acceptance=0.308 drafted=?{'num_spec_steps': 4, 'num_draft_tokens': 13, "
+            "'num_accepted_draft_tokens': 4, 'num_spec_tokens': 4}, * counted=52.0*"
+        ],
+    ),
     ("sglang", "no-counters"): (
         "failed",
         ["*acceptance_rate: unavailable: 4 of 4 responses from http://127.0.0.1:* carried no per-request SD figures*"],

@@ -63,7 +63,9 @@ def test_running_totals_become_deltas_and_the_last_event_carries_usage_and_figur
     )
     assert last["choices"] == [{"text": " d", "token_ids": [8]}]
     assert last["usage"] == {"prompt_tokens": 7, "completion_tokens": 4}
-    assert SGLANG.request_sd(last) == {
+    # k is the server's (the spec's speculative_config), applied once the run is over.
+    spec = SimpleNamespace(speculative_config={"method": "eagle", "num_speculative_tokens": 4})
+    assert SGLANG.settle_request_sd(SGLANG.request_sd(last), spec) == {
         "num_spec_steps": 2,
         "num_draft_tokens": 8,
         "num_accepted_draft_tokens": 2,
