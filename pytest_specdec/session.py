@@ -318,10 +318,19 @@ class SpecdecSession(SessionReport):
         self._machine_probe = self._machine_probe or run_probe()
         return self._machine_probe
 
+    def _server_devices(self) -> tuple[int, ...] | None:
+        try:
+            return self.gpu_share()[1]
+        except DeviceError:  # no GPU list: the fingerprint says "unknown" (the pool fails with the reason)
+            return None
+
     @property
     def fingerprint(self) -> dict:  # first needed by a test's baselines: before its servers measure
         if self._fingerprint is None:
-            self._fingerprint = self._extend_fingerprint(session_fingerprint(self.settings.device, self.machine_probe))
+            # On a GPU, the servers' own devices (this worker's share): not the session's GPU 0.
+            devices = self._server_devices() if self.settings.device == "gpu" else None
+            fp = session_fingerprint(self.settings.device, self.machine_probe, gpu_devices=devices)
+            self._fingerprint = self._extend_fingerprint(fp)
         return self._fingerprint
 
     @property

@@ -89,6 +89,12 @@ class ComparisonPlan:
                 "baseline on this machine with --specdec-update-baselines to gate them)"
             )
         lines.append(f"machine: {self.machine.describe()}")
+        if self.machine.software_changes:  # a driver upgrade the GPU probe saw no change from: the same machine
+            lines.append(
+                "GPU software changed since the baseline: "
+                + "; ".join(f"{k} {a} -> {b}" for k, (a, b) in self.machine.software_changes.items())
+                + (" (the GPU probe decides whether the machine moved)")
+            )
         if self.engine_changes:
             lines.append(
                 "engine changed since the baseline: "

@@ -28,7 +28,14 @@ HARDWARE_FIELDS = ("device_kind", "device_name", "device_count", "driver")
 KEY_FIELDS = ("engine", "engine_version", *HARDWARE_FIELDS, "torch_version")
 # Where the session keeps its machine probe (verdict.machine.run_probe): a timing, so never part of a key.
 PROBE_FIELD = "machine_probe"
-INFORMATIONAL_FIELDS = ("plugin_version", "python", PROBE_FIELD, "engine_build")
+# A GPU session's servers' devices as NVML describes them (serving.gpu_identity), the CUDA version the driver
+# supports, why NVML could not say, and the probe timed on the GPU (serving.gpu_probe).  verdict.machine compares
+# them itself, by rules of their own (a driver change is software), so they are no key's and no hook's fields;
+# a fingerprint without them (a CPU session, a baseline from before them) keeps the key it always had.
+GPUS_FIELD = "gpus"
+GPU_PROBE_FIELD = "gpu_probe"
+GPU_FIELDS = (GPUS_FIELD, "cuda_driver", "gpu_identity_unavailable", GPU_PROBE_FIELD)
+INFORMATIONAL_FIELDS = ("plugin_version", "python", PROBE_FIELD, "engine_build", *GPU_FIELDS)
 
 
 def _dist_version(name: str) -> str | None:
@@ -38,18 +45,37 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _gpu_fields(run=None) -> dict[str, Any]:
-    from ..serving.gpus import DeviceError, list_gpus
+def _gpu_fields(run=None, devices=None, nvml_module=None) -> dict[str, Any]:
+    """nvidia-smi's name, count and driver of the servers' GPUs (`devices`: their CUDA_VISIBLE_DEVICES entries;
+    None: the session's own), and NVML's description of each (serving.gpu_identity) where it can be read."""
+    from ..serving.gpu_identity import NVML_MODULE, read_server_gpus
+    from ..serving.gpus import DeviceError, list_gpus, visible_devices
 
+    # The servers' devices, not the session's GPU 0: on a node with an A100 and an H100, servers on the H100
+    # were recorded as the A100 (issue 47).
+    environ = os.environ if devices is None else {"CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))}
     try:
-        gpus, count = list_gpus(run) if run is not None else list_gpus()
+        gpus, count = list_gpus(run, environ) if run is not None else list_gpus(environ=environ)
     except DeviceError:  # no nvidia-smi: a fingerprint that says so, not a failure
         gpus, count = [], 0
-    return {
+    fields: dict[str, Any] = {
         "device_name": gpus[0].name if gpus and count else "unknown",
         "device_count": count,
         "driver": gpus[0].driver if gpus and count else None,
     }
+    entries = [str(d) for d in devices] if devices is not None else visible_devices(environ)
+    if entries is None:
+        entries = [str(gpu.index) for gpu in gpus]
+    read = read_server_gpus(entries, nvml_module or NVML_MODULE) if entries else "no GPU is visible to the servers"
+    if isinstance(read, str):
+        return {**fields, "gpu_identity_unavailable": read}
+    described, system = read
+    fields[GPUS_FIELD] = described
+    fields["cuda_driver"] = system["cuda_driver"]
+    fields["driver"] = system["driver"] or fields["driver"]
+    if described and described[0].get("name"):  # NVML opens UUID entries too, which nvidia-smi's rows cannot map
+        fields["device_name"], fields["device_count"] = described[0]["name"], len(described)
+    return fields
 
 
 def _cpu_model_name() -> str:
@@ -65,16 +91,17 @@ def _cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def collect_fingerprint(device: str, *, nvidia_smi=None) -> dict[str, Any]:
+def collect_fingerprint(device: str, *, nvidia_smi=None, devices=None, nvml_module=None) -> dict[str, Any]:
     """Describe this machine's engine, hardware and library versions for `device` ("gpu"/"cpu").
 
-    `nvidia_smi` replaces the call to nvidia-smi (for tests).
+    `devices` are the servers' CUDA_VISIBLE_DEVICES entries (None: the session's); `nvidia_smi` replaces the
+    call to nvidia-smi and `nvml_module` names the NVML module to import (for tests).
     """
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu' or 'cpu', got {device!r}")
     engine, engine_version = engine_named(DEFAULT_ENGINE).installed_build(device)
     if device == "gpu":
-        hardware = _gpu_fields(nvidia_smi)
+        hardware = _gpu_fields(nvidia_smi, devices, nvml_module)
     else:
         hardware = {"device_name": _cpu_model_name(), "device_count": os.cpu_count() or 1, "driver": None}
     return {

@@ -15,6 +15,13 @@ This module decides it from two things an engine cannot change:
   58 and 103 ms per token on two such boxes), and a shared or throttled host
   is slower than it was; the probe sees both, an engine change does not.
 
+On a GPU the identity adds each server device as NVML describes it (serving.gpu_identity: power limit,
+application and max clocks, MIG profile, ECC, memory; compared where both sides read them, so a baseline from
+before them compares on name, count and driver as it did), and a **GPU probe** (serving.gpu_probe: a fixed
+matmul and device copy on the servers' first GPU) beside the CPU's.  A cap, a slice or a clock setting is
+another machine, named; a driver or CUDA change is software where both sides have a GPU probe: the same
+machine while that probe stays in its band, so an engine's regression after a driver upgrade is still compared.
+
 `MachineMatch.of(recorded_fingerprint, current_fingerprint)` compares them.
 """
 
@@ -22,12 +29,21 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from .fingerprint import HARDWARE_FIELDS, PROBE_FIELD, collect_fingerprint, shared_extra_keys
+from ..serving.gpu_identity import KEY_LABELS, identity_of
+from ..serving.gpu_probe import GPU_PROBE_FIGURES, GPU_PROBE_VERSION, run_gpu_probe
+from .fingerprint import (
+    GPU_PROBE_FIELD,
+    GPUS_FIELD,
+    HARDWARE_FIELDS,
+    PROBE_FIELD,
+    collect_fingerprint,
+    shared_extra_keys,
+)
 
 # Bump when the probe's code changes: figures of another version are not comparable.
 PROBE_VERSION = 1
@@ -41,6 +57,12 @@ PROBE_FIGURES = ("matmul_gflops", "vector_gflops", "copy_gbps")
 # again for every check that disagrees kept the best of ever more rounds, and after 8 a box 25% slower read as
 # the same one 85% of the time on a shared 2-core box.
 PROBE_MAX_TIMINGS = 2
+# The GPU probe's figures are each the best of 8 rounds on a device nothing else uses at session start (the
+# servers start after it), not on a shared 2-core host; a power cap or a clock setting slows the multiply and
+# not the copy, so any one figure beyond the band moves the GPU (not the median, as on the CPU).
+GPU_PROBE_BAND = 0.10
+# Software beside the GPU: a change alone is named, never a machine, where both sides timed a GPU probe.
+GPU_SOFTWARE_FIELDS = ("driver", "cuda_driver")
 _MATMUL_N = 384
 _VECTOR_N = 32768  # floats: fits in a core's L2, so it times the core, not memory
 _COPY_MIB = 16  # larger than any cache here: it times memory
@@ -126,11 +148,25 @@ def merged_probe(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def session_fingerprint(device: str | None, probe: Callable[[], dict]) -> dict[str, Any]:
-    """The session's fingerprint; with a device flag, the machine probe in it (`probe` times it)."""
-    fp = collect_fingerprint(device or "cpu")
+def session_fingerprint(
+    device: str | None,
+    probe: Callable[[], dict],
+    *,
+    gpu_devices=None,
+    gpu_probe: Callable[[str, str | None], dict] = run_gpu_probe,
+    nvml_module: str | None = None,
+    nvidia_smi=None,
+) -> dict[str, Any]:
+    """The session's fingerprint; with a device flag, the machine probe in it (`probe` times it), and on a GPU
+    the servers' devices (`gpu_devices`: their CUDA_VISIBLE_DEVICES entries) and the GPU probe on the first
+    (`gpu_probe`, `nvml_module` and `nvidia_smi` replace the child, NVML and nvidia-smi in tests)."""
+    fp = collect_fingerprint(device or "cpu", nvidia_smi=nvidia_smi, devices=gpu_devices, nvml_module=nvml_module)
     if device is not None:
         fp[PROBE_FIELD] = probe()
+    if device == "gpu":
+        gpus = fp.get(GPUS_FIELD) or [{}]
+        first = next(iter(gpu_devices or ()), None) or str(gpus[0].get("index", 0))
+        fp[GPU_PROBE_FIELD] = gpu_probe(str(first), gpus[0].get("uuid"))
     return fp
 
 
@@ -143,6 +179,33 @@ def _probe(fp: dict[str, Any]) -> dict[str, Any] | None:
     return probe if _is_probe(probe) else None
 
 
+def _gpu_probe(fp: dict[str, Any]) -> dict[str, Any] | None:
+    """The fingerprint's GPU probe where it was timed by this version (not where it says why it could not)."""
+    probe = fp.get(GPU_PROBE_FIELD)
+    if isinstance(probe, dict) and probe.get("version") == GPU_PROBE_VERSION and "unavailable" not in probe:
+        return probe
+    return None
+
+
+def _gpu_differences(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Each server device's identity (serving.gpu_identity), by its place in the servers' list, named "GPU <index>
+    <what>"; fields one side did not read compare as equal (a baseline from before NVML was read).  A clock
+    setting seen under load by the GPU probe (locked clocks have no NVML getter) counts too."""
+    before, now = recorded.get(GPUS_FIELD), current.get(GPUS_FIELD)
+    differences: dict[str, tuple[Any, Any]] = {}
+    if isinstance(before, list) and isinstance(now, list):
+        for then_gpu, now_gpu in zip(before, now):
+            a, b = identity_of(then_gpu), identity_of(now_gpu)
+            for key in (k for k in a if k in b and a[k] != b[k]):
+                differences[f"GPU {now_gpu.get('index', '?')} {KEY_LABELS[key]}"] = (a[key], b[key])
+    then_probe, now_probe = _gpu_probe(recorded), _gpu_probe(current)
+    held = "clocks_held_by_setting"
+    if then_probe and now_probe and held in then_probe and held in now_probe and then_probe[held] != now_probe[held]:
+        label = f"GPU {now_probe.get('device', '?')} clocks held by a setting under load (locked or application clocks)"
+        differences[label] = (then_probe[held], now_probe[held])
+    return differences
+
+
 @dataclass(frozen=True)
 class MachineMatch:
     """Whether a baseline's machine is this one: hardware identity first, then the probe within its band."""
@@ -151,13 +214,26 @@ class MachineMatch:
     recorded_probe: dict | None
     current_probe: dict | None
     band: float = PROBE_BAND
+    recorded_gpu_probe: dict | None = None
+    current_gpu_probe: dict | None = None
+    # The driver or CUDA changed where both sides timed a GPU probe: software, named, not the machine's identity.
+    software_changes: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, recorded: dict[str, Any], current: dict[str, Any], band: float = PROBE_BAND) -> "MachineMatch":
+        gpu_probes = _gpu_probe(recorded), _gpu_probe(current)
+        # With a GPU probe on both sides the driver is software: the probe sees a driver that slows the GPU.
+        # Without one (a baseline from before it) the driver stays in the identity, as it always was.
+        software = GPU_SOFTWARE_FIELDS if all(gpu_probes) else ()
         # Hook-added fields name the environment (a runner pool): part of the identity where both sides have them.
-        keys = (*HARDWARE_FIELDS, *sorted(shared_extra_keys(recorded, current)))
+        keys = (*(k for k in HARDWARE_FIELDS if k not in software), *sorted(shared_extra_keys(recorded, current)))
         differences = {k: (recorded.get(k), current.get(k)) for k in keys if recorded.get(k) != current.get(k)}
-        return cls(differences, _probe(recorded), _probe(current), band)
+        differences.update(_gpu_differences(recorded, current))
+        changes = {k: (recorded.get(k), current.get(k)) for k in software if recorded.get(k) != current.get(k)}
+        runtimes = tuple((p or {}).get("cuda_runtime") for p in gpu_probes)
+        if all(gpu_probes) and runtimes[0] != runtimes[1]:
+            changes["cuda_runtime"] = runtimes
+        return cls(differences, _probe(recorded), _probe(current), band, *gpu_probes, changes)
 
     @property
     def same_hardware(self) -> bool:
@@ -183,9 +259,29 @@ class MachineMatch:
         return statistics.median(changes.values()) if changes else None
 
     @property
-    def probe_moved(self) -> bool:
+    def gpu_probe_changes(self) -> dict[str, float] | None:
+        """Each GPU probe figure's relative change (None where either side has no GPU probe)."""
+        if self.recorded_gpu_probe is None or self.current_gpu_probe is None:
+            return None
+        changes = {}
+        for key in GPU_PROBE_FIGURES:
+            before, now = self.recorded_gpu_probe.get(key), self.current_gpu_probe.get(key)
+            if isinstance(before, (int, float)) and isinstance(now, (int, float)) and before > 0:
+                changes[key] = now / before - 1
+        return changes or None
+
+    @property
+    def gpu_probe_moved(self) -> bool:
+        return any(abs(c) > GPU_PROBE_BAND for c in (self.gpu_probe_changes or {}).values())
+
+    @property
+    def cpu_probe_moved(self) -> bool:
         change = self.probe_change
         return change is not None and abs(change) > self.band
+
+    @property
+    def probe_moved(self) -> bool:
+        return self.cpu_probe_moved or self.gpu_probe_moved
 
     @property
     def same(self) -> bool:
@@ -203,6 +299,27 @@ class MachineMatch:
         if not self.same_hardware:
             diff = "; ".join(f"{k} {a!r} then, {b!r} now" for k, (a, b) in self.hardware_differences.items())
             return f"another machine: {diff}"
+        cpu = self._describe_cpu()
+        if self.gpu_probe_moved and not self.cpu_probe_moved:  # the GPU alone moved: not "the same machine"
+            cpu = cpu.replace("the same machine: hardware identity equal, ", "the same hardware, ", 1)
+        return cpu + self._describe_gpu()
+
+    def _describe_gpu(self) -> str:
+        changes = self.gpu_probe_changes
+        if changes is None:
+            return ""
+        moved = ", ".join(
+            f"{_GPU_LABELS.get(k, k)} {c:+.1%}{' (beyond the band)' if abs(c) > GPU_PROBE_BAND else ''}"
+            for k, c in changes.items()
+        )
+        if self.gpu_probe_moved:
+            return (
+                f"; the GPU probe moved ({moved}), beyond its {GPU_PROBE_BAND:.0%} band: the GPU is not performing "
+                "as the recording one did (a power cap, a clock setting, a co-tenant, or another GPU of the kind)"
+            )
+        return f"; GPU probe within its {GPU_PROBE_BAND:.0%} band ({moved})"
+
+    def _describe_cpu(self) -> str:
         changes = self.probe_changes
         if changes is None:
             missing = "the baseline" if self.recorded_probe is None else "this session"
@@ -216,7 +333,7 @@ class MachineMatch:
         )
         if (timings := self.current_probe.get("timings", 1)) > 1:
             moved += f"; this session's probe the best of {timings} timings, timed again as it disagreed"
-        if self.probe_moved:
+        if self.cpu_probe_moved:
             return (
                 f"the same hardware, but the machine probe moved {self.probe_change:+.1%} (median of {moved}), "
                 f"beyond its {self.band:.0%} band: "
@@ -233,3 +350,6 @@ def _probe_label(key: str) -> str:
     return {"matmul_gflops": "matrix multiply", "vector_gflops": "vector arithmetic", "copy_gbps": "memory copy"}.get(
         key, key
     )
+
+
+_GPU_LABELS = {"matmul_tflops": "matrix multiply", "copy_gbps": "device copy"}
