@@ -370,6 +370,7 @@ class SpecdecSession(SessionReport):
             slo_percentile=plan.slo_percentile,
             builds=self.builds_for(plan.spec.engine),
         )
+        test.mechanism = plan.mechanism  # @pytest.mark.specdec_mechanism
         self.tests[nodeid] = test
         return test
 

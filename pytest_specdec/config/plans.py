@@ -34,6 +34,9 @@ MARKER_DOCS = (
     "this test's service-level objectives for goodput and SLO capacity searches (over the ini's specdec_slo): "
     "*_ms in milliseconds, as vllm bench serve --goodput; *_x as a multiple of the reference's unloaded median "
     "measured in the same session (tpot_x=2: twice its TPOT), so the objective moves with the machine",
+    "specdec_mechanism: specdec.run() also measures a reference on the engine path the engine forced on the SD "
+    "side (vLLM: async scheduling off for ngram) and reports that speedup beside the deployed one, labelled; "
+    "one more reference start",
     "specdec_gpu_memory(mib): free GPU memory (MiB per GPU) this test's servers need before they start "
     "(default: the --gpu-memory-utilization share of each GPU, 0.9 unless the server args say otherwise)",
     # pytest-xdist registers it too; without xdist the plugin's groups are inert.
@@ -54,6 +57,7 @@ class Plan:
     gpu_memory_mib: int | None = None  # from @pytest.mark.specdec_gpu_memory
     slo: dict[str, float] = field(default_factory=dict)  # {"tpot": ms, ...}: the marker's, else the ini's
     slo_percentile: float = 99.0
+    mechanism: bool = False  # from @pytest.mark.specdec_mechanism
 
     @property
     def ok(self) -> bool:
@@ -80,11 +84,12 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     pattern_marker = get_marker("access_pattern")
     tolerance_marker = get_marker("specdec_tolerance")
     slo_marker = get_marker("specdec_slo")
+    mechanism_marker = get_marker("specdec_mechanism")
     if marker is None:
-        if workload_marker or pattern_marker or tolerance_marker or slo_marker:
+        if workload_marker or pattern_marker or tolerance_marker or slo_marker or mechanism_marker:
             return Plan(
                 error="@pytest.mark.workload, access_pattern, specdec_tolerance and specdec_slo need "
-                "@pytest.mark.specdec"
+                "@pytest.mark.specdec (as does specdec_mechanism)"
             )
         return None
     try:
@@ -143,6 +148,11 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
             plan.slo, plan.slo_percentile = parse_slo_marker(slo_marker.args, slo_marker.kwargs)
         except ValueError as exc:
             return Plan(error=f"invalid @pytest.mark.specdec_slo: {exc}")
+    if mechanism_marker is not None:
+        refused = _mechanism_refused(mechanism_marker, plan, settings)
+        if refused:
+            return Plan(error=f"invalid @pytest.mark.specdec_mechanism: {refused}")
+        plan.mechanism = True
     if plan.pattern is not None and plan.pattern.search and not plan.slo:
         return Plan(
             error=f"access pattern {plan.pattern.name!r} searches for the highest load an SLO holds at, "
@@ -150,6 +160,22 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
             "or the ini's specdec_slo"
         )
     return plan
+
+
+def _mechanism_refused(marker, plan: Plan, settings) -> str:
+    """Why a test cannot have the mechanism figure ("" when it can): it needs a reference the plugin starts with
+    other settings, beside one run() of SD against the deployed reference."""
+    if marker.args or marker.kwargs:
+        return f"takes no arguments, got {marker.args!r} {marker.kwargs!r}"
+    if plan.spec.speculative_config is None:
+        return "needs a speculative_config: it compares SD with a reference on SD's engine path"
+    if plan.spec.endpoints or settings.endpoints:
+        return "needs servers the plugin starts (a reference with other settings); running endpoints cannot be"
+    if plan.pattern is not None and plan.pattern.search:
+        return f"access pattern {plan.pattern.name!r} is a capacity search; the mechanism figure is run()'s"
+    if settings.history.baseline_build is not None:
+        return "--specdec-baseline-from build: measures two builds; the mechanism figure is one build's run()"
+    return ""
 
 
 def parse_slo_marker(args, kwargs) -> tuple[dict[str, float], float]:

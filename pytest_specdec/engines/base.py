@@ -271,12 +271,26 @@ class Engine:
     fallback_defaults: Mapping[str, str] = {}
     confound_fixes: Mapping[str, str] = {}
 
+    def sd_cost(self, fact: str, reference: str, speculative: str, method: str) -> str | None:
+        """Why `fact` differs because the engine itself changed it for SD's `method` (its own log says so), with
+        the alternative it offers: SD's cost, compared, not a confound.  None (the default): a confound."""
+        return None
+
+    def same_path(self, facts) -> tuple[tuple[str, ...], dict[str, str]]:
+        """Reference server flags and environment that put a reference on the path the engine forced on the SD
+        side for `facts` (those `sd_cost` named), for the mechanism figure; none by default."""
+        return (), {}
+
     def facts_from_log(self, text: str) -> dict[str, str]:
         """What its server's start-up log names (version, dtype, scheduling, ...): none by default."""
         return {}
 
     def facts_from_metrics(self, samples) -> dict[str, str]:
         """What its metrics page's info gauges name (KV cache size, ...): none by default."""
+        return {}
+
+    def facts_from_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What the server's environment settles that its log does not say (vLLM's model runner): none by default."""
         return {}
 
     def launch_env(self) -> dict[str, str]:

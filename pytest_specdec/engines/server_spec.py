@@ -77,6 +77,9 @@ class ServerSpec:
     # Which build of the engine serves it: the Python of another environment (another vLLM or xllamacpp
     # release) or a llama-server binary; None is the session's own (--specdec-build, else this environment).
     build: str | None = None
+    # Environment the server gets beside the session's, ((NAME, value), ...): set by the plugin only, for a
+    # reference on the engine path the engine forced on SD (measure.mechanism: VLLM_USE_V2_MODEL_RUNNER=0).
+    env: tuple[tuple[str, str], ...] = ()
     # Not part of the identity: who asked, for messages only.
     origin: str = field(default="", compare=False)
 
@@ -95,6 +98,8 @@ class ServerSpec:
             identity["engine"] = self.engine
         if self.build is not None:  # likewise: the session's own build keeps the keys it always had
             identity["build"] = self.build
+        if self.env:  # likewise
+            identity["env"] = dict(self.env)
         return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
     @property
@@ -151,7 +156,8 @@ class ServerSpec:
         at = f" @ {self.endpoint}" if self.endpoint else ""
         on = f" on {self.engine}" if self.engine != DEFAULT_ENGINE else ""
         built = f" (build {self.build})" if self.build is not None else ""
-        return f"{self.model} [{sd}{extra}]{args}{on}{built}{at}"
+        env = "".join(f" {name}={value}" for name, value in self.env)
+        return f"{self.model} [{sd}{extra}]{args}{env}{on}{built}{at}"
 
     def on_build(self, build: str | None) -> "ServerSpec":
         """The same configuration served by another build of its engine (None: the session's own)."""

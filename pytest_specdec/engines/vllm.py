@@ -242,6 +242,15 @@ class Vllm(Engine):
     def facts_from_metrics(self, samples) -> dict[str, str]:
         return vllm_facts.facts_from_metrics(samples)
 
+    def facts_from_env(self, env) -> dict[str, str]:
+        return vllm_facts.facts_from_env(env)
+
+    def sd_cost(self, fact: str, reference: str, speculative: str, method: str) -> str | None:
+        return vllm_facts.sd_cost(fact, reference, speculative, method)
+
+    def same_path(self, facts) -> tuple[tuple[str, ...], dict[str, str]]:
+        return vllm_facts.same_path(facts)
+
     def launch_env(self) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # a test run is not usage worth reporting, and it phones no one
 

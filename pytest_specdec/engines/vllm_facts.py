@@ -26,17 +26,33 @@ LOG_FACTS: tuple[tuple[str, re.Pattern, str | None], ...] = (
         re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"),
         None,
     ),
+    # A fallback the log says SD's method caused ("Model Runner V2 does not yet support ngram; using the V1
+    # model runner", vLLM 0.26; "... speculative method 'suffix'; ...", 0.32's config/vllm.py): the note keeps
+    # what it names, so `sd_cost` can tell SD's own cost from a fallback both sides take ("requires Triton").
+    (
+        "model_runner",
+        re.compile(r"Model Runner V2 does not yet support ([^;]+); using the V1 model runner"),
+        "v1 (fallback for {0})",
+    ),
     (
         "model_runner",
         re.compile(r"Model Runner V2 (?:does not yet support|requires|is not supported)"),
         "v1 (fallback)",
     ),
     ("model_runner", re.compile(r"[Uu]sing (?:the )?V1 model runner"), "v1 (fallback)"),
-    ("model_runner", re.compile(r"[Uu]sing Model Runner V2|model runner V2 is enabled"), "v2"),
+    ("model_runner", re.compile(r"[Uu]sing Model Runner V2|[Uu]sing V2 Model Runner|model runner V2 is enabled"), "v2"),
+    # vLLM 0.26 and 0.32 (config/vllm.py, the `async_scheduling is None` branch): "Async scheduling not
+    # supported with %s-based speculative decoding and will be disabled." names the method.
+    (
+        "async_scheduling",
+        re.compile(r"Async scheduling not supported with (\S+)-based speculative decoding"),
+        "disabled (fallback for {0})",
+    ),
     ("async_scheduling", re.compile(r"[Aa]sync scheduling .*(?:will be|is) disabled"), "disabled (fallback)"),
     ("async_scheduling", re.compile(r"[Aa]sync scheduling is enabled|Asynchronous scheduling is enabled"), "enabled"),
-    ("async_scheduling", re.compile(r"\basync_scheduling=True"), "enabled"),
-    ("async_scheduling", re.compile(r"\basync_scheduling=False"), "disabled"),
+    ("async_scheduling", re.compile(r"\basync_scheduling=True|'async_scheduling': True"), "enabled"),
+    # `--no-async-scheduling` shows in the "non-default args: {...}" line, not in the engine's config line.
+    ("async_scheduling", re.compile(r"\basync_scheduling=False|'async_scheduling': False"), "disabled"),
     ("device", re.compile(r"\bdevice_config=(\w+)"), None),
 )
 
@@ -49,12 +65,12 @@ CPU_PLATFORM_OFF = {"async_scheduling": "disabled (CPU platform)"}
 # the fallback ran the default, unless it logged otherwise.
 FALLBACK_DEFAULTS = {"async_scheduling": "default (not disabled)", "model_runner": "default (no fallback logged)"}
 
+# A difference vLLM made for SD's method is SD's cost, not a confound (`sd_cost`): these fixes are for the rest.
 FIXES = {
-    "async_scheduling": "start the reference with the same scheduling: server_args=['--no-async-scheduling'] "
-    "for both sides (vLLM turns async scheduling off for n-gram and some other methods)",
-    "model_runner": "run both sides on the same model runner (vLLM falls back to the V1 runner for methods the "
-    "V2 runner lacks; pin it for the reference too, e.g. VLLM_USE_V2_MODEL_RUNNER=0, where the "
-    "installed vLLM reads that variable)",
+    "async_scheduling": "give both sides the same scheduling (server_args apply to both sides; "
+    "--no-async-scheduling or --async-scheduling)",
+    "model_runner": "run both sides on the same model runner (VLLM_USE_V2_MODEL_RUNNER in both servers' "
+    "environment, where the installed vLLM reads it)",
     "enforce_eager": "give both sides the same --enforce-eager (server_args apply to both sides)",
     "cudagraph_mode": "give both sides the same compilation config (CUDA graphs)",
     "dtype": "give both sides the same --dtype",
@@ -66,6 +82,50 @@ FIXES = {
     "draft models; at high concurrency it can limit the batch (raise --gpu-memory-utilization "
     "or --kv-cache-memory-bytes for both sides)",
 }
+
+# What vLLM turns off because of the speculative method: how to say it, and the reference flags and
+# environment that put a reference on the SD side's path (the mechanism figure, measure.mechanism).
+PATH_FACTS: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    "async_scheduling": ("vLLM turned async scheduling off for `{}`", ("--no-async-scheduling",), {}),
+    "model_runner": ("vLLM ran `{}` on its V1 model runner, not V2", (), {"VLLM_USE_V2_MODEL_RUNNER": "0"}),
+}
+# The methods that keep what vLLM turned off, so a team knows what choosing the method cost.  vLLM 0.32's
+# config/vllm.py keeps async scheduling for EAGLE/MTP, draft models, ngram_gpu, DSpark and DFlash; its V2
+# runner lacks suffix, medusa, mlp_speculator and custom_class (0.26's lacked ngram and ngram_gpu as well).
+ALTERNATIVES = {
+    ("async_scheduling", "ngram"): "`ngram_gpu` keeps it",
+    ("async_scheduling", "suffix"): "`ngram_gpu` keeps it, as do EAGLE, MTP and draft models",
+    ("async_scheduling", ""): "EAGLE, MTP, draft models, `ngram_gpu`, DSpark and DFlash keep it (vLLM 0.32)",
+    ("model_runner", "ngram"): "vLLM 0.32's V2 runner runs `ngram` and `ngram_gpu`",
+    ("model_runner", "ngram_gpu"): "vLLM 0.32's V2 runner runs `ngram` and `ngram_gpu`",
+    ("model_runner", ""): "vLLM 0.32's V2 runner runs every method but suffix, medusa, mlp_speculator and custom_class",
+}
+_CAUSE = re.compile(r"\(fallback for (.+)\)$")
+
+
+def sd_cost(fact: str, reference: str, speculative: str, method: str) -> str | None:
+    """SD's own cost when the SD side's log said vLLM changed `fact` for the speculative method (its fallback
+    names the method, speculative decoding or a draft), with the alternative; None for any other difference."""
+    cause = _CAUSE.search(speculative)
+    if fact not in PATH_FACTS or not method or cause is None:
+        return None
+    named = cause.group(1).lower()
+    if method.lower() not in re.split(r"[^\w]+", named) and "speculative" not in named and "draft" not in named:
+        return None
+    alternative = ALTERNATIVES.get((fact, method), ALTERNATIVES[(fact, "")])
+    return f"{PATH_FACTS[fact][0].format(method)}; {alternative}"
+
+
+def same_path(facts) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Reference flags and environment that turn off what vLLM turned off for SD (the facts named)."""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    for fact in facts:
+        if fact in PATH_FACTS:
+            args += PATH_FACTS[fact][1]
+            env.update(PATH_FACTS[fact][2])
+    return args, env
+
 
 # Labels of vllm:cache_config_info worth comparing.
 CACHE_INFO = {
@@ -86,12 +146,24 @@ def facts_from_log(text: str) -> dict[str, str]:
                 continue
             match = pattern.search(line)
             if match:
-                facts[fact] = value if value is not None else match.group(1).replace(",", "")
+                found = match.group(1).replace(",", "") if value is None else value.format(*match.groups())
+                facts[fact] = found
     if facts.get("enforce_eager") == "True":
         facts.setdefault("cudagraph_mode", "NONE")
     if facts.get("device") == "cpu":
         facts.update(CPU_PLATFORM_OFF)
     return facts
+
+
+def facts_from_env(env) -> dict[str, str]:
+    """Facts the server's environment settles where its log says nothing: vLLM's use_v2_model_runner returns
+    VLLM_USE_V2_MODEL_RUNNER as set (config/vllm.py, 0.26 and 0.32) before it logs any fallback."""
+    chosen = str(env.get("VLLM_USE_V2_MODEL_RUNNER", "")).strip().lower()
+    if chosen in ("0", "false"):
+        return {"model_runner": "v1 (VLLM_USE_V2_MODEL_RUNNER=0)"}
+    if chosen in ("1", "true"):
+        return {"model_runner": "v2 (VLLM_USE_V2_MODEL_RUNNER=1)"}
+    return {}
 
 
 def facts_from_metrics(samples: Iterable) -> dict[str, str]:

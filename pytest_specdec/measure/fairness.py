@@ -22,6 +22,14 @@ comparison is measured again, both sides warmed again and run again, before
 any verdict (measure.measurements); a speedup still flagged after that is not
 compared (:func:`unfair_speedup`) unless the test accepts the flag
 (``result.accept_flags(kind)``).  Engine confounds are reported, never refused.
+
+What the engine itself turned off because of the speculative method (its own
+log says so: vLLM's async scheduling for `ngram`) is SD's cost, not a confound
+(:func:`engine_costs`): the comparison against the reference as deployed
+stands.  Its two sides then run different engine paths by design, so the
+checks that assume one path (TTFT at concurrency 1, the ceiling) say nothing
+about a cold side there and are not applied; a cold side is still caught by
+its warm-up, and the mechanism figure (measure.mechanism) applies them on equal paths.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ..engines.server_spec import DEFAULT_ENGINE
-from ..serving.engine_facts import Confound, confounds
+from ..serving.engine_facts import Confound, SDCost, confounds, sd_costs
 from .series_figures import series_figures
 
 # Methods whose drafting happens after prefill, on the host: at concurrency 1 the SD side's TTFT
@@ -69,7 +77,16 @@ def engine_confounds(result) -> list[Confound]:
     speculative = getattr(result.speculative_runs[0], "engine_facts", None) if result.speculative_runs else None
     if not reference or not speculative:
         return []
-    return confounds(reference, speculative, getattr(result.spec, "engine", DEFAULT_ENGINE))
+    return confounds(reference, speculative, getattr(result.spec, "engine", DEFAULT_ENGINE), _method(result))
+
+
+def engine_costs(result) -> list[SDCost]:
+    """Engine facts the engine changed on the SD side because of the speculative method: SD's cost."""
+    reference = getattr(result.reference_runs[0], "engine_facts", None) if result.reference_runs else None
+    speculative = getattr(result.speculative_runs[0], "engine_facts", None) if result.speculative_runs else None
+    if not reference or not speculative:
+        return []
+    return sd_costs(reference, speculative, getattr(result.spec, "engine", DEFAULT_ENGINE), _method(result))
 
 
 def _method(result) -> str:
@@ -123,7 +140,8 @@ def flags(result) -> list[Flag]:
                     "a longer warm-up (the server may still be compiling or be shared with other work)",
                 )
             )
-    if _closed_loop_concurrency_1(result):
+    one_path = not engine_costs(result)  # the TTFT and ceiling rules hold for one engine path only
+    if one_path and _closed_loop_concurrency_1(result):
         ttft = result.speedup("median_ttft_ms")
         method = _method(result)
         if math.isfinite(ttft) and (ttft > TTFT_BAND or (method in NO_PREFILL_METHODS and ttft < 1 / TTFT_BAND)):
@@ -136,7 +154,7 @@ def flags(result) -> list[Flag]:
                     "warm both servers to a steady state; compare engine facts of both sides",
                 )
             )
-    ceiling = tokens_per_forward(result)
+    ceiling = tokens_per_forward(result) if one_path else math.nan
     if math.isfinite(ceiling):
         for metric in ("median_tpot_ms", "output_throughput"):
             speedup = result.speedup(metric)
@@ -217,6 +235,7 @@ def as_rows(result) -> dict[str, Any]:
         "earlier_measurements": [_measurement(*runs) for runs in getattr(result, "earlier_runs", None) or ()],
         "accepted_flags": sorted(getattr(result, "accepted_flags", None) or []),
         "confounds": [c.as_dict() for c in engine_confounds(result)],
+        "sd_costs": [c.as_dict() for c in engine_costs(result)],
         "engine_facts": facts,
         "warm_up": warm,
     }
@@ -244,6 +263,10 @@ class FairComparison:
     def confounds(self) -> list[Confound]:
         """Engine facts that differ between the sides, other than the SD config (serving.engine_facts)."""
         return engine_confounds(self)
+
+    def sd_costs(self) -> list[SDCost]:
+        """What the engine turned off on the SD side because of the method (its own log says so): SD's cost."""
+        return engine_costs(self)
 
     def assert_no_confounds(self, allow: Sequence[str] = ()):
         """Both sides ran the same engine path: no engine fact differs except those in `allow`."""

@@ -108,6 +108,8 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
     # `SpecDecTest.run`; `distribution` is the last `assert_same_distribution`'s test, for the report.
     sampler: Any = field(default=None, repr=False, compare=False)
     distribution: Any = field(default=None, repr=False, compare=False)
+    # With @pytest.mark.specdec_mechanism: SD against a reference on its own engine path (measure.mechanism).
+    mechanism: Any = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
     step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)

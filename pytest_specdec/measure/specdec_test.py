@@ -19,6 +19,9 @@ from .measurements import Measurements, RunError
 class SpecDecTest:
     """One test's speculative configuration, traffic, and the servers behind them."""
 
+    # @pytest.mark.specdec_mechanism: run() also measures a reference on SD's engine path (measure.mechanism).
+    mechanism = False
+
     def __init__(
         self,
         spec: ServerSpec,
@@ -96,6 +99,14 @@ class SpecDecTest:
                 self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
             )
             summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
+            if self.mechanism:
+                from .mechanism import measure_mechanism
+
+                prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
+                result.mechanism = measure_mechanism(
+                    self.measurements, result, self.workload, self.pattern, prompts, seed=seed, logprobs=logprobs
+                )
+                summary += f"; mechanism {result.mechanism.speedup():.2f}x {result.mechanism.note}".rstrip()
         result.gate = self.gate
         if not self.pattern.search and self.builds is None:
             result.sampler = drawer_for(self.measurements, self.spec, self.workload, self.pattern, seed)
@@ -117,6 +128,8 @@ class SpecDecTest:
         from .sweep import SweepResult
 
         self._need_traffic("sweep", pattern=False)
+        if self.mechanism:  # a reference start more per level: asked of run() only, never silently skipped
+            raise RunError("@pytest.mark.specdec_mechanism is measured by specdec.run(), not by sweep()")
         sweep = SweepResult()
         patterns = concurrency_sweep(levels, num_prompts=num_prompts, prompts_per_level=prompts_per_level)
         for pattern in patterns:  # every reference level on one reference server start, then SD's

@@ -30,6 +30,7 @@ from .html_sections import (
     flag_section,
     not_compared_section,
     page_outcome,
+    sd_cost_section,
     summary,
     theory_section,
 )
@@ -263,6 +264,7 @@ def render_html(
         builds_section(rows)
         + not_compared_section(rows)
         + flag_section(rows)
+        + sd_cost_section(rows)
         + capacity_section(rows)
         + theory_section(rows)
         + energy_section(rows)

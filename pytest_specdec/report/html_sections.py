@@ -13,6 +13,7 @@ import html
 from collections import Counter
 from typing import Any
 
+from ..measure.mechanism import describe_mechanism
 from .tables import (
     _cell,
     _cost_ratio_text,
@@ -212,6 +213,30 @@ def flag_section(rows: list[dict]) -> list[str]:
             out.append(f"<dd>acceptance not comparable with vLLM's: {_e(row['acceptance_note'])}</dd>")
         if row.get("accepted_flags"):
             out.append(f"<dd>the test accepts: {_e(', '.join(map(str, row['accepted_flags'])))}</dd>")
+    out += ["</dl>", "</section>"]
+    return out
+
+
+def sd_cost_section(rows: list[dict]) -> list[str]:
+    """What the engine turned off on the SD side because of the method: SD's cost, compared against the reference
+    as deployed, with the engine's alternative; and the mechanism figure beside it where a test asked for it."""
+    shown = [r for r in rows if r.get("sd_costs") or r.get("mechanism")]
+    if not shown:
+        return []
+    out = [
+        '<section id="sd-costs">',
+        "<h2>SD's own cost on this engine</h2>",
+        '<p class="legend">What the engine itself turned off because of the speculative method (its own log says '
+        "so) is part of what the method costs: the speedup is compared against the reference as deployed. "
+        "The mechanism figure, where asked for, is SD against a reference on SD's engine path.</p>",
+        '<dl class="reasons">',
+    ]
+    for row in shown:
+        out.append(f"<dt>{breakable(row.get('test'))} ({_e(_speedup_text(row))})</dt>")
+        for cost in row.get("sd_costs") or []:
+            out.append(f"<dd>SD's own cost, compared: {_e(cost.get('describe') or cost.get('cost'))}</dd>")
+        if row.get("mechanism"):
+            out.append(f"<dd>{_e(describe_mechanism(row['mechanism'], row.get('speedup_output_throughput')))}</dd>")
     out += ["</dl>", "</section>"]
     return out
 

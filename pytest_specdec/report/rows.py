@@ -20,6 +20,7 @@ from typing import Any
 
 from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
+from ..measure.mechanism import mechanism_row
 from ..measure.predictions import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..measure.energy_figures import energy_figures
@@ -185,6 +186,8 @@ def row_for(
         fairness_flags=[],
         earlier_measurements=[],
         confounds=[],
+        sd_costs=[],
+        mechanism=None,
         engine_facts={},
         warm_up={},
         speedup_range=None,
@@ -209,6 +212,7 @@ def row_for(
     row["energy"] = energy_figures(result)  # per output token, both sides, where the hardware counts it
     row["server_series"] = series_figures(result)  # KV usage, queue, preemptions per side, and the flags
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
+    row["mechanism"] = mechanism_row(result)  # on request: SD against a reference on its engine path
     row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}

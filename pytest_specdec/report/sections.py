@@ -5,6 +5,7 @@ Capacity, SLOs, theory, per-request acceptance, fairness and why SD did not pay.
 
 from __future__ import annotations
 
+from ..measure.mechanism import describe_mechanism
 from .cells import _fmt, _cell, _speedup_text, _best_k_text, below_theory
 
 
@@ -189,14 +190,33 @@ def _oracle_gap(row) -> str:
 
 def fairness_lines(rows: list[dict]) -> list[str]:
     """One line per fairness flag of each row (measure.fairness, measure.drift), for the terminal and summary.md."""
-    return [
-        f"{r['test']} ({_speedup_text(r)}): {flag.get('describe') or flag.get('message')}"
+    return (
+        [
+            f"{r['test']} ({_speedup_text(r)}): {flag.get('describe') or flag.get('message')}"
+            for r in rows
+            for flag in r.get("fairness_flags") or []
+        ]
+        + [
+            f"{r['test']}: acceptance not comparable with vLLM's: {r['acceptance_note']}"
+            for r in rows
+            if r.get("acceptance_note")
+        ]
+        + sd_cost_lines(rows)
+    )
+
+
+def sd_cost_lines(rows: list[dict]) -> list[str]:
+    """What the engine turned off because of the method (SD's cost, compared, not a flag) and the mechanism
+    figure where a test asked for it (measure.mechanism), one line each."""
+    lines = [
+        f"{r['test']} ({_speedup_text(r)}): SD's own cost, compared: {cost.get('describe') or cost.get('cost')}"
         for r in rows
-        for flag in r.get("fairness_flags") or []
-    ] + [
-        f"{r['test']}: acceptance not comparable with vLLM's: {r['acceptance_note']}"
+        for cost in r.get("sd_costs") or []
+    ]
+    return lines + [
+        f"{r['test']}: {describe_mechanism(r['mechanism'], r.get('speedup_output_throughput'))}"
         for r in rows
-        if r.get("acceptance_note")
+        if r.get("mechanism")
     ]
 
 

@@ -5,7 +5,11 @@ server used vLLM's V2 model runner with async scheduling, while the n-gram
 server logged "Model Runner V2 does not yet support ngram" and "Async
 scheduling not supported with ngram ... will be disabled".  The comparison
 then measured SD plus two engine changes.  The facts read here are recorded
-per side, and every difference other than the SD config itself is a
+per side.  A difference the engine's own log says it made because of the
+speculative method (vLLM's fallbacks for `ngram`) is *SD's cost* (`sd_costs`):
+a team that deploys the method pays it, so the comparison against the
+reference as deployed stands, with the cost and the engine's alternative
+named.  Every other difference, one the test or the harness made, is a
 *confound* (`confounds`), shown with its fix where there is one.
 
 Facts are read, never assumed: a fact a server does not reveal is absent, and
@@ -47,6 +51,22 @@ class Confound:
         return {**asdict(self), "describe": self.describe()}
 
 
+@dataclass(frozen=True)
+class SDCost:
+    """One engine fact the engine changed on the SD side because of the speculative method (its log says so)."""
+
+    fact: str
+    reference: str
+    speculative: str
+    cost: str  # the engine's words: what it turned off for the method, and the alternative that keeps it
+
+    def describe(self) -> str:
+        return f"{self.cost} ({self.fact}: reference {self.reference}, SD {self.speculative})"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "describe": self.describe()}
+
+
 def read_engine_facts(server, timeout: float = 5.0) -> dict[str, str]:
     """Everything `server` reveals (a launched server's log, then /metrics, then /version; an endpoint
     has no log).  What cannot be read is left out: an unreadable source is not a fact."""
@@ -77,7 +97,9 @@ def read_engine_facts(server, timeout: float = 5.0) -> dict[str, str]:
             break
     if not version and (local := engine.local_version(getattr(server, "command", None) or [])):
         version = {"version": local}  # a build that does not know its own version: the package that ran it
-    return merge(log, metrics, version)
+    # What the harness set in the server's environment, where the log is silent on it (VLLM_USE_V2_MODEL_RUNNER).
+    env = engine.facts_from_env(getattr(server, "env", None) or {})
+    return merge(log, metrics, version, env)
 
 
 def merge(*sources: Mapping[str, str]) -> dict[str, str]:
@@ -94,11 +116,33 @@ def engine_of(server) -> Engine:
 
 
 def confounds(
-    reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE
+    reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE, method: str = ""
 ) -> list[Confound]:
     """Every fact both sides reveal that differs, plus fallbacks one side logged against the other's default
-    (the fallbacks and the fixes are the engine's own)."""
+    (the fallbacks and the fixes are the engine's own); with the SD side's `method`, not those the engine
+    says it made for that method (`sd_costs`)."""
     known = engine_named(engine)
+    return [
+        found
+        for found in _differences(reference, speculative, known)
+        if not known.sd_cost(found.fact, found.reference, found.speculative, method)
+    ]
+
+
+def sd_costs(
+    reference: Mapping[str, str], speculative: Mapping[str, str], engine: str = DEFAULT_ENGINE, method: str = ""
+) -> list[SDCost]:
+    """The differences the engine made because of SD's `method`, as its own log says: SD's cost, compared."""
+    known = engine_named(engine)
+    found = []
+    for difference in _differences(reference, speculative, known):
+        cost = known.sd_cost(difference.fact, difference.reference, difference.speculative, method)
+        if cost:
+            found.append(SDCost(difference.fact, difference.reference, difference.speculative, cost))
+    return found
+
+
+def _differences(reference: Mapping[str, str], speculative: Mapping[str, str], known: Engine) -> list[Confound]:
     fallback_defaults, fixes = known.fallback_defaults, known.confound_fixes
     found = []
     for fact in sorted(set(reference) | set(speculative)):

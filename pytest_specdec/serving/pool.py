@@ -157,6 +157,7 @@ class ServerPool:
             env.setdefault("HF_HUB_OFFLINE", "1")  # the bundled model is local: never ask a hub
         for name, value in engine.launch_env().items():
             env.setdefault(name, value)
+        env.update(spec.env)  # the spec's own (a reference on SD's engine path) over the session's
         per_request_metrics = draft_config is not None and self._per_request_metrics(engine, spec.build or self.python)
         return LaunchRequest(
             spec=spec,
