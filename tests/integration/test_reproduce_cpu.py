@@ -1,10 +1,11 @@
 """The reproduce lines of a saved run, run as printed: the server restarted and the load sent to it again.
 
-One short measurement per engine (two prompts of 8 tokens), its servers
-stopped, then the printed speculative server line and the printed load line
-run in a shell, as a user would paste them.  llama.cpp's load is the plugin's
-`replay`; vLLM's CPU build's is `vllm bench serve` through ``python -m
-pytest_specdec bench``.
+The saved runs are the README's main job's own (n-gram on code edits, on vLLM's CPU build and on
+llama.cpp; tests/integration/conftest.py's `main_job` keeps them): a user reproduces a run a CI log
+printed, not one measured for the purpose, and no server is started to make one (a measurement per
+engine took three vLLM starts, 171 s).  The printed speculative server line and the printed load line
+run in a shell, as a user would paste them.  llama.cpp's load is the plugin's `replay`; vLLM's CPU
+build's is `vllm bench serve` through ``python -m pytest_specdec bench``.
 """
 
 from __future__ import annotations
@@ -38,22 +39,15 @@ def wait_ready(base_url: str, process: subprocess.Popen) -> None:
     raise AssertionError(f"the printed server line was not ready at {base_url} within {START_TIMEOUT_S} s")
 
 
+# The main job's n-gram tests on code edits, per engine.
+SAVED = {"llamacpp": "test_llamacpp_ngram_on_code_edits", "vllm": "test_ngram_on_code_edits"}
+
+
 @pytest.mark.own_servers
-@pytest.mark.workload("random_s", input_len=24, output_len=8)
-@pytest.mark.access_pattern("throughput_low", num_prompts=2, max_concurrency=1)
-@pytest.mark.parametrize(
-    "engine",
-    [
-        pytest.param(
-            engine,
-            marks=pytest.mark.specdec(model=BUNDLED, engine=engine, speculative_config=NGRAM, server_args=args),
-            id=engine,
-        )
-        for engine, args in (("llamacpp", []), ("vllm", ["--enforce-eager"]))
-    ],
-)
-def test_a_saved_run_replays_from_its_printed_commands(specdec, specdec_pool, tmp_path, engine):
-    result = specdec.run()
+@pytest.mark.parametrize("engine", sorted(SAVED))
+def test_a_saved_run_replays_from_its_printed_commands(main_job, specdec_pool, tmp_path, engine):
+    result = main_job.result(SAVED[engine])
+    assert result.spec.engine == engine
     lines = result.reproduce
     specdec_pool.stop_running()  # the printed line starts the server on the port the run used
     bench = shlex.split(lines["bench"])
@@ -75,4 +69,4 @@ def test_a_saved_run_replays_from_its_printed_commands(specdec, specdec_pool, tm
     assert done.returncode == 0, (lines["bench"], done.stdout[-2000:], done.stderr[-3000:])
     if engine == "llamacpp":  # the plugin's replay prints the run's metrics
         replayed = json.loads(done.stdout)
-        assert replayed["failed"] == 0 and replayed["completed"] == 2, replayed
+        assert replayed["failed"] == 0 and replayed["completed"] == len(result.speculative_runs[0].records), replayed
