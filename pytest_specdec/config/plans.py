@@ -18,6 +18,7 @@ from ..engines.base import EngineConfigError
 from ..verdict.tolerances import parse_tolerance_marker
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
 from ..load.workloads import MissingDataPath, Workload, WorkloadError, resolve_workload
+from ..load.structured import constraint_kinds
 
 
 # The plugin's markers as `pytest --markers` lists them.
@@ -121,6 +122,8 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
             if plan.workload is not None:
                 try:  # an engine refuses an endpoint it has no measurable route for (SGLang's chat)
                     engine_named(spec.engine).check_endpoint(plan.workload.endpoint)
+                    for kind in sorted(constraint_kinds(plan.workload)):  # each engine sends its own words
+                        engine_named(spec.engine).check_constraint(kind, plan.workload.endpoint, spec.server_args)
                 except EngineConfigError as exc:
                     return Plan(error=f"invalid @pytest.mark.workload: {exc}")
         if pattern_marker is not None:

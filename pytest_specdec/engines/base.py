@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from . import constraint_words
 from .counters import SpecDecodeCounters
 from .registry import engine_named
 from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `request_sd` speaks
@@ -199,6 +200,15 @@ class Engine:
         """Refuse a workload's endpoint this engine cannot serve as measured (called at collection)."""
         if endpoint == "chat" and not self.chat_path:
             raise EngineConfigError(self.title, "workload.endpoint", f"cannot serve 'chat' here: {self.chat_refusal}")
+
+    def check_constraint(self, kind: str, endpoint: str, server_args: Sequence[str] = ()) -> None:
+        """Refuse an output constraint (load.constraints) this engine cannot send on `endpoint` (at collection)."""
+        if why := constraint_words.refusal(self.name, kind, endpoint, tuple(server_args)):
+            raise EngineConfigError(self.title, "workload.constraint", f"cannot send a {kind} constraint: {why}")
+
+    def constrain(self, body: dict[str, Any], kind: str, value: Any, endpoint: str) -> dict[str, Any]:
+        """`body` (from `completion_payload`) with an output constraint in this engine's own request words."""
+        return constraint_words.constrained_body(self.name, body, kind, value, endpoint)
 
     # File names of the engine's own server binaries a build path may name (besides a Python): bisect names a
     # build by its folder when the file is one of these.

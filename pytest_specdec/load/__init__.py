@@ -1,4 +1,4 @@
 """The traffic a run sends: workloads (prompts), access patterns (arrivals) and the streaming client."""
 
 # Each registers how its kinds of workload are built (workloads.register_builder).
-from . import datafiles, synthetic, traffic  # noqa: F401
+from . import datafiles, structured, synthetic, traffic  # noqa: F401

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from .constraints import streamed_text
 from .schedule import dispatch
 from .workloads import ENDPOINTS
 from .transport import Transport
@@ -95,6 +96,7 @@ class RequestRecord:
     # Which prompt it sent (a digest of the prompt's text; a conversation's first turn for every turn): the
     # repeats that send one prompt again share it, and per-group tests count prompts, not requests.
     prompt_key: str | None = None
+    constraint: Any = None  # the load.constraints.Constraint its output had to meet (measure.validity); None: free
 
 
 @dataclass
@@ -163,8 +165,8 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, 
             most_recent = timestamp
             chunks_with_choices += 1
             choice = choices[0]
-            # A completion chunk's text, or a chat chunk's delta (its first may hold the role alone).
-            texts.append(choice.get("text") or (choice.get("delta") or {}).get("content") or "")
+            # A completion chunk's text, or a chat chunk's delta (its first may hold the role alone), or a tool call's.
+            texts.append(streamed_text(choice))
             # The chunk's token ids, where the engine streams them (each engine's `stream_event` puts them here).
             if ids := choice.get("token_ids"):
                 record.token_ids.extend(ids)
@@ -333,6 +335,8 @@ async def send_request(
     shaped = (engine.draw_payload if options.draws else engine.completion_payload)(payload)
     if options.cache_scope:
         shaped = engine.scoped_payload(shaped, options.cache_scope)
+    if (constraint := getattr(prompt, "constraint", None)) is not None:
+        shaped = engine.constrain(shaped, constraint.kind, constraint.value, options.endpoint)
     body = json.dumps(shaped).encode()
     async with slots:
         slot_at = time.perf_counter()
@@ -350,6 +354,7 @@ async def send_request(
             success=False,
             category=getattr(prompt, "category", None),
             prompt_key=prompt_key(prompt.text),
+            constraint=constraint,
         )
         record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
         try:

@@ -36,6 +36,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from .constraints import ConstraintError, parse_constraint
 from .sampling import GREEDY, Sampling, SamplingError
 
 # Repeat r > 0 of a run sends prompts (and arrivals) seeded repeat_seed(seed, r):
@@ -52,7 +53,9 @@ def repeat_seed(seed: int, repeat: int) -> int:
 
 SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
 FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
-KINDS = SYNTHETIC_KINDS + FILE_KINDS + ("custom_builder",)
+# The bundled constrained workloads (load/structured.py): prompts that carry their own output constraints.
+CONSTRAINED_KINDS = ("structured", "tool_calls")
+KINDS = SYNTHETIC_KINDS + FILE_KINDS + CONSTRAINED_KINDS + ("custom_builder",)
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed")  # the workload's `Sampling` (load/sampling.py)
 # stop="length": every request runs to max_tokens (ignore_eos); "natural": a request may end at the model's
 # end of sequence, as production traffic does (max_tokens then only caps it).
@@ -71,6 +74,8 @@ OVERRIDE_KEYS = (
     "category_field",
     "stop",
     "endpoint",
+    "constraint",  # load.constraints: every prompt's output constrained (None: the prompts' own, if any)
+    "unconstrained",  # true: the same prompts with no constraint (the free side of a constrained comparison)
     *SAMPLING_KEYS,
 )
 CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
@@ -114,6 +119,7 @@ class Prompt:
     # A conversation's later user turns, (text, max_tokens) each: turn t+1 is sent with the conversation so
     # far, the real replies included (load.traffic.conversation_prompt); `text` is the first turn's prompt.
     turns: tuple[tuple[str, int], ...] = ()
+    constraint: Any = None  # load.constraints.Constraint its output must meet; None: free text
 
 
 def _check_len(workload: str, key: str, value: Any, what: str = "field") -> None:
@@ -136,6 +142,8 @@ class Workload:
     builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
     sampling: Sampling = GREEDY
     endpoint: str = "completions"  # ENDPOINTS
+    constraint: Any = None  # load.constraints.Constraint for every prompt; None: the prompts' own, if any
+    unconstrained: bool = False  # the prompts' constraints dropped: the free run beside a constrained one
 
     @property
     def stop(self) -> str:
@@ -194,6 +202,12 @@ class Workload:
             elif key == "endpoint":
                 if not isinstance(value, str) or value not in ENDPOINTS:
                     raise WorkloadError(f"{bad} must be one of {', '.join(ENDPOINTS)}, got {value!r}")
+            elif key == "constraint":
+                try:
+                    changes[key] = None if value is None else parse_constraint(value, "constraint")
+                except ConstraintError as exc:
+                    raise WorkloadError(f"{bad}: {exc}") from None
+                continue
             elif key not in OVERRIDE_KEYS:
                 raise WorkloadError(f"{bad} is unknown; allowed: {', '.join(OVERRIDE_KEYS)}")
             if key in ("input_len", "output_len", "turns", "prefix_len", "num_prefixes"):
@@ -234,6 +248,10 @@ class Workload:
             out["sampling"] = self.sampling.describe()
         if self.endpoint != "completions":
             out["endpoint"] = self.endpoint
+        if self.constraint is not None:
+            out["constraint"] = self.constraint.describe()
+        if self.unconstrained:
+            out["unconstrained"] = True
         if self.builder is not None:
             out["builder"] = f"{getattr(self.builder, '__module__', '?')}.{getattr(self.builder, '__qualname__', '?')}"
         return out
@@ -251,9 +269,15 @@ class Workload:
         base = [seed, zlib.crc32(f"{self.name}/{self.kind}".encode())]
         build, wrap = _BUILDERS.get(self.kind) or _BUILDERS[TEXT_FILE_BUILDER]
         try:
-            return build(self, wrap(tokenizer), num_prompts, base)
+            return self._constrained(build(self, wrap(tokenizer), num_prompts, base))
         except UnicodeDecodeError as e:
             raise WorkloadError(f"workload {self.name!r}: {self.path}: not UTF-8 text (byte {e.start})") from None
+
+    def _constrained(self, prompts: list[Prompt]) -> list[Prompt]:
+        """The workload's own constraint on every prompt, or none on any when it runs `unconstrained`."""
+        if self.unconstrained:
+            return [replace(p, constraint=None) if p.constraint is not None else p for p in prompts]
+        return [replace(p, constraint=self.constraint) for p in prompts] if self.constraint is not None else prompts
 
     def _build_custom(self, tokenizer: Any, num_prompts: int, seed: int) -> list[Prompt]:
         prompts = list(self.builder(tokenizer, num_prompts, seed))  # type: ignore[misc]
@@ -264,7 +288,7 @@ class Workload:
             )
         if self.output_len is not None:
             prompts = [replace(p, output_len=self.output_len) for p in prompts]
-        return prompts
+        return self._constrained(prompts)
 
 
 def data_path_env_var(name: str) -> str:
@@ -302,6 +326,10 @@ CATALOG: dict[str, Workload] = {
         Workload("swe_bench", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
         Workload("mlperf", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
         Workload("custom", "jsonl", output_len=DEFAULT_FILE_OUTPUT_LEN),
+        # Bundled constrained traffic (load/structured.py): extraction under JSON schemas, a regex and a choice;
+        # forced tool calls on chat.  Natural stops: a finished grammar allows only the end of sequence.
+        Workload("structured", "structured", output_len=64, ignore_eos=False),
+        Workload("tool_calls", "tool_calls", output_len=64, ignore_eos=False, endpoint="chat"),
     ]
 }
 

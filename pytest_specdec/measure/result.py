@@ -30,6 +30,7 @@ from .analysis import ANALYSIS_FIGURES
 from .groups import GroupedFigures
 from .fairness import FairComparison
 from .result_checks import ResultChecks
+from .validity import ConstrainedFigures
 from .goodput import goodput as goodput_of, is_relative
 
 
@@ -69,7 +70,7 @@ def _median_metric(runs: list[Run], metric: str) -> float:
 
 
 @dataclass
-class SpecDecResult(GroupedFigures, FairComparison, ResultChecks):
+class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFigures):
     """The reference and SD runs of one test, with the figures derived from them."""
 
     spec: ServerSpec

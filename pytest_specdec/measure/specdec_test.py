@@ -14,6 +14,7 @@ from ..serving.pool import ServerPool
 from ..serving.server import VllmServer
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
+from .validity import finish_constrained
 
 
 class SpecDecTest:
@@ -65,8 +66,12 @@ class SpecDecTest:
         """The same target and flags without speculation."""
         return self.pool.get(self.reference_spec)
 
-    def run(self, *, seed: int = 0, logprobs: int | None = None):
+    def run(self, *, seed: int = 0, logprobs: int | None = None, unconstrained: bool = False):
         """Measure the no-SD reference (shared, once per session) and SD on the same traffic.
+
+        Constrained traffic (load.constraints) fails here on any output that breaks its constraint, on either
+        side, once the row is recorded; `unconstrained` also measures the same prompts free, for the row's
+        constrained-versus-free figures (measure.validity).
 
         With a capacity-search access pattern (``slo_capacity``, ...) this is the
         search instead, and the result a `slo_capacity.CapacityResult`.
@@ -112,6 +117,7 @@ class SpecDecTest:
             result.sampler = drawer_for(self.measurements, self.spec, self.workload, self.pattern, seed)
         self.results.append(result)
         self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
+        finish_constrained(self, result, seed, logprobs, unconstrained)
         return result
 
     def sweep(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..measure.energy_figures import energy_figures
 from ..measure.result import why_no_value
+from ..measure.validity import constraint_properties
 
 
 def junit_properties(result) -> dict:
@@ -36,6 +37,8 @@ def junit_properties(result) -> dict:
         bound = result.capacity_ratio_bound()
         props["specdec_capacity_ratio_bound"] = round(bound[1], 4) if bound else "none: the ratio is not a bound"
         props["specdec_capacity_ratio_bound_direction"] = bound[0] if bound else "none"
+    if hasattr(result, "constraint_figures") and (constrained := result.constraint_figures()):
+        props.update({f"specdec_{k}": v for k, v in constraint_properties(constrained).items()})
     gate = getattr(result, "gate", None)
     if getattr(gate, "outcome", None):  # the baseline check's verdict, "not compared" apart from "passed"
         props["specdec_regression"] = gate.outcome

@@ -35,6 +35,7 @@ from .html_sections import (
     theory_section,
 )
 from .builds import builds_section
+from .constrained import constrained_section
 from .energy import energy_section
 from .series_report import series_section
 from .sampled import sampling_section
@@ -268,6 +269,7 @@ def render_html(
         + capacity_section(rows)
         + theory_section(rows)
         + energy_section(rows)
+        + constrained_section(rows)
         + series_section(rows)
         + sampling_section(rows)
         + _not_measured(rows)

@@ -200,6 +200,7 @@ def row_for(
         endpoint="completions",
         output_lengths=None,
         distribution=None,
+        constraint=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -209,6 +210,7 @@ def row_for(
 
     row["builds"] = builds_cell(result, regression)  # --specdec-baseline-from build:PATH (report.builds)
     row.update(sampling_cells(result))  # endpoint, temperature, stop rule, output lengths, distribution test
+    row["constraint"] = result.constraint_figures()  # validity per side, constrained vs free (measure.validity)
     row["energy"] = energy_figures(result)  # per output token, both sides, where the hardware counts it
     row["server_series"] = series_figures(result)  # KV usage, queue, preemptions per side, and the flags
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)

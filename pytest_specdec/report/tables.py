@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .constrained import constrained_markdown
 from .energy import energy_markdown
 from .series_report import series_markdown
 from .sampled import sampling_markdown
@@ -129,6 +130,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         out += [f"- {escape(line)}" for line in unfair] + [""]
     out += theory_section(rows, escape)
     out += energy_markdown(rows, escape)
+    out += constrained_markdown(rows, escape)
     out += series_markdown(rows, escape)
     out += sampling_markdown(rows, escape)
     missing = [
