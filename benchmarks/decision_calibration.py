@@ -86,7 +86,9 @@ def main() -> None:
         alarms = [s.false_alarm_rate for s in stated if s.false_alarm_rate is not None]
         if drops:
             typical = statistics.median(drops)
-            at_stated, _ = simulate(args.metric, noise, typical, argparse.Namespace(**{**vars(args), "statements": False}), 7)
+            at_stated, _ = simulate(
+                args.metric, noise, typical, argparse.Namespace(**{**vars(args), "statements": False}), 7
+            )
             claim = f">= {typical:.0%}", f"{statistics.mean(alarms):.1%}", f"{at_stated:.1%}"
         else:
             claim = ("-", "-", "-")

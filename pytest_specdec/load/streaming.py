@@ -35,6 +35,7 @@ from .schedule import dispatch
 from .workloads import ENDPOINTS
 from .transport import Transport
 from ..engines.server_spec import DEFAULT_ENGINE
+from .logprobs import position_logprobs  # noqa: F401 - re-exported: it lived here
 
 try:  # msgspec's C decoder reads an event in a quarter of json.loads' time: the client's largest per-event cost
     from msgspec import DecodeError as _DecodeError
@@ -204,26 +205,6 @@ async def _stream_one(transport: Transport, body: bytes, record: RequestRecord, 
         record.error = record.error or "stream ended without any event carrying choices"
     elif record.error is None:
         record.success = True
-
-
-def position_logprobs(logprobs: dict[str, Any]) -> list[dict[str, float]]:
-    """One {token: logprob} per output position of a chunk's ``logprobs``, in either route's shape.
-
-    A completion's are ``top_logprobs`` (a dict per position, the sampled
-    token among them); a chat completion's are ``content`` (an entry per
-    position: its ``token`` and ``logprob``, and its ``top_logprobs`` as a
-    list of ``{token, logprob, bytes}``), read into the completion's shape
-    with the sampled token added as a completion has it.
-    """
-    if "content" not in logprobs:
-        return [t or {} for t in logprobs.get("top_logprobs") or []]
-    positions = []
-    for entry in logprobs.get("content") or []:
-        tops = {top["token"]: top["logprob"] for top in entry.get("top_logprobs") or []}
-        if "token" in entry and "logprob" in entry:
-            tops.setdefault(entry["token"], entry["logprob"])
-        positions.append(tops)
-    return positions
 
 
 def _reason(status: int) -> str:

@@ -140,7 +140,8 @@ class ConstrainedFigures:
 
     @property
     def constrained(self) -> bool:
-        return any(r.constraint is not None for run in self.reference_runs for r in run.records)
+        # Records made before constraints existed (saved runs, callers' own records) carry none.
+        return any(getattr(r, "constraint", None) is not None for run in self.reference_runs for r in run.records)
 
     def assert_outputs_valid(self):
         """Every constrained output, on both sides, meets its constraint; returns the result."""
@@ -154,7 +155,9 @@ class ConstrainedFigures:
         beside the constrained ones (`unconstrained`, set by ``specdec.run(unconstrained=True)``)."""
         if not self.constrained:
             return None
-        labels = sorted({r.constraint.label() for run in self.reference_runs for r in run.records if r.constraint})
+        labels = sorted(
+            {r.constraint.label() for run in self.reference_runs for r in run.records if getattr(r, "constraint", None)}
+        )
         free = getattr(self, "unconstrained", None)
         figures = {
             "constraints": labels,

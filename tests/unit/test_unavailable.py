@@ -279,12 +279,18 @@ def test_the_gate_says_what_it_can_detect(tmp_path):
     # Paired: the noise is the spread of the ratios 1.5/1.47, 1.5/1.50, 1.5/1.53 (2%), per side 2%/sqrt(2).
     assert found.repeats == 3 and found.noise_from == "paired ratios"
     assert found.spread == pytest.approx(0.02 / 2**0.5, abs=0.001)
-    assert 0.15 < found.smallest_drop < 0.20 and found.false_alarm_rate <= 0.01
+    # With the session drift measured between server starts (4.2% a side for a speedup), which the ratios'
+    # spread cannot show: a drop must clear the tolerance and the drift.
+    assert found.drift == 0.042 and 0.19 < found.smallest_drop < 0.24 and found.false_alarm_rate <= 0.02
     assert "flagged in 90% of runs" in found.describe() and "paired repeats' ratios" in found.describe()
+    assert "session drift 4.2% a side" in found.describe()
+    # Without the drift the statement was the optimistic one sessions did not bear out (< 20%, 0 false alarms).
+    still = detection("speedup_median_tpot", [1.47, 1.50, 1.53], 3, 0.15, current_values=[1.5] * 3, drift=0.0)
+    assert 0.15 < still.smallest_drop < 0.20 and still.smallest_drop < found.smallest_drop
     # A failing check shows it in its table.
     for run in result.speculative_runs:
         run.metrics = summarize([Rec(i, tpot_s=0.03) for i in range(4)], duration_s=1.0)
-    with pytest.raises(AssertionError, match=r"(?s)detects.*>= 1\d% \(false alarms 0\.\d%\)"):
+    with pytest.raises(AssertionError, match=r"(?s)detects.*>= 2\d% \(false alarms \d\.\d%\)"):
         result.assert_no_regression(metrics=["speedup_median_tpot"])
 
 
@@ -296,7 +302,7 @@ def test_prompt_sets_that_differ_are_not_noise_when_repeats_are_paired():
     paired = detection("speedup_output_throughput", baseline, 3, 0.15, current_values=current)
     assert unpaired.noise_from == "baseline repeats" and unpaired.spread == pytest.approx(0.2)
     assert paired.spread == pytest.approx(0.01 / 2**0.5, abs=0.002)
-    assert paired.smallest_drop < 0.18 < unpaired.smallest_drop and paired.false_alarm_rate == 0.0
+    assert paired.smallest_drop < 0.24 < unpaired.smallest_drop and paired.false_alarm_rate < 0.02
     assert detection("m", baseline, 3, 0.15, current_values=[1.2, None, None]).spread is None  # one pair
 
 

@@ -56,6 +56,8 @@ def test_catalog_defaults_are_the_published_numbers():
         "random_l",
         "random_x",
         "code_edit",
+        "structured",
+        "tool_calls",
         "sharegpt",
         "spec_bench",
         "burstgpt",
@@ -69,7 +71,10 @@ def test_catalog_defaults_are_the_published_numbers():
     }
     assert (CATALOG["shared_prefix"].prefix_len, CATALOG["shared_prefix"].num_prefixes) == (2048, 4)
     assert CATALOG["spec_bench_multiturn"].turns == 2 and CATALOG["sharegpt_multiturn"].turns == 3
-    assert all(w.ignore_eos and w.path is None for w in CATALOG.values())
+    # Constrained workloads stop where the answer ends (a JSON object closes), never past it: no ignore_eos.
+    constrained = {"structured", "tool_calls"}
+    assert all(w.ignore_eos and w.path is None for name, w in CATALOG.items() if name not in constrained)
+    assert all(not CATALOG[name].ignore_eos and CATALOG[name].path is None for name in constrained)
 
 
 @pytest.mark.parametrize(
