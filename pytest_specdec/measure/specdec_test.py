@@ -14,7 +14,7 @@ from ..serving.pool import ServerPool
 from ..serving.server import VllmServer
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
-from .validity import finish_constrained
+from .validity import finish_constrained, free_reference
 
 
 class SpecDecTest:
@@ -100,6 +100,8 @@ class SpecDecTest:
             )
             summary = f"SLO capacity ratio {result.ratio().describe()}"  # a bound says its direction
         else:
+            if unconstrained:  # the free reference while the reference server is up: the free run restarts nothing
+                free_reference(self, seed, logprobs)
             result = self.measurements.run(
                 self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
             )

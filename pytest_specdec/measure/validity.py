@@ -225,6 +225,14 @@ def constraint_properties(figures: dict) -> dict[str, Any]:
     return props
 
 
+def free_reference(test: Any, seed: int, logprobs: int | None) -> None:
+    """Measure the same prompts' free reference before SD's side of a constrained run: with one server at a
+    time, the free run after SD's otherwise restarts the reference and then SD (two vLLM starts a test)."""
+    free = replace(test.workload, unconstrained=True)
+    prompts = test.measurements.prompts(test.spec.model, free, test.pattern, seed)
+    test.measurements.reference(test.spec, free, test.pattern, prompts, seed=seed, logprobs=logprobs)
+
+
 def finish_constrained(test: Any, result: Any, seed: int, logprobs: int | None, unconstrained: bool) -> None:
     """After `SpecDecTest.run`: the free run beside a constrained one on request, then every output checked."""
     if not hasattr(result, "constraint_figures"):  # a capacity search or a build comparison: not checked here

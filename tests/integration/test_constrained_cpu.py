@@ -1,7 +1,9 @@
 """Constrained traffic on real CPU servers: every output valid on both sides, the free figures beside the
 constrained ones, and a planted grammar bypass that must fail.
 
-The two passing tests run on configurations the session already starts (vLLM n-gram with --enforce-eager as in
+Each free run's reference is measured before SD's side (SpecDecTest.run: one start of each server, where a
+free run after SD's restarted both: 661 s for this file, 118 s since).  The two passing tests run on
+configurations the session already starts (vLLM n-gram with --enforce-eager as in
 test_cpu_servers.py and test_openai_chat_cpu.py; llama.cpp n-gram as in test_sampling_cpu.py): the pool serves
 them on those servers.  The planted test needs an SD server of its own (k=3, so the pool does not reuse the
 unplanted one) started with tests/planted_grammar.py's sitecustomize on PYTHONPATH: from a request's first
