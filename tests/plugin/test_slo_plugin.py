@@ -70,6 +70,9 @@ def test_capacity_is_recorded_then_gated_and_reported(inner, monkeypatch):
     (baseline,) = (inner.path / "baselines").glob("*.json")
     stored = json.loads(baseline.read_text())["repeats"][0]
     assert stored["derived"]["capacity_ratio"] == pytest.approx(1.5, rel=0.1)
+    # The ratio's interval (both brackets widened by their probes' noise) is stored: the gate decides on it.
+    derived = stored["derived"]
+    assert derived["capacity_ratio_low"] <= derived["capacity_ratio"] <= derived["capacity_ratio_high"]
 
     again = run_inner(inner, "--specdec-report", "report")
     again.assert_outcomes(passed=1)
@@ -98,7 +101,8 @@ def test_capacity_is_recorded_then_gated_and_reported(inner, monkeypatch):
     monkeypatch.setenv("MIN_RATIO", "0.5")  # the test's own floor passes: the baseline gate alone must fail
     gated = run_inner(inner)
     gated.assert_outcomes(failed=1)
-    gated.stdout.fnmatch_lines(["*performance regressed against the baseline*", "*capacity_ratio*REGRESSION*"])
+    # Gated on both intervals (the change's bounds from them, never a bootstrap of one search's point).
+    gated.stdout.fnmatch_lines(["*performance regressed against the baseline*", "*capacity_ratio*100% CI*REGRESSION*"])
 
 
 def test_a_capacity_pattern_without_an_slo_fails_at_setup(pytester):
