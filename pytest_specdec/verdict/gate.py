@@ -50,6 +50,11 @@ DEFAULT_METRICS = (
 
 # What a speedup still flagged after measuring again leaves to decide: each side's own tok/s and ms.
 OWN_FIGURES = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+# Their band where the test does not gate them itself: a test that gates ratios only chose not to hold absolute
+# figures to their 10-15% defaults, which two sessions on a shared 2-core box moved by 17-21% unchanged
+# (docs/writing-tests.md); a flagged regression of the kinds this catches moved them 29-30% (a prefill 1.4x
+# slower, a speedup 2.0x -> 1.4x).
+OWN_FIGURE_TOLERANCE = 0.25
 # Figures known only within an interval: gated on both intervals (stats.compare_intervals).
 INTERVAL_METRICS = ("capacity_ratio",)
 
@@ -215,8 +220,14 @@ class RegressionGate:
         own = [m for m in OWN_FIGURES if m not in metrics] if flagged and plan.machine.same else []
         tolerances.update(
             {
-                m: resolve_tolerance(
-                    m, call=canonical_keys(tolerance), marker=self.marker_tolerances, ini=self.session.ini_tolerances
+                m: max(
+                    OWN_FIGURE_TOLERANCE,
+                    resolve_tolerance(
+                        m,
+                        call=canonical_keys(tolerance),
+                        marker=self.marker_tolerances,
+                        ini=self.session.ini_tolerances,
+                    ),
                 )
                 for m in own
             }
