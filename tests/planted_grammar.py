@@ -9,7 +9,7 @@ vllm-project/vllm#34650 (drafts after a reasoning end were not checked against t
 fault that bypassed only the draft positions left the 135M model's JSON valid on all six bundled prompts here
 (its unconstrained continuation at those steps happened to be grammatical).  A request that never drafts is
 constrained as before, so a server without SD (the reference) is untouched by construction and stays valid:
-the plant can sit on both sides' PYTHONPATH.  Used by tests/integration/test_constrained_cpu.py.
+the plant can sit on both sides' PYTHONPATH.  Used by tests/integration/test_structured_cpu.py.
 
 The import hook patches the module when vLLM imports it (importing vLLM from sitecustomize would slow down
 every Python process the test starts, the tokenizer probes included).

@@ -35,6 +35,7 @@ from .schedule import dispatch
 from .workloads import ENDPOINTS
 from .transport import Transport
 from ..engines.server_spec import DEFAULT_ENGINE
+from ..engines.registry import engine_named
 from .logprobs import position_logprobs  # noqa: F401 - re-exported: it lived here
 
 try:  # msgspec's C decoder reads an event in a quarter of json.loads' time: the client's largest per-event cost
@@ -365,8 +366,6 @@ async def run_schedule(
 ) -> LoadRun:
     """Send request ``index`` at ``start + offset`` for each ``(index, offset)`` of ``schedule``.  ``start`` is
     a ``time.perf_counter`` value: worker processes (`workers`) share one schedule on the machine's one clock."""
-    from ..engines import engine_named  # the engine modules import nothing heavy
-
     engine = engine_named(options.engine)
     total = len(schedule)
     slots = request_slots(max_concurrency)

@@ -1,7 +1,10 @@
 """Constrained traffic on real CPU servers: every output valid on both sides, the free figures beside the
 constrained ones, and a planted grammar bypass that must fail.
 
-Each free run's reference is measured before SD's side (SpecDecTest.run: one start of each server, where a
+The file's name sorts after test_cpu_servers.py on purpose: the pool groups tests by server configuration at
+the first file that names it, and a constrained group placed before test_cpu_servers.py's reference test
+stopped the reference the agreement test had left up (started three times, not once).  Each free run's
+reference is measured before SD's side (SpecDecTest.run: one start of each server, where a
 free run after SD's restarted both: 661 s for this file, 118 s since).  The two passing tests run on
 configurations the session already starts (vLLM n-gram with --enforce-eager as in
 test_cpu_servers.py and test_openai_chat_cpu.py; llama.cpp n-gram as in test_sampling_cpu.py): the pool serves
