@@ -242,14 +242,7 @@ class MachineMatch:
     @property
     def probe_changes(self) -> dict[str, float] | None:
         """Each probe figure's relative change, current against recorded (None where either side has no probe)."""
-        if self.recorded_probe is None or self.current_probe is None:
-            return None
-        changes = {}
-        for key in PROBE_FIGURES:
-            before, now = self.recorded_probe.get(key), self.current_probe.get(key)
-            if isinstance(before, (int, float)) and isinstance(now, (int, float)) and before > 0:
-                changes[key] = now / before - 1
-        return changes or None
+        return _changes(self.recorded_probe, self.current_probe, PROBE_FIGURES)
 
     @property
     def probe_change(self) -> float | None:
@@ -261,14 +254,7 @@ class MachineMatch:
     @property
     def gpu_probe_changes(self) -> dict[str, float] | None:
         """Each GPU probe figure's relative change (None where either side has no GPU probe)."""
-        if self.recorded_gpu_probe is None or self.current_gpu_probe is None:
-            return None
-        changes = {}
-        for key in GPU_PROBE_FIGURES:
-            before, now = self.recorded_gpu_probe.get(key), self.current_gpu_probe.get(key)
-            if isinstance(before, (int, float)) and isinstance(now, (int, float)) and before > 0:
-                changes[key] = now / before - 1
-        return changes or None
+        return _changes(self.recorded_gpu_probe, self.current_gpu_probe, GPU_PROBE_FIGURES)
 
     @property
     def gpu_probe_moved(self) -> bool:
@@ -344,6 +330,18 @@ class MachineMatch:
             f"the same machine: hardware identity equal, machine probe {self.probe_change:+.1%} (median of "
             f"{moved}), within its {self.band:.0%} band"
         )
+
+
+def _changes(recorded: dict | None, current: dict | None, figures) -> dict[str, float] | None:
+    """Each of a probe's `figures` as a relative change, current against recorded (None without both)."""
+    if recorded is None or current is None:
+        return None
+    changes = {}
+    for key in figures:
+        before, now = recorded.get(key), current.get(key)
+        if isinstance(before, (int, float)) and isinstance(now, (int, float)) and before > 0:
+            changes[key] = now / before - 1
+    return changes or None
 
 
 def _probe_label(key: str) -> str:
