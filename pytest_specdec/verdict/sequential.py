@@ -1,0 +1,292 @@
+"""Deciding a timing check by measuring until it is decided: passed, failed, or undecided at the cap.
+
+A check compares one figure on a log scale (a speedup, or a speedup's change against a baseline) with a
+zone: the **bad edge** `bad` (a speedup of the test's `min`; a drop of the gate's tolerance) and the
+**good edge** `good` (the bad edge widened by the indifference `INDIFFERENCE`; no change at all). Each look
+builds a one-sided interval for the figure and
+
+- **fails** when its upper bound is below the good edge (so a figure at the good edge or better fails at
+  most `false_fail` of the time),
+- **passes** when its lower bound is above the bad edge (so a figure at the bad edge or worse passes at
+  most `false_pass` of the time); inside the zone either answer is right, and the estimate picks,
+- is **undecided** while the interval covers the whole zone; more runs narrow it, up to the cap.
+
+The error rates are spent over the looks (Bonferroni: each look gets ``rate / looks``), which is what keeps
+re-testing after each batch from inflating false fails, the known trap of "run until significant".
+
+What the interval's spread is matters more than the rule (issue 46 measured it on the CPU build):
+
+- **Content spread**: each draw of the workload (a repeat seed) sends other prompts, and SD's speed depends
+  on them (n-gram on code edits: 1.25-2.18x across four-prompt draws), the reference's does not.
+- **Timing spread**: the same prompts sent again (a few percent).
+
+A check's figure is the mean over the draws it measured: content is fixed, so only timing is noise. Before
+any draw was sent twice the interval is the draws' own (content and timing), which is wider, so a decision
+it allows is safe. Once draws are sent again, the interval is timing only: within-draw spread of SD's
+sends, and the reference's spread across draws (its speed does not depend on the prompts). Against a
+stored baseline, paired by draw (the same seeds), the baseline's own timing noise counts too, and so does
+the drift between two sessions (`known_var`), which no number of runs in one session shrinks: when it alone
+covers the zone, the check is undecided at once, and says what would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+PASSED, FAILED, UNDECIDED = "passed", "failed", "undecided"
+FALSE_FAIL = 0.05  # at the good edge, per check
+FALSE_PASS = 0.05  # at the bad edge, per check
+INDIFFERENCE = 0.05  # a bound check's zone: from its bound to 5% beyond it
+MIN_RUNS = 2  # draws of the workload every run() measures on each side
+MAX_RUNS = 6  # runs per side a check may take (draws and draws sent again)
+
+
+def t_two_sided_mass(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with integer `df` (the closed forms of Abramowitz & Stegun 26.7.3-4)."""
+    if t <= 0:
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if df % 2:  # odd
+        if df == 1:
+            return 2 * theta / math.pi
+        term = 1.0
+        for j in range(1, (df - 1) // 2):
+            term *= cos2 * (2 * j) / (2 * j + 1)
+            total += term
+        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    for j in range(1, df // 2):
+        term *= cos2 * (2 * j - 1) / (2 * j)
+        total += term
+    return math.sin(theta) * total
+
+
+def t_quantile(upper_tail: float, df: float) -> float:
+    """The t with P(T > t) = `upper_tail`; `df` is floored (a smaller df is wider, never narrower)."""
+    if not 0 < upper_tail < 0.5:
+        raise ValueError(f"an upper tail in (0, 0.5) is needed, got {upper_tail}")
+    df = max(1, int(df)) if math.isfinite(df) else 10_000
+    target = 1 - 2 * upper_tail
+    low, high = 0.0, 1.0
+    while t_two_sided_mass(high, df) < target:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if t_two_sided_mass(middle, df) < target else (low, middle)
+    return high
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check's error rates and run budget."""
+
+    false_fail: float = FALSE_FAIL
+    false_pass: float = FALSE_PASS
+    min_runs: int = MIN_RUNS
+    max_runs: int = MAX_RUNS
+
+    def __post_init__(self):
+        for name in ("false_fail", "false_pass"):
+            if not 0 < getattr(self, name) < 0.5:
+                raise ValueError(f"{name} must be in (0, 0.5), got {getattr(self, name)!r}")
+        if not 1 <= self.min_runs <= self.max_runs:
+            raise ValueError(f"runs per side need 1 <= min ({self.min_runs}) <= cap ({self.max_runs})")
+
+    @property
+    def looks(self) -> int:
+        """Decision points: after the draws, then after each further run per draw up to the cap."""
+        return 1 + max(0, self.max_runs // self.min_runs - 1)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a check decides on, per draw of the workload, on a log scale (higher is better).
+
+    `sends[r]` are the figure's values from each time draw r was sent (the first, then sent again); for a
+    ratio of two sides, `reference[r]` is the reference's log value on draw r (its speed does not depend on
+    the prompts, so its spread across draws is timing) and `sends` hold SD's log values.  `baseline[r]` is a
+    stored baseline's log figure on the same draw (paired by seed), or None.
+    """
+
+    sends: tuple[tuple[float, ...], ...]
+    reference: tuple[float, ...] | None = None
+    baseline: tuple[float, ...] | None = None
+    known_var: float = 0.0  # variance no run shrinks: the drift between this session and the baseline's
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str  # PASSED, FAILED or UNDECIDED
+    estimate: float  # log scale
+    low: float  # the interval the decision used (log scale)
+    high: float
+    runs: int  # runs per side so far
+    draws: int
+    stopped: str  # "decided at the minimum", "decided after N runs", "undecided at the cap (N runs)", ...
+    content_spread: float | None  # relative spread of the figure between draws
+    timing_spread: float | None  # relative spread of one run, the same prompts sent again
+    interval: str  # "between draws (content and timing)" or "timing only (draws sent again)"
+    why: str = ""  # for an undecided check: what would decide it
+    more: bool = field(default=False)  # more runs would help (False at the cap, or when drift alone covers the zone)
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.estimate)
+
+    def describe(self) -> str:
+        head = (
+            f"{self.outcome} ({self.ratio:.3g}, interval {math.exp(self.low):.3g}-{math.exp(self.high):.3g}, "
+            f"{self.stopped}; {self.interval})"
+        )
+        return head + (f": {self.why}" if self.why else "")
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _var(values: Sequence[float]) -> float:
+    mean = _mean(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def _estimate(evidence: Evidence) -> tuple[float, float | None, float, str, float | None, float | None]:
+    """(estimate, variance of it or None, df, which interval, content spread, timing spread)."""
+    sends = [tuple(s) for s in evidence.sends if s]
+    draws = len(sends)
+    ref = list(evidence.reference) if evidence.reference is not None else None
+    base = list(evidence.baseline) if evidence.baseline is not None else None
+    first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
+    draw_means = [_mean(s) - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
+    estimate = _mean(draw_means)
+    content = math.sqrt(_var(first)) if draws >= 2 else None
+    within_df = sum(len(s) - 1 for s in sends)
+    if within_df == 0:
+        if draws < 2:
+            return estimate, None, 0, "one draw sent once", content, None
+        return estimate, _var(draw_means) / draws, draws - 1, "between draws (content and timing)", content, None
+    sd_var = sum((v - _mean(s)) ** 2 for s in sends for v in s) / within_df
+    parts = [(sd_var * sum(1 / len(s) for s in sends) / draws**2, within_df)]
+    ref_var = 0.0
+    if ref is not None:
+        if draws < 2:
+            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, math.sqrt(sd_var)
+        ref_var = _var(ref[:draws])
+        parts.append((ref_var / draws, draws - 1))
+    if base is not None:  # the baseline sent each draw once, on this machine: one run's timing noise a side
+        parts += [(sd_var / draws, within_df)] + ([(ref_var / draws, draws - 1)] if ref is not None else [])
+    timing = sd_var + ref_var  # one run's variance of the figure (both sides of a ratio)
+    variance = sum(v for v, _ in parts)
+    # Welch-Satterthwaite degrees of freedom of the summed variances (floored by t_quantile: wider, not narrower).
+    df = variance**2 / sum(v**2 / d for v, d in parts if v > 0) if variance > 0 else within_df
+    return estimate, variance, df, "timing only (draws sent again)", content, math.sqrt(timing)
+
+
+def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, at_cap: bool | None = None) -> Decision:
+    """One look of the rule (module docstring) at `evidence`; `bad` < `good` are the zone's edges (log)."""
+    if not bad < good:
+        raise ValueError(f"the zone needs bad < good, got {bad} and {good}")
+    draws = len([s for s in evidence.sends if s])
+    runs_per_side = sum(len(s) for s in evidence.sends)
+    at_cap = runs_per_side >= rule.max_runs if at_cap is None else at_cap
+    estimate, variance, df, interval, content, timing = _estimate(evidence)
+    common = dict(
+        estimate=estimate,
+        runs=runs_per_side,
+        draws=draws,
+        content_spread=None if content is None else math.expm1(content),
+        timing_spread=None if timing is None else math.expm1(timing),
+        interval=interval,
+    )
+    if variance is None:
+        return Decision(
+            UNDECIDED,
+            low=-math.inf,
+            high=math.inf,
+            stopped=_stopped(runs_per_side, rule, at_cap, decided=False),
+            why="one run has no spread to judge noise by: a second run decides",
+            more=not at_cap,
+            **common,
+        )
+    looks = rule.looks
+    floor = math.sqrt(evidence.known_var)
+    spread = math.sqrt(variance + evidence.known_var)
+    fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread
+    pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread
+    can_fail, can_pass = fail_high < good, pass_low > bad
+    if can_fail or can_pass:
+        outcome = PASSED if (can_pass and not can_fail) or (can_pass and estimate >= (bad + good) / 2) else FAILED
+        return Decision(
+            outcome, low=pass_low, high=fail_high, stopped=_stopped(runs_per_side, rule, at_cap, decided=True), **common
+        )
+    drift_covers = (
+        floor
+        and (t_quantile(rule.false_pass / looks, 10_000) + t_quantile(rule.false_fail / looks, 10_000)) * floor
+        >= good - bad
+    )
+    if drift_covers:
+        why = (
+            f"the drift between two sessions (±{math.expm1(floor):.1%} on this figure) alone covers the zone, and "
+            "no number of runs in one session narrows it: an in-session baseline build (--specdec-baseline-from "
+            "build:PATH) decides it"
+        )
+    elif at_cap:
+        why = _what_decides(content, timing, interval)
+    else:
+        why = "more runs of the same draws narrow the timing interval"
+    return Decision(
+        UNDECIDED,
+        low=pass_low,
+        high=fail_high,
+        stopped=_stopped(runs_per_side, rule, at_cap, decided=False),
+        why=why,
+        more=not at_cap and not drift_covers,
+        **common,
+    )
+
+
+def _stopped(runs: int, rule: Rule, at_cap: bool, decided: bool) -> str:
+    if decided:
+        return "decided at the minimum" if runs <= rule.min_runs else f"decided after {runs} runs a side"
+    return f"undecided at the cap ({runs} runs a side)" if at_cap else f"undecided after {runs} runs a side"
+
+
+def _what_decides(content: float | None, timing: float | None, interval: str) -> str:
+    parts = ["a higher --specdec-max-repeats (more runs of the same draws)"]
+    if timing is not None and timing > 0.05:
+        parts.append(f"a quieter box (one run's timing spread is {math.expm1(timing):.0%})")
+    if content is not None and "between draws" in interval:
+        parts.append(f"more prompts per draw (the draws differ by {math.expm1(content):.0%} on their own)")
+    return "still undecided: " + ", or ".join(parts) + " would decide it"
+
+
+def bound_zone(bound: float, higher: bool = True, indifference: float = INDIFFERENCE) -> tuple[float, float]:
+    """The zone (bad, good) of a check that the figure is at least (`higher`) or at most `bound`, on the
+    signed log scale where higher is better: the bound is honoured, so passing below it is the false pass."""
+    if bound <= 0:
+        raise ValueError(f"a ratio bound must be positive, got {bound}")
+    edge = math.log(bound) if higher else -math.log(bound)
+    return edge, edge + math.log1p(indifference)
+
+
+def tolerance_zone(tolerance: float) -> tuple[float, float]:
+    """The gate's zone: a drop of the tolerance is the bad edge, no change the good edge."""
+    if not 0 < tolerance < 1:
+        raise ValueError(f"a tolerance in (0, 1) is needed, got {tolerance}")
+    return math.log1p(-tolerance), 0.0
+
+
+def decide_until(
+    evidence: Callable[[], Evidence], more: Callable[[], bool] | None, bad: float, good: float, rule: Rule = Rule()
+) -> Decision:
+    """Look, and while undecided with runs left, ask `more()` for one more send of every draw (False: none
+    could be had) and look again: the loop the plugin runs on live servers and the calibration on simulated
+    sessions (benchmarks/sequential_calibration.py)."""
+    decision = decide(evidence(), bad, good, rule)
+    while decision.outcome == UNDECIDED and decision.more and more is not None:
+        if not more():
+            return decide(evidence(), bad, good, rule, at_cap=True)
+        decision = decide(evidence(), bad, good, rule)
+    return decision
