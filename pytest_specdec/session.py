@@ -302,6 +302,10 @@ class SpecdecSession(SessionReport):
                 client_workers=self.settings.client_workers,
             )
             self._measurements.series_interval_s = self.settings.series_interval_s or None
+            # --specdec-repeats auto: checks send the draws again until decided (verdict.sequential).
+            self._measurements.sequential = self.settings.sequential
+            self._measurements.max_repeats = self.settings.max_repeats
+            self._measurements.strict = self.settings.strict
             for plan in self.plans.values():
                 if not (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config):
                     continue

@@ -21,6 +21,7 @@ from .units import (  # noqa: F401 - the converters are read from here too
     parse_milliseconds,
     parse_positive_int,
     parse_price,
+    parse_repeats,
     parse_seconds,
 )
 
@@ -174,10 +175,21 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
     (
         "--specdec-repeats",
         dict(
+            type=parse_repeats,
+            default=None,
+            metavar="auto|N",
+            help="auto (the default): measure 2 draws of each workload a side and send them again until each "
+            "check is decided, up to --specdec-max-repeats; N: exactly N draws, no more (ini specdec_repeats).",
+        ),
+    ),
+    (
+        "--specdec-max-repeats",
+        dict(
             type=parse_positive_int,
             default=None,
             metavar="N",
-            help="measure each reference and SD run N times and keep every repeat (default 1; ini specdec_repeats).",
+            help="the most runs a side a check may take under --specdec-repeats auto before it is undecided "
+            "(default 6; ini specdec_max_repeats).",
         ),
     ),
     (
@@ -297,7 +309,8 @@ INI_KEYS: list[tuple[str, str, dict]] = [
         "regression tolerances: one 'metric = fraction' per line, or one fraction for every metric",
         dict(type="linelist", default=[]),
     ),
-    ("specdec_repeats", "measured runs per configuration", dict(default="")),
+    ("specdec_repeats", "auto, or measured draws per configuration", dict(default="")),
+    ("specdec_max_repeats", "the most runs a side a check takes under auto repeats", dict(default="")),
     ("specdec_client_workers", "client processes each run's requests are spread over", dict(default="")),
     *[
         (

@@ -19,6 +19,7 @@ from ..serving.pool import DEFAULT_KV_CACHE_BYTES
 from ..load.workloads import data_path_env_var
 from ..history.options import HistorySettings, resolve_history_settings
 from ..engines.server_spec import DEFAULT_ENGINE
+from ..verdict.sequential import MAX_RUNS, MIN_RUNS
 
 from .options import (  # re-exported: the converters and tables lived here
     _data_workloads,
@@ -37,6 +38,7 @@ from .options import (  # re-exported: the converters and tables lived here
     parse_milliseconds,
     parse_percentile,
     parse_positive_int,
+    parse_repeats,
     parse_price,
     parse_seconds,
 )
@@ -76,7 +78,11 @@ class Settings:
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
     engine: str = DEFAULT_ENGINE  # ini specdec_engine: the engine of markers that name none
-    repeats: int = 1  # measured runs per configuration, all kept
+    repeats: int = MIN_RUNS  # draws of each workload measured a side, all kept (--specdec-repeats N, or auto's)
+    # --specdec-repeats auto: each check sends the draws again until it is decided, up to `max_repeats` runs
+    # a side (verdict.sequential); False: exactly `repeats` runs, and a check undecided on them says so.
+    sequential: bool = True
+    max_repeats: int = MAX_RUNS
     client_workers: int = 1  # processes the load client spreads each run over
     data_paths: tuple[tuple[str, str], ...] = ()  # data-file workload name -> path (env, then ini)
     report_dir: Path | None = None  # --specdec-report: results.json, CSV, Markdown, plots
@@ -142,6 +148,17 @@ def resolve_settings(
     except ValueError as exc:
         raise ValueError(f"ini setting specdec_tolerances: {exc}") from None
     deprecations: list[str] = []
+    repeats = _option_or_ini(
+        getoption, getini, "--specdec-repeats", "specdec_repeats", parse_repeats, None, deprecations
+    )
+    max_repeats = _option_or_ini(
+        getoption, getini, "--specdec-max-repeats", "specdec_max_repeats", parse_positive_int, MAX_RUNS, deprecations
+    )
+    if repeats is None and max_repeats < MIN_RUNS:
+        raise ValueError(
+            f"--specdec-max-repeats {max_repeats} is below the {MIN_RUNS} draws --specdec-repeats auto measures "
+            f"first: give at least {MIN_RUNS}, or a fixed --specdec-repeats N"
+        )
     slo = _slo_from_ini(getini("specdec_slo"))
     slo_percentile = (
         parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile)
@@ -213,9 +230,9 @@ def resolve_settings(
         engine=parse_ini("specdec_engine", getini("specdec_engine"), parse_engine)
         if getini("specdec_engine")
         else DEFAULT_ENGINE,
-        repeats=_option_or_ini(
-            getoption, getini, "--specdec-repeats", "specdec_repeats", parse_positive_int, 1, deprecations
-        ),
+        repeats=MIN_RUNS if repeats is None else repeats,
+        sequential=repeats is None,
+        max_repeats=max_repeats if repeats is None else repeats,
         client_workers=_option_or_ini(
             getoption, getini, "--specdec-client-workers", "specdec_client_workers", parse_positive_int, 1, deprecations
         ),

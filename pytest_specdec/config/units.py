@@ -56,6 +56,16 @@ def parse_positive_int(value: str) -> int:
     return number
 
 
+def parse_repeats(value: str) -> int | None:
+    """``"auto"`` (None: each check measures until it is decided, verdict.sequential) or a fixed count >= 1."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        return parse_positive_int(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected auto or a whole number >= 1, got {value!r}") from None
+
+
 def parse_interval(value: str) -> float:
     """Seconds between two reads of something periodic, 0 for none: ``"0.5"``, ``"0"``."""
     try:

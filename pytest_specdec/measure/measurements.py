@@ -85,6 +85,12 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
         self._servers: dict[str, object] = {}  # spec key -> the server that last measured it
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
+        # --specdec-repeats auto (verdict.sequential): a check undecided on the draws sends them again, up to
+        # `max_repeats` runs a side; `strict` (--specdec-strict) fails a check undecided at the cap.
+        self.sequential = False
+        self.max_repeats = repeats
+        self.strict = False
+        self.sends_again: collections.Counter[str] = collections.Counter()  # spec key -> draws sent again
         self.warm_up_seconds = MAX_SECONDS
 
     def tokenizer(self, model: str):

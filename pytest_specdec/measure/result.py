@@ -30,6 +30,7 @@ from .analysis import ANALYSIS_FIGURES
 from .groups import GroupedFigures
 from .fairness import FairComparison
 from .result_checks import ResultChecks
+from .decided import DecidedFigures
 from .validity import ConstrainedFigures
 from .goodput import goodput as goodput_of, is_relative
 
@@ -70,7 +71,7 @@ def _median_metric(runs: list[Run], metric: str) -> float:
 
 
 @dataclass
-class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFigures):
+class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFigures, DecidedFigures):
     """The reference and SD runs of one test, with the figures derived from them."""
 
     spec: ServerSpec
@@ -111,6 +112,14 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     distribution: Any = field(default=None, repr=False, compare=False)
     # With @pytest.mark.specdec_mechanism: SD against a reference on its own engine path (measure.mechanism).
     mechanism: Any = field(default=None, repr=False, compare=False)
+    # --specdec-repeats auto (measure.decided): SD's sends of a draw after its first (timing only: acceptance and
+    # outputs are never counted from them), a callable that sends every draw once more while the servers are up
+    # (None: no more can be had), the rule's error rates and cap, and each timing check's decision.
+    timing_runs: list = field(default_factory=list, repr=False, compare=False)
+    more_runs: Any = field(default=None, repr=False, compare=False)
+    rule: Any = field(default=None, repr=False, compare=False)
+    decisions: dict = field(default_factory=dict, repr=False, compare=False)
+    strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
     step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)
@@ -118,7 +127,7 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     def __getstate__(self) -> dict:
         # The sampler is bound to this session's live servers: a result pickled for another process (kept
         # results, a worker's) carries what was measured, not a way to draw more.
-        return {**self.__dict__, "sampler": None}
+        return {**self.__dict__, "sampler": None, "more_runs": None}
 
     def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
         """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same

@@ -26,9 +26,14 @@ Checked = TypeVar("Checked", bound="ResultChecks")
 class ResultChecks:
     """`assert_*` of a result; each returns the result, so checks chain."""
 
-    def assert_speedup(self: Checked, min: float, metric: str = "output_throughput") -> Checked:
-        """SD must be at least `min` times better on `metric` (latencies inverted)."""
-        check_speedup(self, min, metric)
+    def assert_speedup(
+        self: Checked, min: float | None = None, metric: str = "output_throughput", *, max: float | None = None
+    ) -> Checked:
+        """SD must be at least `min` times better on `metric` (latencies inverted), or at most `max` (a check that
+        SD does not pay).  Decided by the sequential rule (verdict.sequential): under --specdec-repeats auto an
+        undecided check sends the draws again on SD's server, up to --specdec-max-repeats; undecided at the cap
+        is its own outcome, which --specdec-strict fails."""
+        check_speedup(self, min, metric, maximum=max)
         return self
 
     def assert_acceptance(

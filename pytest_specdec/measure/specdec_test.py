@@ -14,6 +14,7 @@ from ..serving.pool import ServerPool
 from ..serving.server import VllmServer
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
+from .sends_again import arm
 from .validity import finish_constrained, free_reference
 
 
@@ -106,6 +107,8 @@ class SpecDecTest:
                 self.spec, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
             )
             summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
+            prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
+            arm(self.measurements, result, self.workload, self.pattern, prompts, seed=seed, logprobs=logprobs)
             if self.mechanism:
                 from .mechanism import measure_mechanism
 

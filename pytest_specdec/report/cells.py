@@ -59,6 +59,7 @@ TABLE_HEADER = (
     "TTFT",
     "same output",
     "baseline",
+    "runs",
     "outcome",
 )
 
@@ -103,6 +104,7 @@ def table_cells(row) -> tuple[str, ...]:
         _speedup_text(row, "speedup_median_ttft"),
         _equivalence_text(row),
         row["regression"],
+        row.get("runs") or "–",
         row["outcome"],
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 from ..engines.server_spec import SCHEDULE_KEY
 from ..measure.fairness import as_rows as fairness_row
 from ..measure.mechanism import mechanism_row
+from .decision_cells import decision_cells, outcome_with_decisions
 from ..measure.predictions import oracle_label
 from ..measure.analysis import ANALYSIS_FIGURES, theory_figures
 from ..measure.energy_figures import energy_figures
@@ -215,6 +216,7 @@ def row_for(
     row["server_series"] = series_figures(result)  # KV usage, queue, preemptions per side, and the flags
     row.update(fairness_row(result))  # engine confounds, cold servers, bounds physics sets (measure.fairness)
     row["mechanism"] = mechanism_row(result)  # on request: SD against a reference on its engine path
+    row.update(decision_cells(result))  # runs a side, why measuring stopped, content and timing spread
     row["engine_version"] = result.engine_version
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
@@ -335,7 +337,7 @@ def rows_for_test(
             plan.spec,
             result.workload if result else workload,
             {**pattern, **result.pattern} if result else pattern,
-            outcome=outcome,
+            outcome=outcome_with_decisions(outcome, result),
             result=result,
             regression=regression,
             gpu_usd_per_hour=gpu_usd_per_hour,

@@ -119,25 +119,64 @@ def speedup_ci(result, metric: str) -> tuple[float, float] | None:
     return median_ci(result.repeat_speedups(metric))
 
 
-def check_speedup(result, minimum: float, metric: str) -> None:
+def check_speedup(result, minimum: float | None, metric: str, maximum: float | None = None) -> None:
+    """SD's speedup on `metric` is at least `minimum` (or at most `maximum`), decided by the sequential rule
+    (verdict.sequential) on the result's draws, sending them again while it is undecided and runs are left."""
     from .metric_names import speedup_name
+    from .sequential import FAILED, PASSED, bound_zone
 
+    if (minimum is None) == (maximum is None):
+        raise ValueError(f"assert_speedup takes min= or max=, one of them, got min={minimum!r}, max={maximum!r}")
+    bound = minimum if minimum is not None else maximum
+    if (
+        isinstance(bound, bool)
+        or not isinstance(bound, (int, float))
+        or bound < 0
+        or (maximum is not None and not bound)
+    ):
+        raise ValueError(
+            f"assert_speedup bound must be a positive number (min=0: only that it was measured), got {bound!r}"
+        )
     why = result.unavailable(speedup_name(metric))
     if why:
         raise AssertionError(unavailable_message(result, f"SD speedup on {metric}", {speedup_name(metric): why}))
-    measured = result.speedup(metric)
-    if measured >= minimum:
+    if not bound:  # min=0: any measured speedup is at least 0
         return
-    row = Row(f"speedup ({metric})", minimum, measured, ci=speedup_ci(result, metric), ok=False)
+    higher = minimum is not None
+    bad, good = bound_zone(bound, higher)
+    sign = 1 if higher else -1
+    name = f"speedup ({metric}) {'>=' if higher else '<='} {bound:g}"
+    decision = result.decide(name, lambda: result.speedup_evidence(metric, sign=sign), bad, good, sign=sign)
+    if decision.outcome == PASSED:
+        return
+    low, high = decision.ratio_interval
+    low, high = (low, high) if 0 < low and math.isfinite(high) else (None, None)
+    measured = decision.ratio
     per_repeat = ", ".join(f"{value:.3f}" for value in result.repeat_speedups(metric))
+    words = (
+        f"decision: {decision.outcome}, {measured:.3f}x over {decision.draws} draws, {decision.stopped}; "
+        f"interval {decision.interval}"
+        + (f" {low:.3f}-{high:.3f}x" if low is not None else "")
+        + f"; spread: {result.spread_note(metric)}"
+    )
+    if decision.outcome != FAILED:
+        result.decisions[name] = decision
+        if getattr(result, "strict", False):
+            raise AssertionError(
+                f"{name} for {result.spec.label()}: undecided, and --specdec-strict fails an undecided check\n"
+                f"{words}\n{decision.why}"
+            )
+        return
+    row = Row(f"speedup ({metric})", bound, measured, ci=(low, high) if low is not None else None, ok=False)
     raise AssertionError(
         failure_message(
-            f"SD speedup below the required minimum for {result.spec.label()}",
+            f"SD speedup {'below the required minimum' if higher else 'above the allowed maximum'} for "
+            f"{result.spec.label()}",
             [row],
             result,
-            extra=f"reference {metric}: {_fmt(result.reference_metric(metric))}, "
-            f"SD {metric}: {_fmt(result.speculative_metric(metric))} (medians over repeats); "
-            f"speedup per repeat: {per_repeat}\n{why_sd_did_not_pay(result)}",
+            extra=f"{words}\nreference {metric}: {_fmt(result.reference_metric(metric))}, "
+            f"SD {metric}: {_fmt(result.speculative_metric(metric))} (medians over draws); "
+            f"speedup per draw: {per_repeat}\n{why_sd_did_not_pay(result)}",
         )
     )
 

@@ -130,16 +130,24 @@ class Decision:
     interval: str  # "between draws (content and timing)" or "timing only (draws sent again)"
     why: str = ""  # for an undecided check: what would decide it
     more: bool = field(default=False)  # more runs would help (False at the cap, or when drift alone covers the zone)
+    sign: int = 1  # -1: the evidence was negated (a check that a figure is at most a bound); ratios undo it
 
     @property
     def ratio(self) -> float:
-        return math.exp(self.estimate)
+        return math.exp(self.sign * self.estimate)
+
+    @property
+    def ratio_interval(self) -> tuple[float, float]:
+        """The interval the decision used, as ratios in the figure's own direction."""
+        low, high = sorted(
+            math.exp(self.sign * v) if math.isfinite(v) else (math.inf if self.sign * v > 0 else 0.0)
+            for v in (self.low, self.high)
+        )
+        return low, high
 
     def describe(self) -> str:
-        head = (
-            f"{self.outcome} ({self.ratio:.3g}, interval {math.exp(self.low):.3g}-{math.exp(self.high):.3g}, "
-            f"{self.stopped}; {self.interval})"
-        )
+        low, high = self.ratio_interval
+        head = f"{self.outcome} ({self.ratio:.3g}, interval {low:.3g}-{high:.3g}, {self.stopped}; {self.interval})"
         return head + (f": {self.why}" if self.why else "")
 
 
@@ -200,6 +208,14 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         timing_spread=None if timing is None else math.expm1(timing),
         interval=interval,
     )
+    if variance is None and rule.max_runs == 1 and draws == 1:  # --specdec-repeats 1: asked for one run
+        return Decision(
+            PASSED if estimate >= bad else FAILED,
+            low=estimate,
+            high=estimate,
+            stopped="one run (--specdec-repeats 1): the point estimate decides, with no error rate",
+            **common,
+        )
     if variance is None:
         return Decision(
             UNDECIDED,

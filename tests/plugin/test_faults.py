@@ -176,6 +176,7 @@ def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.Completed
             "no:cacheprovider",
             "-s",
             "-rA",
+            "--specdec-repeats=1",  # one draw: the matrix is about faults, not about deciding
             "--specdec-request-timeout",
             "3",
             "--specdec-max-dispatch-lag-ms",

@@ -653,11 +653,13 @@ def test_run_without_traffic_markers_says_which_are_missing(pytester):
 @pytest.mark.parametrize(
     "args, ini, message",
     [
-        (["--specdec-repeats=0"], "", "*--specdec-repeats: must be at least 1*"),
-        ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected a whole number*"),
+        (["--specdec-repeats=0"], "", "*--specdec-repeats: expected auto or a whole number >= 1, got '0'*"),
+        ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected auto or a whole number*"),
+        (["--specdec-max-repeats=1"], "", "*--specdec-max-repeats 1 is below the 2 draws*"),
     ],
 )
-def test_bad_repeats_are_usage_errors(pytester, args, ini, message):
+def test_bad_repeats_are_usage_errors(pytester, monkeypatch, args, ini, message):
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # a --specdec-repeats there would win over the ini
     if ini:
         pytester.makeini(ini)
     pytester.makepyfile("def test_x(): pass")

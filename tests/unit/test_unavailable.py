@@ -200,8 +200,17 @@ def test_assert_speedup_uses_the_one_speedup_and_its_paired_interval():
     for run, tpot in zip(result.speculative_runs, (0.02, 0.025, 0.03)):
         run.metrics = summarize([Rec(i, tpot_s=tpot) for i in range(4)], duration_s=1.0)
     assert result.speedup("median_tpot_ms") == pytest.approx(0.03 / 0.025)
-    with pytest.raises(AssertionError, match=r"speedup per repeat: 1\.500, 1\.200, 1\.000"):
+    # Three fixed draws of 1.5x, 1.2x and 1.0x around a bound of 1.3: the draws' spread covers the bound, so the
+    # check is undecided, not failed (as the median alone said) and not passed; strict fails it.
+    result.assert_speedup(min=1.3, metric="median_tpot_ms")
+    (decision,) = result.undecided().values()
+    assert decision.draws == 3 and decision.stopped == "undecided at the cap (3 runs a side)"
+    result.strict = True
+    with pytest.raises(AssertionError, match=r"undecided, and --specdec-strict fails an undecided check"):
         result.assert_speedup(min=1.3, metric="median_tpot_ms")
+    # Well below the bound on every draw: failed, with the speedup per draw.
+    with pytest.raises(AssertionError, match=r"speedup per draw: 1\.500, 1\.200, 1\.000"):
+        result.assert_speedup(min=3.0, metric="median_tpot_ms")
 
 
 # --- the gate ---------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""A result's timing checks decided by the sequential rule (verdict.sequential), on its live servers.
+
+A mixin of `result.SpecDecResult`.  Under ``--specdec-repeats auto`` a check that is undecided on the draws
+`run()` measured asks for one more send of every draw on SD's server (`more_runs`, set by the specdec fixture
+while the servers are up) and looks again, up to the cap.  Sends of a draw after its first are timing only:
+they live in `timing_runs`, apart from the runs acceptance and outputs are counted on, so a figure that does
+not depend on timing is never measured twice on the same draw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Callable
+
+from ..verdict.metric_names import higher_is_better
+from ..verdict.sequential import UNDECIDED, Decision, Evidence, Rule, decide_until
+
+
+def _signed_log(metric: str, value: float) -> float:
+    """log of a figure, negated where lower is better, so that a difference of two is a log speedup."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return math.nan
+    return math.log(value) if higher_is_better(metric) else -math.log(value)
+
+
+class DecidedFigures:
+    """Evidence per draw, the decision loop, and what the row says about runs and spread."""
+
+    def runs_per_side(self) -> int:
+        """SD runs this result took: each draw's first send and every send again."""
+        return len(self.speculative_runs) + len(self.timing_runs)
+
+    def speedup_evidence(self, metric: str = "output_throughput", baseline=None, known_var: float = 0.0, sign=1):
+        """Evidence of SD's log speedup on `metric`, per draw: SD's sends, the reference's value; `baseline`:
+        a baseline's speedup per draw on the same seeds (None where it has none); `sign` -1 for a check that
+        the speedup is at most a bound."""
+
+        def sends_of(draw: int, first) -> tuple[float, ...]:
+            runs = [first] + [run for run in self.timing_runs if run.repeat == draw]
+            return tuple(sign * _signed_log(metric, run.metrics.as_dict().get(metric, math.nan)) for run in runs)
+
+        pairs = self.repeat_pairs()
+        keep = [
+            i
+            for i, (ref, _) in enumerate(pairs)
+            if math.isfinite(_signed_log(metric, ref.metrics.as_dict().get(metric, math.nan)))
+            and (baseline is None or (baseline[i] is not None and math.isfinite(baseline[i]) and baseline[i] > 0))
+        ]
+        sends = tuple(tuple(v for v in sends_of(pairs[i][1].repeat, pairs[i][1]) if math.isfinite(v)) for i in keep)
+        reference = tuple(sign * _signed_log(metric, pairs[i][0].metrics.as_dict().get(metric, math.nan)) for i in keep)
+        based = tuple(sign * math.log(baseline[i]) for i in keep) if baseline is not None else None
+        return Evidence(sends=sends, reference=reference, baseline=based, known_var=known_var)
+
+    def sequential_rule(self) -> Rule:
+        return (
+            self.rule
+            if self.rule is not None
+            else Rule(min_runs=len(self.speculative_runs), max_runs=len(self.speculative_runs))
+        )
+
+    def decide(self, name: str, evidence: Callable[[], Evidence], bad: float, good: float, sign: int = 1) -> Decision:
+        """Decide check `name` with the result's rule, sending the draws again while it is undecided and the
+        servers can (`more_runs`); the decision is kept for the row and the reports (`sign` -1: the evidence
+        was negated, for a check that a figure is at most a bound)."""
+        decision = replace(decide_until(evidence, self.more_runs, bad, good, self.sequential_rule()), sign=sign)
+        self.decisions[name] = decision
+        return decision
+
+    def undecided(self) -> dict[str, Decision]:
+        """The checks this result left undecided: not a pass; --specdec-strict fails them."""
+        return {name: d for name, d in self.decisions.items() if d.outcome == UNDECIDED}
+
+    def runs_note(self) -> str:
+        """The row's runs cell: runs a side, and why measuring stopped."""
+        runs = self.runs_per_side()
+        if not self.decisions:
+            return f"{runs} (no timing check)"
+        if self.undecided():
+            return f"{runs} (undecided)"
+        if any(d.runs > len(self.speculative_runs) for d in self.decisions.values()):
+            return f"{runs} (decided)"
+        return f"{runs} (decided at the minimum)"
+
+    def spread_note(self, metric: str = "output_throughput") -> str:
+        """Content spread (between draws) and timing spread (the same draw sent again) of SD's speedup."""
+        evidence = self.speedup_evidence(metric)
+        firsts = [s[0] - r for s, r in zip(evidence.sends, evidence.reference) if s]
+        parts = []
+        if len(firsts) >= 2:
+            mean = sum(firsts) / len(firsts)
+            content = math.sqrt(sum((v - mean) ** 2 for v in firsts) / (len(firsts) - 1))
+            parts.append(f"between draws {math.expm1(content):.1%}")
+        again = [(v - s[0]) for s in evidence.sends for v in s[1:]]
+        if again:
+            timing = math.sqrt(sum(v * v for v in again) / (2 * len(again)))
+            parts.append(f"same draw sent again {math.expm1(timing):.1%}")
+        return ", ".join(parts) or "unavailable: one run a side"
