@@ -1,0 +1,155 @@
+"""verdict.sequential: the t quantiles it rests on, when it stops, what it says undecided, and its false-fail rate."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_specdec.verdict.sequential import (
+    FAILED,
+    PASSED,
+    UNDECIDED,
+    Evidence,
+    Rule,
+    bound_zone,
+    decide,
+    decide_until,
+    t_quantile,
+    tolerance_zone,
+)
+
+BOUND = bound_zone(1.15)  # (log 1.15, log 1.2075)
+
+
+@pytest.mark.parametrize(
+    "df, expected", [(1, 12.706), (2, 4.303), (3, 3.182), (10, 2.228), (30, 2.042), (math.inf, 1.960)]
+)
+def test_t_quantile_matches_the_tables(df, expected):
+    assert t_quantile(0.025, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_t_quantile_floors_a_fractional_df_to_the_wider_one():
+    assert t_quantile(0.05, 2.9) == t_quantile(0.05, 2) > t_quantile(0.05, 3)
+
+
+class Draws:
+    """A check's evidence that grows by one send of every draw on each `more()`, counting the calls."""
+
+    def __init__(self, sends_per_draw, reference, baseline=None, known_var=0.0):
+        self.pending = [list(s) for s in sends_per_draw]  # each draw's sends, in order
+        self.sends = [[s.pop(0)] for s in self.pending]
+        self.reference, self.baseline, self.known_var, self.calls = tuple(reference), baseline, known_var, 0
+
+    def evidence(self):
+        return Evidence(tuple(map(tuple, self.sends)), self.reference, self.baseline, self.known_var)
+
+    def more(self):
+        self.calls += 1
+        if not all(self.pending):
+            return False
+        for sends, pending in zip(self.sends, self.pending):
+            sends.append(pending.pop(0))
+        return True
+
+
+def test_a_wide_margin_is_decided_on_the_first_two_draws():
+    draws = Draws([[math.log(2.0)], [math.log(2.02)]], reference=[0.0, 0.0])
+    decision = decide_until(draws.evidence, draws.more, *BOUND)
+    assert (decision.outcome, decision.runs, decision.draws) == (PASSED, 2, 2)
+    assert decision.stopped == "decided at the minimum" and draws.calls == 0
+    assert decision.interval == "between draws (content and timing)"
+
+
+def test_draws_that_disagree_are_sent_again_once_and_then_decided_on_timing():
+    # 1.6x and 2.2x: the draws' own spread leaves the bound inside the interval; the same prompts sent again
+    # land within 0.5%, so the timing-only interval clears the bound after one more send of each.
+    draws = Draws([[math.log(1.6), math.log(1.605)], [math.log(2.2), math.log(2.19)]], reference=[0.0, 0.005])
+    first = decide(draws.evidence(), *BOUND)
+    assert first.outcome == UNDECIDED and first.more
+    decision = decide_until(draws.evidence, draws.more, *BOUND)
+    assert draws.calls == 1
+    assert (decision.outcome, decision.runs, decision.stopped) == (PASSED, 4, "decided after 4 runs a side")
+    assert decision.interval == "timing only (draws sent again)"
+
+
+def test_undecided_at_the_cap_is_its_own_outcome_and_says_what_decides_it():
+    on_the_bound = [[math.log(1.17 * f) for f in (1.0, 1.08, 0.93)], [math.log(1.18 * f) for f in (0.95, 1.06, 1.0)]]
+    draws = Draws(on_the_bound, reference=[0.0, 0.06])
+    decision = decide_until(draws.evidence, draws.more, *BOUND)
+    assert (decision.outcome, decision.runs, decision.more) == (UNDECIDED, 6, False)
+    assert decision.stopped == "undecided at the cap (6 runs a side)" and draws.calls == 2
+    assert "--specdec-max-repeats" in decision.why and "would decide it" in decision.why
+    assert "quieter box" in decision.why  # one run's timing spread is beyond 5% here
+
+
+def test_no_more_runs_to_be_had_ends_undecided_at_the_cap():
+    draws = Draws([[math.log(1.17)], [math.log(1.22)]], reference=[0.0, 0.05])
+    decision = decide_until(draws.evidence, lambda: False, *BOUND)
+    assert decision.outcome == UNDECIDED and not decision.more and "at the cap" in decision.stopped
+
+
+def test_drift_that_covers_the_zone_is_undecided_at_once_and_names_the_in_session_build():
+    draws = Draws(
+        [[math.log(1.5)] * 3, [math.log(1.4)] * 3],
+        reference=[0.0, 0.01],
+        baseline=(math.log(1.52), math.log(1.38)),
+        known_var=2 * 0.042**2,  # two sessions' drift, detection.SESSION_DRIFT a side
+    )
+    decision = decide_until(draws.evidence, draws.more, *tolerance_zone(0.15))
+    assert (decision.outcome, decision.more, draws.calls) == (UNDECIDED, False, 0)
+    assert "in-session baseline build" in decision.why and "--specdec-baseline-from build:PATH" in decision.why
+
+
+def test_a_clear_drop_against_an_in_session_build_fails():
+    sends = [[math.log(1.2 * f) for f in (1.0, 1.01, 0.99)], [math.log(1.1 * f) for f in (1.0, 0.99, 1.01)]]
+    draws = Draws(sends, reference=[0.0, 0.01], baseline=(math.log(1.6), math.log(1.45)))
+    decision = decide_until(draws.evidence, draws.more, *tolerance_zone(0.10))
+    assert decision.outcome == FAILED and decision.ratio == pytest.approx(0.75, abs=0.02)
+
+
+def simulated_bound_checks(true_speedup: float, sessions: int, seed: int) -> list[str]:
+    """Outcomes of `assert_speedup(min=1.15)` checks under the rule: 5% lognormal timing noise on every run,
+    5% of runs 1.5x slower, and draws whose speedups differ by ~30% (the CPU build's content spread), centred
+    so the draws measured average `true_speedup`: the figure the rule decides is the draws' mean."""
+    rng, rule = np.random.default_rng(seed), Rule()
+    sends_per_draw = rule.max_runs // rule.min_runs
+    log_sd, outcomes = math.sqrt(math.log1p(0.05**2)), []
+    for _ in range(sessions):
+        runs = log_sd * rng.standard_normal((rule.min_runs, sends_per_draw + 1))
+        runs -= math.log(1.5) * (rng.random(runs.shape) < 0.05)
+        content = 0.26 * rng.standard_normal(rule.min_runs)
+        content -= content.mean()
+        sd = math.log(true_speedup) + content[:, None] + runs[:, :sends_per_draw]
+        draws = Draws(sd.tolist(), reference=runs[:, sends_per_draw].tolist())
+        outcomes.append(decide_until(draws.evidence, draws.more, *BOUND, rule).outcome)
+    return outcomes
+
+
+def test_false_fails_at_the_good_edge_and_false_passes_at_the_bound_stay_within_the_stated_rates():
+    sessions, rule = 300, Rule()
+    margin = 2 * math.sqrt(0.05 * 0.95 / sessions)  # the simulation's own error, ~2.5 points
+    at_good_edge = simulated_bound_checks(1.15 * 1.05, sessions, seed=11)
+    at_bound = simulated_bound_checks(1.15, sessions, seed=12)
+    assert at_good_edge.count(FAILED) / sessions <= rule.false_fail + margin
+    assert at_bound.count(PASSED) / sessions <= rule.false_pass + margin
+    assert at_good_edge.count(PASSED) > at_good_edge.count(FAILED)  # and it does decide: not all undecided
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: decide(Evidence(((0.1,), (0.2,))), 0.2, 0.1),
+        lambda: decide(Evidence(((0.1,), (0.2,))), 0.1, 0.1),
+        lambda: Rule(min_runs=4, max_runs=2),
+        lambda: Rule(min_runs=0),
+        lambda: Rule(false_fail=0.5),
+        lambda: Rule(false_pass=0.0),
+        lambda: bound_zone(0.0),
+        lambda: tolerance_zone(1.0),
+        lambda: tolerance_zone(0.0),
+        lambda: t_quantile(0.5, 3),
+    ],
+)
+def test_invalid_inputs_raise(call):
+    with pytest.raises(ValueError):
+        call()
