@@ -301,6 +301,7 @@ class State:
         self.dialect = dialect
         self.iterations: list[dict] = []  # trtllm: iteration statistics not yet read
         self.chunk_s = CHUNK_S
+        self.content_spread = 0.0
         self.lock = threading.Lock()
         self.requests = 0
         self.drafts = self.draft_tokens = self.accepted = 0
@@ -548,6 +549,10 @@ def make_handler(state: State):
                     state.since_measured = 0 if count > 16 else state.since_measured + 1
                     number = state.since_measured or 16  # a measured request: as slow as a long warm-up's end
             ids = tokens_for(prompt_text(request), count, state.variant)
+            # --content-spread: this server's pace depends on the prompt, as SD's does on what it can draft
+            # (the same prompt always paces the same; the reference's pace does not depend on it).
+            digest = hashlib.sha256(prompt_text(request).encode()).digest()[0] / 255
+            pace = (1 + state.content_spread * (2 * digest - 1)) if count > 16 else 1.0
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -596,7 +601,7 @@ def make_handler(state: State):
                     elif request.get("return_token_ids"):  # vLLM streams ids only when asked
                         choice["token_ids"] = chunk_ids
                 self._event(event)
-                time.sleep(chunk_s(state.mode, number, state.chunk_s))
+                time.sleep(chunk_s(state.mode, number, state.chunk_s) * pace)
             else:
                 if state.dialect == "llamacpp":  # the last chunk: finish_reason, usage and timings together
                     drafted, accepted = request_drafting(count)
@@ -696,10 +701,12 @@ def main() -> int:
     parser.add_argument("--variant", type=int, default=0)
     parser.add_argument("--facts", type=json.loads, default={})
     parser.add_argument("--chunk-s", type=float, default=CHUNK_S)
+    parser.add_argument("--content-spread", type=float, default=0.0)  # pace 1 +- this, by prompt
     parser.add_argument("--dialect", choices=("vllm", "llamacpp", "trtllm", "sglang", "toy"), default="vllm")
     args = parser.parse_args()
     state = State(args.mode, args.model, args.variant, args.facts, args.dialect)
     state.chunk_s = args.chunk_s
+    state.content_spread = args.content_spread
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(state))
     server.daemon_threads = True
     print(f"fault server {args.mode} on {args.port}", flush=True)

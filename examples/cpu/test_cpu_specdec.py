@@ -127,7 +127,7 @@ def test_a_poor_draft_makes_sd_slower(specdec):
     # here: 0.3% accepted, 0.44-0.46x; the theory column agrees, 0.45x).  This
     # test fails if that ever stops being true.
     assert result.acceptance_rate < 0.15
-    assert result.speedup() < 0.9, f"a draft that is rarely right cannot pay: speedup {result.speedup():.2f}x"
+    result.assert_speedup(max=0.9)  # a draft that is rarely right cannot pay, decided by the sequential rule
     # No baseline gate.  Acceptance this close to zero moves by 100% with one token, and the speedup is
     # ~1 / (1 + k*c) with c the draft's cost relative to the target's on this CPU: measured 0.48x, 0.40x
     # and 0.34x on three 2-core boxes of the same kind, so a figure stored on one fails on the next (CI

@@ -40,4 +40,4 @@ def test_llamacpp_poor_draft_makes_sd_slower(specdec):
     # The same lesson as on vLLM (test_cpu_specdec.py): a draft of the first 8 of 30 layers almost never
     # predicts the target's token, so each step still yields ~1 token at the draft's extra cost.
     assert result.acceptance_rate < 0.15
-    assert result.speedup() < 0.9, f"a draft that is rarely right cannot pay: speedup {result.speedup():.2f}x"
+    result.assert_speedup(max=0.9)  # a draft that is rarely right cannot pay, decided by the sequential rule

@@ -26,10 +26,10 @@ from .progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
 from .theory import cost_ratio_for
-from .reference_runs import ReferenceRuns
+from .reference_runs import WARMUP_REQUESTS, WARMUP_SEED_OFFSET, WARMUP_TOKENS, ReferenceRuns  # warm-up: own prompts
 from .build_runs import BuildRuns
 from .run_checks import RunError, check_run  # noqa: F401 - RunError is raised from here too
-from .warm_up import MAX_ROUNDS, MAX_SECONDS, REQUESTS_PER_ROUND, SteadyState, warm_until_steady
+from .warm_up import MAX_ROUNDS, MAX_SECONDS, SteadyState, warm_until_steady
 from ..engines import engine_named
 from ..serving.energy import energy_meter
 from ..serving.server_series import DEFAULT_INTERVAL_S
@@ -39,10 +39,6 @@ from ..serving.server import VllmServer
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
-WARMUP_REQUESTS = REQUESTS_PER_ROUND
-WARMUP_TOKENS = 16
-# The warm-up sends prompts of its own (see result.repeat_seed for why).
-WARMUP_SEED_OFFSET = 104729
 
 
 class Measurements(ReferenceRuns, BuildRuns):
@@ -85,11 +81,8 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
         self._servers: dict[str, object] = {}  # spec key -> the server that last measured it
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
-        # --specdec-repeats auto (verdict.sequential): a check undecided on the draws sends them again, up to
-        # `max_repeats` runs a side; `strict` (--specdec-strict) fails a check undecided at the cap.
-        self.sequential = False
-        self.max_repeats = repeats
-        self.strict = False
+        # --specdec-repeats auto: checks send draws again up to `max_repeats` a side (measure.sends_again).
+        self.sequential, self.max_repeats, self.strict = False, repeats, False
         self.sends_again: collections.Counter[str] = collections.Counter()  # spec key -> draws sent again
         self.warm_up_seconds = MAX_SECONDS
 

@@ -88,6 +88,8 @@ class SpecDecTest:
             result = self.measurements.run_builds(
                 self.spec, *self.builds, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
             )
+            prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
+            arm(self.measurements, result, self.workload, self.pattern, prompts, seed=seed, logprobs=logprobs)
             summary = (
                 f"speedup {result.speedup():.2f}x on this build, {result.builds.baseline_result.speedup():.2f}x on "
                 f"the baseline build; acceptance {result.acceptance_rate:.0%} and "

@@ -24,6 +24,7 @@ from .baselines import Baseline, BaselineError, BaselineMissing
 from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
 from .metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
 from .stats import compare_exact, compare_intervals, compare_samples
+from .gate_sequential import decide_speedup, on_seeds
 from .gate_outcome import ALLOWED_UNAVAILABLE, NOT_COMPARED, PASSED, UNDECIDED, outcome_of, strict_failure
 from .detection import Detection, detection
 from .tolerances import canonical_keys, resolve_tolerance
@@ -208,7 +209,9 @@ class RegressionGate:
         plan = ComparisonPlan.of(baseline.fingerprint, self._fingerprint_for(result), baseline.repeats, current)
         if plan.machine.same_hardware and plan.machine.probe_moved and self.session.probe_again():
             plan = ComparisonPlan.of(baseline.fingerprint, self._fingerprint_for(result), baseline.repeats, current)
-        # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs.
+        # Same seeds per repeat on both sides: repeat i ran the same prompts, so compare in pairs (on the draws
+        # both measured, where this run took fewer than the baseline).
+        baseline = on_seeds(baseline, repeat_seeds(result)) or baseline
         paired = baseline.config.get("repeat_seeds") == repeat_seeds(result)
         rows, verdicts, detects = [], [], []
         skipped: dict[str, str] = {m: UNDECIDED + why for m, why in flagged.items()}
@@ -293,6 +296,18 @@ class RegressionGate:
                 rows.append(_row(metric, metric, verdict, tolerances[metric]))
                 detects.append("on the intervals")
                 continue
+            if not flagged and entries is current and not self.session.update:
+                verdict, undecided, cell = decide_speedup(
+                    result, baseline, metric, tolerances[metric], builds is not None
+                )
+                if verdict is not None:
+                    if undecided:
+                        skipped[metric] = UNDECIDED + undecided
+                    else:
+                        verdicts.append(verdict)
+                    rows.append(_row(metric, metric, verdict, tolerances[metric]))
+                    detects.append(cell)
+                    continue
             sides = [(metric, side, before, now)]
             if plan.compares_reference(metric):
                 ref_before = (

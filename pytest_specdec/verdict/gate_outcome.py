@@ -11,7 +11,9 @@ allowed to be unavailable.  The outcome says how much was compared:
 - ``partly compared``: some were compared and none regressed, others were
   not: a pass only of what was compared (an engine 2x slower on another
   machine still passes its acceptance);
-- ``not compared``: nothing was compared, whatever the test allowed.
+- ``not compared``: nothing was compared, whatever the test allowed;
+- ``undecided``: a figure was measured until the cap, or stayed flagged, without a decision (what would
+  decide it is said); none regressed.
 
 Without `--specdec-strict` only ``failed`` fails the test; with it, every
 outcome but ``passed`` does, naming each figure that was not compared and why.
@@ -25,6 +27,8 @@ NOT_COMPARED = "not compared"
 FAILED = "failed"
 # Prefixes of a not-compared reason, so reports can tell the kinds apart.
 UNDECIDED = "undecided: "
+# A figure measured until the cap (or a flag that stayed) without a decision: not a pass (verdict.sequential).
+UNDECIDED_OUTCOME = "undecided"
 ALLOWED_UNAVAILABLE = "unavailable (allowed): "
 
 
@@ -32,6 +36,8 @@ def outcome_of(compared: list[str], not_compared: dict[str, str], failed: bool) 
     """The check's outcome from the figures it compared, those it did not (with why), and any regression."""
     if failed:
         return FAILED
+    if any(why.startswith(UNDECIDED) for why in not_compared.values()):
+        return UNDECIDED_OUTCOME
     if not compared:
         return NOT_COMPARED
     return PARTLY_COMPARED if not_compared else PASSED
@@ -42,6 +48,8 @@ def strict_failure(test_id: str, where: str, outcome: str, not_compared: dict[st
     what = (
         "every gated figure was skipped, and --specdec-strict fails a check that compared nothing"
         if outcome == NOT_COMPARED
+        else "a gated figure is undecided, and --specdec-strict fails an undecided check"
+        if outcome == UNDECIDED_OUTCOME
         else "some gated figures were not compared, and --specdec-strict fails a check that compared only part "
         "of what the test gates"
     )

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Callable, Sequence
 
 PASSED, FAILED, UNDECIDED = "passed", "failed", "undecided"
@@ -67,7 +68,10 @@ def t_quantile(upper_tail: float, df: float) -> float:
     """The t with P(T > t) = `upper_tail`; `df` is floored (a smaller df is wider, never narrower)."""
     if not 0 < upper_tail < 0.5:
         raise ValueError(f"an upper tail in (0, 0.5) is needed, got {upper_tail}")
-    df = max(1, int(df)) if math.isfinite(df) else 10_000
+    df = max(1, int(df)) if math.isfinite(df) else math.inf
+    if df > 60:  # the Cornish-Fisher expansion about the normal: within 1e-4 here, and the series below is slow
+        z = NormalDist().inv_cdf(1 - upper_tail)
+        return z if df == math.inf else z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
     target = 1 - 2 * upper_tail
     low, high = 0.0, 1.0
     while t_two_sided_mass(high, df) < target:
@@ -175,20 +179,20 @@ def _estimate(evidence: Evidence) -> tuple[float, float | None, float, str, floa
         if draws < 2:
             return estimate, None, 0, "one draw sent once", content, None
         return estimate, _var(draw_means) / draws, draws - 1, "between draws (content and timing)", content, None
-    sd_var = sum((v - _mean(s)) ** 2 for s in sends for v in s) / within_df
-    parts = [(sd_var * sum(1 / len(s) for s in sends) / draws**2, within_df)]
-    ref_var = 0.0
+    squares, df = sum((v - _mean(s)) ** 2 for s in sends for v in s), within_df
     if ref is not None:
         if draws < 2:
-            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, math.sqrt(sd_var)
-        ref_var = _var(ref[:draws])
-        parts.append((ref_var / draws, draws - 1))
-    if base is not None:  # the baseline sent each draw once, on this machine: one run's timing noise a side
-        parts += [(sd_var / draws, within_df)] + ([(ref_var / draws, draws - 1)] if ref is not None else [])
-    timing = sd_var + ref_var  # one run's variance of the figure (both sides of a ratio)
-    variance = sum(v for v, _ in parts)
-    # Welch-Satterthwaite degrees of freedom of the summed variances (floored by t_quantile: wider, not narrower).
-    df = variance**2 / sum(v**2 / d for v, d in parts if v > 0) if variance > 0 else within_df
+            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None
+        squares, df = squares + _var(ref[:draws]) * (draws - 1), df + draws - 1
+    # One run's timing variance of a side's log figure, pooled over SD's draws sent again and the reference's
+    # draws (its speed does not depend on the prompts): the same machine and engine time both sides.
+    run_var = squares / df
+    variance = run_var * sum(1 / len(s) for s in sends) / draws**2 + (run_var / draws if ref is not None else 0.0)
+    if base is not None:  # the baseline sent each draw once on each side, on this machine
+        variance += run_var * (2 if ref is not None else 1) / draws
+        if draws >= 2:  # a baseline run this model cannot see (a neighbour then): the pairs' own spread, if wider
+            variance = max(variance, _var(first) / draws)
+    timing = run_var * (2 if ref is not None else 1)  # one run's variance of the figure (both sides of a ratio)
     return estimate, variance, df, "timing only (draws sent again)", content, math.sqrt(timing)
 
 
@@ -229,6 +233,8 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     looks = rule.looks
     floor = math.sqrt(evidence.known_var)
     spread = math.sqrt(variance + evidence.known_var)
+    # The drift's variance is known, not estimated: Welch-Satterthwaite gives it infinite degrees of freedom.
+    df = (variance + evidence.known_var) ** 2 / (variance**2 / df) if variance > 0 else math.inf
     fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread
     pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread
     can_fail, can_pass = fail_high < good, pass_low > bad
@@ -237,11 +243,13 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         return Decision(
             outcome, low=pass_low, high=fail_high, stopped=_stopped(runs_per_side, rule, at_cap, decided=True), **common
         )
-    drift_covers = (
-        floor
-        and (t_quantile(rule.false_pass / looks, 10_000) + t_quantile(rule.false_fail / looks, 10_000)) * floor
-        >= good - bad
+    # Runs shrink every part of the interval but the drift: when even the drift alone would leave both edges
+    # inside it, no number of runs in this session decides, and none is asked for.
+    drift_covers = bool(floor) and not (
+        estimate + t_quantile(rule.false_fail / looks, math.inf) * floor < good
+        or estimate - t_quantile(rule.false_pass / looks, math.inf) * floor > bad
     )
+
     if drift_covers:
         why = (
             f"the drift between two sessions (±{math.expm1(floor):.1%} on this figure) alone covers the zone, and "

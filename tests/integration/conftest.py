@@ -84,8 +84,6 @@ def main_job(specdec_pool, tmp_path_factory) -> MainJob:
             "pytest",
             "examples/cpu",
             "--specdec-cpu",
-            "--specdec-repeats",
-            "3",
             "--specdec-report",
             str(report),
             "-p",

@@ -89,15 +89,26 @@ def test_no_more_runs_to_be_had_ends_undecided_at_the_cap():
 
 
 def test_drift_that_covers_the_zone_is_undecided_at_once_and_names_the_in_session_build():
+    # An 8% drop against a 15% tolerance: inside the zone, where two sessions' drift alone (detection.SESSION_DRIFT,
+    # 4.2% a side) leaves both edges inside the interval, so no number of runs decides it.
     draws = Draws(
-        [[math.log(1.5)] * 3, [math.log(1.4)] * 3],
+        [[math.log(1.5)], [math.log(1.4)]],
         reference=[0.0, 0.01],
-        baseline=(math.log(1.52), math.log(1.38)),
-        known_var=2 * 0.042**2,  # two sessions' drift, detection.SESSION_DRIFT a side
+        baseline=(math.log(1.5 / 0.92), math.log(1.4 / 0.92)),
+        known_var=2 * 0.042**2,
     )
     decision = decide_until(draws.evidence, draws.more, *tolerance_zone(0.15))
     assert (decision.outcome, decision.more, draws.calls) == (UNDECIDED, False, 0)
     assert "in-session baseline build" in decision.why and "--specdec-baseline-from build:PATH" in decision.why
+    # A halved speedup is outside what the drift covers: decided, failed.
+    halved = Draws(
+        [[math.log(0.75 * f) for f in (1.0, 1.02, 0.98)], [math.log(0.7 * f) for f in (1.0, 0.98, 1.02)]],
+        reference=[0.0, 0.01],
+        baseline=(math.log(1.5), math.log(1.4)),
+        known_var=2 * 0.042**2,
+    )
+    decision = decide_until(halved.evidence, halved.more, *tolerance_zone(0.15))
+    assert decision.outcome == FAILED
 
 
 def test_a_clear_drop_against_an_in_session_build_fails():
