@@ -30,14 +30,12 @@ and 400 sessions.
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import statistics
 import time
 
 import numpy as np
 
-from pytest_specdec.verdict import sequential
 from pytest_specdec.verdict.detection import SESSION_DRIFT
 from pytest_specdec.verdict.sequential import FAILED, PASSED, UNDECIDED, Evidence, Rule, bound_zone, decide_until
 from pytest_specdec.verdict.sequential import tolerance_zone
@@ -68,19 +66,6 @@ def content_spread() -> float:
     return math.sqrt(squares / df)
 
 
-def cached_t_quantile():
-    """`t_quantile` sums O(df) terms per bisection step, and the drift test asks it at df 10,000 (~40 ms a
-    call, ~45 minutes over the stored-baseline cells): memoised on the df it floors to, its answers are the
-    very same and the whole run takes seconds."""
-    original = sequential.t_quantile
-
-    @functools.lru_cache(maxsize=None)
-    def floored(tail: float, df: int) -> float:
-        return original(tail, df)
-
-    return lambda tail, df: floored(tail, max(1, int(df)) if math.isfinite(df) else 10_000)
-
-
 class Draws:
     """One check kind's random numbers at one noise level: every truth and both rules use the same ones."""
 
@@ -90,10 +75,11 @@ class Draws:
         def runs(*shape):
             return log_sd * rng.standard_normal((n, *shape)) - OUTLIER * (rng.random((n, *shape)) < outliers)
 
-        self.effect = content * rng.standard_normal((n, TODAY_REPEATS))
-        self.sd = runs(TODAY_REPEATS, Rule().max_runs // Rule().min_runs)  # [draw, send]
-        self.ref = runs(TODAY_REPEATS)
-        self.base_sd, self.base_ref = runs(TODAY_REPEATS), runs(TODAY_REPEATS)  # the baseline's one send a draw
+        draws = max(TODAY_REPEATS, Rule().max_runs)  # a baseline build measures new draws while undecided
+        self.effect = content * rng.standard_normal((n, draws))
+        self.sd = runs(draws, Rule().max_runs // Rule().min_runs)  # [draw, send]
+        self.ref = runs(draws)
+        self.base_sd, self.base_ref = runs(draws), runs(draws)  # the baseline's one send a draw
         self.drift = drift * rng.standard_normal((n, 2))  # (this session, the baseline's)
 
 
@@ -120,6 +106,24 @@ def sequential_check(sd, ref, base, known_var, zone, rule):
     return decide_until(evidence, more, *zone, rule)
 
 
+def build_check(sd, ref, base, zone, rule):
+    """`decide_until` as the plugin runs a builds A/B (measure.build_runs.more_build_draws): `more()` measures
+    a batch of new draws on both builds, each with its reference, rather than sending draws again."""
+    measured = [rule.min_runs]
+
+    def evidence():
+        k = measured[0]
+        return Evidence(tuple((v,) for v in sd[:k]), reference=tuple(ref[:k]), baseline=tuple(base[:k]))
+
+    def more():
+        if measured[0] + rule.min_runs > min(rule.max_runs, len(sd)):
+            return False
+        measured[0] += rule.min_runs
+        return True
+
+    return decide_until(evidence, more, *zone, rule)
+
+
 def run_cell(draws: Draws, kind: str, truth: float, tolerance: float | None, rule: Rule) -> dict:
     """One column of one row: the sequential rule and today's on every session, at true (log) figure `truth`."""
     n, m = len(draws.effect), rule.min_runs
@@ -127,7 +131,7 @@ def run_cell(draws: Draws, kind: str, truth: float, tolerance: float | None, rul
     for i in range(n):
         effect = draws.effect[i]
         if kind == "bound, content held fixed":  # each rule's own figure over its draws is the truth
-            seq_effect, today_effect = effect - effect[:m].mean(), effect - np.median(effect)
+            seq_effect, today_effect = effect - effect[:m].mean(), effect - np.median(effect[:TODAY_REPEATS])
         else:
             seq_effect = today_effect = effect
         drift_now, drift_then = draws.drift[i] if kind == "stored" else (0.0, 0.0)
@@ -135,15 +139,19 @@ def run_cell(draws: Draws, kind: str, truth: float, tolerance: float | None, rul
         if kind.startswith("bound"):
             sd = lambda e: truth + e[:, None] + draws.sd[i]  # noqa: E731
             decision = sequential_check(sd(seq_effect), ref[:m], None, 0.0, bound_zone(BOUND), rule)
-            speedups = np.exp(sd(today_effect)[:, 0] - ref)
+            speedups = np.exp(sd(today_effect)[:TODAY_REPEATS, 0] - ref[:TODAY_REPEATS])
             today_failed += float(np.median(speedups)) < BOUND
         else:  # a gate: SD's current speed against a baseline of true log speedup 0 on the same draws
             sd = truth + drift_now + effect[:, None] + draws.sd[i]
             base = drift_then + effect + draws.base_sd[i] - draws.base_ref[i]
-            known_var = 2 * SESSION_DRIFT["speedup"] ** 2 if kind == "stored" else 0.0
-            decision = sequential_check(sd, ref[:m], base[:m], known_var, tolerance_zone(tolerance), rule)
-            now = np.exp(sd[:, 0] - ref)
-            verdict = compare_samples(METRIC, list(np.exp(base)), list(now), tolerance=tolerance, paired=True)
+            if kind == "stored":
+                known_var = 2 * SESSION_DRIFT["speedup"] ** 2
+                decision = sequential_check(sd, ref[:m], base[:m], known_var, tolerance_zone(tolerance), rule)
+            else:
+                decision = build_check(sd[:, 0], ref, base, tolerance_zone(tolerance), rule)
+            now = np.exp(sd[:TODAY_REPEATS, 0] - ref[:TODAY_REPEATS])
+            before = list(np.exp(base[:TODAY_REPEATS]))
+            verdict = compare_samples(METRIC, before, list(now), tolerance=tolerance, paired=True)
             today_failed += verdict.regression
         outcomes.append(decision.outcome)
         runs.append(decision.runs)
@@ -174,7 +182,6 @@ def main(argv=None) -> None:
     parser.add_argument("--outliers", type=float, default=0.05, help="share of runs 1.5x slower (default 0.05)")
     args = parser.parse_args(argv)
     sessions, noises = (100, (0.02, 0.05, 0.10)) if args.quick else (args.sessions, NOISES)
-    sequential.t_quantile = cached_t_quantile()
     rule, content, started = Rule(), content_spread(), time.monotonic()
     default = default_tolerance(METRIC)
     print(

@@ -123,25 +123,7 @@ class BuildRuns:
         runs: dict[str, tuple[list, list]] = {THIS: ([], []), BASELINE: ([], [])}
         order: list[str] = []
         for repeat in range(self.repeats):
-            sides = (THIS, BASELINE) if repeat % 2 == 0 else (BASELINE, THIS)
-            for position, side in enumerate(sides):
-                side_spec = specs[side]
-                name = "this build" if side == THIS else "baseline build"
-                steps = [(0, side_spec.reference(), "reference"), (1, side_spec, "SD")]
-                for slot, step_spec, what in steps if position == 0 else reversed(steps):
-                    runs[side][slot].extend(
-                        self.measure(
-                            step_spec,
-                            workload,
-                            pattern,
-                            prompts,
-                            seed=seed,
-                            logprobs=logprobs,
-                            what=f"{name} {what}",
-                            only_repeat=repeat,
-                        )
-                    )
-                order.append(side)
+            self._build_repeat(specs, repeat, runs, order, workload, pattern, prompts, seed, logprobs)
         results = {
             side: self._result(specs[side], workload, pattern, prompts, *runs[side], seed, logprobs, slo)
             for side in (THIS, BASELINE)
@@ -158,3 +140,53 @@ class BuildRuns:
         result.builds = BuildComparison(this, baseline, results[BASELINE], order, flagged)
         self.on_event(result.builds.describe(result))
         return result
+
+    def _build_repeat(self, specs, repeat, runs, order, workload, pattern, prompts, seed, logprobs) -> None:
+        """Repeat `repeat` (a draw of the workload) on both builds, reference and SD, in A B B A order."""
+        sides = (THIS, BASELINE) if repeat % 2 == 0 else (BASELINE, THIS)
+        for position, side in enumerate(sides):
+            side_spec = specs[side]
+            name = "this build" if side == THIS else "baseline build"
+            steps = [(0, side_spec.reference(), "reference"), (1, side_spec, "SD")]
+            for slot, step_spec, what in steps if position == 0 else reversed(steps):
+                runs[side][slot].extend(
+                    self.measure(
+                        step_spec,
+                        workload,
+                        pattern,
+                        prompts,
+                        seed=seed,
+                        logprobs=logprobs,
+                        what=f"{name} {what}",
+                        only_repeat=repeat,
+                    )
+                )
+            order.append(side)
+
+    def more_build_draws(self, result, workload, pattern, prompts, draws: int, *, seed: int = 0, logprobs=None):
+        """`draws` more draws of the workload on both builds (--specdec-repeats auto, a gate still undecided):
+        new prompts on every side, in the same A B B A order, appended to both results with their outputs.
+        New draws, not the same ones sent again: both builds' reference and SD are timed on each, and the
+        pairs' spread is what the gate decides on, with no drift between sessions to cancel."""
+        from .outputs import compare_outputs
+
+        comparison = result.builds
+        specs = {THIS: result.spec, BASELINE: comparison.baseline_result.spec}
+        side_results = {THIS: result, BASELINE: comparison.baseline_result}
+        start = len(result.speculative_runs)
+        for repeat in range(start, start + draws):
+            runs: dict[str, tuple[list, list]] = {THIS: ([], []), BASELINE: ([], [])}
+            self._build_repeat(specs, repeat, runs, comparison.order, workload, pattern, prompts, seed, logprobs)
+            for side, side_result in side_results.items():
+                (reference,), (speculative,) = runs[side]
+                side_result.reference_runs.append(reference)
+                side_result.speculative_runs.append(speculative)
+                side_result.outputs_per_repeat.append(
+                    compare_outputs(
+                        reference.records,
+                        speculative.records,
+                        decode=self.tokenizer(result.spec.model).decode,
+                        sampling=workload.sampling,
+                    )
+                )
+                side_result._analyses.clear()

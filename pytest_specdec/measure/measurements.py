@@ -40,7 +40,6 @@ from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
 
-
 class Measurements(ReferenceRuns, BuildRuns):
     def __init__(
         self,

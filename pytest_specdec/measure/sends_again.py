@@ -5,7 +5,8 @@ a `more_runs` that sends every draw once more on SD's server, the one `run()` le
 more runs gets them without a server start.  The reference is not sent again: its speed does not depend on
 the prompts, so its spread across the draws is its timing spread (verdict.sequential).  Sends again are kept
 apart from the draws' first sends (`result.timing_runs`): acceptance and outputs are never counted twice on
-the same draw.
+the same draw.  Under --specdec-baseline-from build:PATH more runs are new draws on both builds instead
+(measure.build_runs): the baseline build's runs are as noisy as this build's, and only new pairs narrow both.
 """
 
 from __future__ import annotations
@@ -43,5 +44,12 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
             measurements.sends_again[spec.key] += 1
         return True
 
-    result.more_runs = more_runs
+    def more_build_draws() -> bool:
+        """Builds A/B: one more batch of draws on both builds (the rule looks after each batch)."""
+        if result.runs_per_side() + draws > result.rule.max_runs:
+            return False
+        measurements.more_build_draws(result, workload, pattern, prompts, draws, seed=seed, logprobs=logprobs)
+        return True
+
+    result.more_runs = more_runs if getattr(result, "builds", None) is None else more_build_draws
     return result

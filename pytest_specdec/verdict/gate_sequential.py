@@ -38,18 +38,25 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
         return None, None, None
     if list(baseline.config.get("repeat_seeds") or []) != result.repeat_seeds():
         return None, None, None
-    before = [(r.get("derived") or {}).get(metric) for r in baseline.repeats]
-    if not any(v is not None and math.isfinite(v) and v > 0 for v in before):
+    run_metric = speedup_metric(metric)
+
+    def per_draw() -> list:
+        """The baseline's speedup per draw; a baseline build's grows with the draws measured while undecided."""
+        if in_session:
+            return result.builds.baseline_result.repeat_speedups(run_metric)
+        return [(r.get("derived") or {}).get(metric) for r in baseline.repeats]
+
+    if not any(v is not None and math.isfinite(v) and v > 0 for v in per_draw()):
         return None, None, None
     known_var = 0.0 if in_session else 2 * SESSION_DRIFT["speedup"] ** 2
     bad, good = tolerance_zone(tolerance)
-    run_metric = speedup_metric(metric)
     decision = result.decide(
         f"{metric} against the baseline{' build' if in_session else ''}",
-        lambda: result.speedup_evidence(run_metric, baseline=before, known_var=known_var),
+        lambda: result.speedup_evidence(run_metric, baseline=per_draw(), known_var=known_var),
         bad,
         good,
     )
+    before = per_draw()
     low, high = decision.ratio_interval
     verdict = Verdict(
         metric=metric,

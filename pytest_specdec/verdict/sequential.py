@@ -164,8 +164,9 @@ def _var(values: Sequence[float]) -> float:
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
-def _estimate(evidence: Evidence) -> tuple[float, float | None, float, str, float | None, float | None]:
-    """(estimate, variance of it or None, df, which interval, content spread, timing spread)."""
+def _estimate(evidence: Evidence) -> tuple:
+    """(estimate, variance of it or None, df, which interval, content spread, timing spread, the part of the
+    variance that sending the draws again does not narrow)."""
     sends = [tuple(s) for s in evidence.sends if s]
     draws = len(sends)
     ref = list(evidence.reference) if evidence.reference is not None else None
@@ -177,23 +178,26 @@ def _estimate(evidence: Evidence) -> tuple[float, float | None, float, str, floa
     within_df = sum(len(s) - 1 for s in sends)
     if within_df == 0:
         if draws < 2:
-            return estimate, None, 0, "one draw sent once", content, None
-        return estimate, _var(draw_means) / draws, draws - 1, "between draws (content and timing)", content, None
+            return estimate, None, 0, "one draw sent once", content, None, 0.0
+        return estimate, _var(draw_means) / draws, draws - 1, "between draws (content and timing)", content, None, 0.0
     squares, df = sum((v - _mean(s)) ** 2 for s in sends for v in s), within_df
     if ref is not None:
         if draws < 2:
-            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None
+            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None, 0.0
         squares, df = squares + _var(ref[:draws]) * (draws - 1), df + draws - 1
     # One run's timing variance of a side's log figure, pooled over SD's draws sent again and the reference's
     # draws (its speed does not depend on the prompts): the same machine and engine time both sides.
     run_var = squares / df
-    variance = run_var * sum(1 / len(s) for s in sends) / draws**2 + (run_var / draws if ref is not None else 0.0)
+    # What sending SD's draws again cannot narrow: the reference's runs and the baseline's, one a draw.
+    fixed = run_var / draws if ref is not None else 0.0
     if base is not None:  # the baseline sent each draw once on each side, on this machine
-        variance += run_var * (2 if ref is not None else 1) / draws
+        fixed += run_var * (2 if ref is not None else 1) / draws
+    variance = run_var * sum(1 / len(s) for s in sends) / draws**2 + fixed
+    if base is not None:
         if draws >= 2:  # a baseline run this model cannot see (a neighbour then): the pairs' own spread, if wider
             variance = max(variance, _var(first) / draws)
     timing = run_var * (2 if ref is not None else 1)  # one run's variance of the figure (both sides of a ratio)
-    return estimate, variance, df, "timing only (draws sent again)", content, math.sqrt(timing)
+    return estimate, variance, df, "timing only (draws sent again)", content, math.sqrt(timing), fixed
 
 
 def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, at_cap: bool | None = None) -> Decision:
@@ -203,7 +207,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     draws = len([s for s in evidence.sends if s])
     runs_per_side = sum(len(s) for s in evidence.sends)
     at_cap = runs_per_side >= rule.max_runs if at_cap is None else at_cap
-    estimate, variance, df, interval, content, timing = _estimate(evidence)
+    estimate, variance, df, interval, content, timing, fixed = _estimate(evidence)
     common = dict(
         estimate=estimate,
         runs=runs_per_side,
@@ -243,18 +247,24 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         return Decision(
             outcome, low=pass_low, high=fail_high, stopped=_stopped(runs_per_side, rule, at_cap, decided=True), **common
         )
-    # Runs shrink every part of the interval but the drift: when even the drift alone would leave both edges
-    # inside it, no number of runs in this session decides, and none is asked for.
-    drift_covers = bool(floor) and not (
-        estimate + t_quantile(rule.false_fail / looks, math.inf) * floor < good
-        or estimate - t_quantile(rule.false_pass / looks, math.inf) * floor > bad
+    # More runs shrink only part of the interval: the drift between sessions never, and the reference's and a
+    # baseline's runs not by sending SD's draws again.  When what is left alone would leave both edges inside
+    # it, no more runs decide, and none is asked for.
+    remains = math.sqrt(evidence.known_var + fixed)
+    drift_covers = bool(remains) and not (
+        estimate + t_quantile(rule.false_fail / looks, math.inf) * remains < good
+        or estimate - t_quantile(rule.false_pass / looks, math.inf) * remains > bad
     )
-
-    if drift_covers:
+    if drift_covers and floor >= math.sqrt(fixed):
         why = (
             f"the drift between two sessions (±{math.expm1(floor):.1%} on this figure) alone covers the zone, and "
             "no number of runs in one session narrows it: an in-session baseline build (--specdec-baseline-from "
             "build:PATH) decides it"
+        )
+    elif drift_covers:
+        why = (
+            "the reference's runs (and the baseline's), one a draw, leave the zone inside the interval however "
+            "often SD's draws are sent again: more draws (--specdec-repeats N) or a quieter box would decide it"
         )
     elif at_cap:
         why = _what_decides(content, timing, interval)
