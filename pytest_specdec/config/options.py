@@ -189,7 +189,7 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
             default=None,
             metavar="N",
             help="the most runs a side a check may take under --specdec-repeats auto before it is undecided "
-            "(default 6; ini specdec_max_repeats).",
+            "(default 8; ini specdec_max_repeats).",
         ),
     ),
     (

@@ -41,7 +41,7 @@ FALSE_FAIL = 0.05  # at the good edge, per check
 FALSE_PASS = 0.05  # at the bad edge, per check
 INDIFFERENCE = 0.05  # a bound check's zone: from its bound to 5% beyond it
 MIN_RUNS = 2  # draws of the workload every run() measures on each side
-MAX_RUNS = 6  # runs per side a check may take (draws and draws sent again)
+MAX_RUNS = 8  # runs per side a check may take (draws and draws sent again)
 
 
 def t_two_sided_mass(t: float, df: int) -> float:
