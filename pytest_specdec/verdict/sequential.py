@@ -267,7 +267,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
             "often SD's draws are sent again: more draws (--specdec-repeats N) or a quieter box would decide it"
         )
     elif at_cap:
-        why = _what_decides(content, timing, interval)
+        why = _what_decides(None if evidence.baseline is not None else content, timing, interval)
     else:
         why = "more runs of the same draws narrow the timing interval"
     return Decision(
@@ -288,7 +288,9 @@ def _stopped(runs: int, rule: Rule, at_cap: bool, decided: bool) -> str:
 
 
 def _what_decides(content: float | None, timing: float | None, interval: str) -> str:
-    parts = ["a higher --specdec-max-repeats (more runs of the same draws)"]
+    """`content` None where the draws' spread cancels (paired with a baseline on the same draws): then the
+    spread is timing, and more prompts per draw would not narrow it."""
+    parts = ["a higher --specdec-max-repeats (more runs)"]
     if timing is not None and timing > 0.05:
         parts.append(f"a quieter box (one run's timing spread is {math.expm1(timing):.0%})")
     if content is not None and "between draws" in interval:

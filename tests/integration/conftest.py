@@ -1,6 +1,6 @@
 """What the integration tests share: the README's main job, run once for every test that reads it.
 
-The main job (examples/cpu, three repeats, a CI log) measures n-gram, suffix and a poor draft on vLLM
+The main job (examples/cpu, the default auto repeats, a CI log) measures n-gram, suffix and a poor draft on vLLM
 and n-gram and a poor draft on llama.cpp, on the traffic other tests would measure them on.  It runs
 once, in a process of its own as a user would run it, and its output, report and measured results
 (kept by main_job_results.py) serve test_examples_cpu.py, test_measure_cpu.py and

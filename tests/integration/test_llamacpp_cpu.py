@@ -3,7 +3,7 @@
 The README's main job (examples/cpu/test_llamacpp.py) measures n-gram and a
 truncated draft on llama.cpp through the plugin (the `llamacpp` engine;
 llama-server's flags run by the xllamacpp wheel here, see
-engines/llamacpp_serve.py), three repeats each; these tests read those very
+engines/llamacpp_serve.py), two draws each; these tests read those very
 runs (conftest.py's `main_job`) rather than measure the same configurations
 on the same traffic again, and check what the engine reports against what
 the client saw: the per-request ``timings.draft_n`` summed over the run's
@@ -35,7 +35,7 @@ def test_llamacpp_ngram_is_measured_with_its_own_counters_and_timings(main_job):
         f"llama.cpp n-gram: speedup {result.speedup():.2f}x, accepted {result.acceptance_rate:.0%}, "
         f"length {result.acceptance_length:.2f}, same output {result.match_rate:.0%}"
     )
-    assert len(result.speculative_runs) == 3  # the main job's three repeats: each run read both ways
+    assert len(result.speculative_runs) == 2  # the main job's two draws (auto repeats): each run read both ways
     for run in result.speculative_runs:
         counters = run.counters
         assert counters.present and counters.num_drafts > 0, counters.problem
