@@ -34,9 +34,6 @@ def _logic_suites_pin_the_machine_probe(request, monkeypatch):
         "PYTEST_PLUGINS", ",".join(filter(None, [os.environ.get("PYTEST_PLUGINS"), PINNED_PROBE_PLUGIN]))
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
-    # Their inner runs measure the one draw they were written for; a test of the sequential checks asks for
-    # --specdec-repeats auto itself (a later flag wins).  A second draw on every fake would double their time.
-    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(filter(None, ["--specdec-repeats=1", os.environ.get("PYTEST_ADDOPTS")])))
 
 
 @pytest.fixture(autouse=True)

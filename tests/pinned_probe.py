@@ -1,5 +1,6 @@
 """A pytest plugin every inner run of the logic suites loads ($PYTEST_PLUGINS, set by tests/conftest.py):
-the machine probe in the session's fingerprint pinned to fixed figures.
+the machine probe in the session's fingerprint pinned to fixed figures, and one draw a configuration unless
+the test asks for more.
 
 The probe times this machine's matrix multiply, vector arithmetic and memory copy; its job is to say when a
 baseline's machine performed differently.  The logic suites run on two xdist workers, so an inner session's
@@ -36,9 +37,14 @@ def pytest_specdec_fingerprint(config, fingerprint):
 _real_run_probe = pytest_specdec.session.run_probe
 
 
+@pytest.hookimpl(tryfirst=True)  # before the plugin resolves its settings
 def pytest_configure(config):
     # The inner runs of pytester share this interpreter: patched for the inner session only, and given back.
     pytest_specdec.session.run_probe = lambda *args, **kwargs: dict(PINNED)
+    # One draw a configuration, as these inner runs were written for, unless a test asks (--specdec-repeats
+    # auto or N, or its ini): a second draw on every fake would only add time to the logic suites.
+    if config.getoption("specdec_repeats", None) is None and not config.getini("specdec_repeats"):
+        config.option.specdec_repeats = 1
 
 
 def pytest_unconfigure(config):

@@ -20,6 +20,7 @@ from ..load.workloads import data_path_env_var
 from ..history.options import HistorySettings, resolve_history_settings
 from ..engines.server_spec import DEFAULT_ENGINE
 from ..verdict.sequential import MAX_RUNS, MIN_RUNS
+from .units import AUTO_REPEATS
 
 from .options import (  # re-exported: the converters and tables lived here
     _data_workloads,
@@ -149,8 +150,9 @@ def resolve_settings(
         raise ValueError(f"ini setting specdec_tolerances: {exc}") from None
     deprecations: list[str] = []
     repeats = _option_or_ini(
-        getoption, getini, "--specdec-repeats", "specdec_repeats", parse_repeats, None, deprecations
+        getoption, getini, "--specdec-repeats", "specdec_repeats", parse_repeats, AUTO_REPEATS, deprecations
     )
+    repeats = None if repeats == AUTO_REPEATS else repeats  # None: auto
     max_repeats = _option_or_ini(
         getoption, getini, "--specdec-max-repeats", "specdec_max_repeats", parse_positive_int, MAX_RUNS, deprecations
     )

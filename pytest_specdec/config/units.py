@@ -56,10 +56,13 @@ def parse_positive_int(value: str) -> int:
     return number
 
 
-def parse_repeats(value: str) -> int | None:
-    """``"auto"`` (None: each check measures until it is decided, verdict.sequential) or a fixed count >= 1."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return None
+AUTO_REPEATS = "auto"
+
+
+def parse_repeats(value: str) -> int | str:
+    """``"auto"`` (each check measures until it is decided, verdict.sequential) or a fixed count >= 1."""
+    if isinstance(value, str) and value.strip().lower() == AUTO_REPEATS:
+        return AUTO_REPEATS
     try:
         return parse_positive_int(value)
     except argparse.ArgumentTypeError:

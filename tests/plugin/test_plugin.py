@@ -655,7 +655,7 @@ def test_run_without_traffic_markers_says_which_are_missing(pytester):
     [
         (["--specdec-repeats=0"], "", "*--specdec-repeats: expected auto or a whole number >= 1, got '0'*"),
         ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected auto or a whole number*"),
-        (["--specdec-max-repeats=1"], "", "*--specdec-max-repeats 1 is below the 2 draws*"),
+        (["--specdec-repeats=auto", "--specdec-max-repeats=1"], "", "*--specdec-max-repeats 1 is below the 2 draws*"),
     ],
 )
 def test_bad_repeats_are_usage_errors(pytester, monkeypatch, args, ini, message):

@@ -85,7 +85,17 @@ def _session(directory: Path, *, mechanism: bool, sd_dtype: str = "") -> tuple[s
     (directory / "lines.json").write_text(json.dumps({"ngram": NGRAM_LINES, "reference": REFERENCE_LINES}))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI", "VLLM_USE_V2_MODEL_RUNNER")}
     env.update(LINES_FILE=str(directory / "lines.json"), SD_DTYPE=sd_dtype)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA", "--specdec-cpu", "--specdec-repeats=1"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        "-rA",
+        "--specdec-cpu",
+        "--specdec-repeats=1",
+    ]
     command += ["--specdec-request-timeout", "5", "--specdec-report", str(directory / "report")]
     command += [f"--specdec-log-dir={directory / 'logs'}", f"--basetemp={directory / 'tmp'}"]
     run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=300)

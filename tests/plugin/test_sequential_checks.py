@@ -54,6 +54,7 @@ def _session(directory: Path, *args: str, sd_chunk_s: float, spread: float, boun
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     env.update(SD_CHUNK_S=str(sd_chunk_s), SPREAD=str(spread), BOUND=str(bound))
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA", "--specdec-cpu"]
+    command += ["--specdec-repeats=auto"]  # the default, said: the logic suites' inner runs pin one draw
     command += ["--specdec-request-timeout", "5", "--specdec-report", str(directory / "report"), *args]
     command += [f"--specdec-log-dir={directory / 'logs'}", f"--basetemp={directory / 'tmp'}"]
     run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=300)
@@ -95,9 +96,7 @@ def test_an_undecided_check_sends_the_draws_again_on_the_running_server_and_coun
 
 def test_undecided_at_the_cap_is_not_a_pass_and_strict_fails_it(tmp_path):
     # The same servers with a cap of two runs a side: the draws alone cannot decide, and nothing more may be sent.
-    run, row, figures, launches = _session(
-        tmp_path, "--specdec-max-repeats=2", sd_chunk_s=0.013, spread=0.3, bound=1.1
-    )
+    run, row, figures, launches = _session(tmp_path, "--specdec-max-repeats=2", sd_chunk_s=0.013, spread=0.3, bound=1.1)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert figures[1:3] == ["2", "0"], figures
     assert row["outcome"] == "undecided" and row["runs"] == "2 (undecided)"
