@@ -20,10 +20,12 @@ What the interval's spread is matters more than the rule (issue 46 measured it o
   on them (n-gram on code edits: 1.25-2.18x across four-prompt draws), the reference's does not.
 - **Timing spread**: the same prompts sent again (a few percent).
 
-A check's figure is the mean over the draws it measured: content is fixed, so only timing is noise. Before
-any draw was sent twice the interval is the draws' own (content and timing), which is wider, so a decision
-it allows is safe. Once draws are sent again, the interval is timing only: within-draw spread of SD's
-sends, and the reference's spread across draws (its speed does not depend on the prompts). Against a
+A check's figure is the mean over the draws it measured, each draw's first send: content is fixed, so only
+timing is noise.  Before any draw was sent twice more the interval is the draws' own (content and timing),
+which is wider, so a decision it allows is safe.  Once draws are sent again, their later sends tell the
+timing spread (among themselves: a first send can be slower for a reason that is not the clock, a prefix
+cache or suffix decoding's memory of the outputs it gave), pooled with the reference's spread across draws
+(its speed does not depend on the prompts); the estimate stays the first sends'. Against a
 stored baseline, paired by draw (the same seeds), the baseline's own timing noise counts too, and so does
 the drift between two sessions (`known_var`), which no number of runs in one session shrinks: when it alone
 covers the zone, the check is undecided at once, and says what would decide it.
@@ -131,7 +133,7 @@ class Decision:
     stopped: str  # "decided at the minimum", "decided after N runs", "undecided at the cap (N runs)", ...
     content_spread: float | None  # relative spread of the figure between draws
     timing_spread: float | None  # relative spread of one run, the same prompts sent again
-    interval: str  # "between draws (content and timing)" or "timing only (draws sent again)"
+    interval: str  # "between draws (content and timing)" or "timing from draws sent again"
     why: str = ""  # for an undecided check: what would decide it
     more: bool = field(default=False)  # more runs would help (False at the cap, or when drift alone covers the zone)
     sign: int = 1  # -1: the evidence was negated (a check that a figure is at most a bound); ratios undo it
@@ -166,38 +168,39 @@ def _var(values: Sequence[float]) -> float:
 
 def _estimate(evidence: Evidence) -> tuple:
     """(estimate, variance of it or None, df, which interval, content spread, timing spread, the part of the
-    variance that sending the draws again does not narrow)."""
+    variance that sending the draws again does not narrow).
+
+    The estimate is each draw's first send: a draw sent again is no longer new to the server (vLLM's prefix
+    cache holds its prompts; suffix decoding drafts from the outputs it already gave), so later sends can be
+    faster for a reason that is not the clock.  They are used for what they can say: the timing spread, from
+    the sends after the first of each draw, among themselves."""
     sends = [tuple(s) for s in evidence.sends if s]
     draws = len(sends)
     ref = list(evidence.reference) if evidence.reference is not None else None
     base = list(evidence.baseline) if evidence.baseline is not None else None
     first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
-    draw_means = [_mean(s) - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
-    estimate = _mean(draw_means)
+    estimate = _mean(first)
     content = math.sqrt(_var(first)) if draws >= 2 else None
-    within_df = sum(len(s) - 1 for s in sends)
+    again = [s[1:] for s in sends]
+    within_df = sum(max(0, len(a) - 1) for a in again)
     if within_df == 0:
         if draws < 2:
             return estimate, None, 0, "one draw sent once", content, None, 0.0
-        return estimate, _var(draw_means) / draws, draws - 1, "between draws (content and timing)", content, None, 0.0
-    squares, df = sum((v - _mean(s)) ** 2 for s in sends for v in s), within_df
+        return estimate, _var(first) / draws, draws - 1, "between draws (content and timing)", content, None, 0.0
+    squares, df = sum((v - _mean(a)) ** 2 for a in again if len(a) > 1 for v in a), within_df
     if ref is not None:
         if draws < 2:
             return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None, 0.0
         squares, df = squares + _var(ref[:draws]) * (draws - 1), df + draws - 1
-    # One run's timing variance of a side's log figure, pooled over SD's draws sent again and the reference's
-    # draws (its speed does not depend on the prompts): the same machine and engine time both sides.
+    # One run's timing variance of a side's log figure, pooled over SD's sends again of each draw and the
+    # reference's draws (its speed does not depend on the prompts): the same machine and engine time both.
     run_var = squares / df
-    # What sending SD's draws again cannot narrow: the reference's runs and the baseline's, one a draw.
-    fixed = run_var / draws if ref is not None else 0.0
-    if base is not None:  # the baseline sent each draw once on each side, on this machine
-        fixed += run_var * (2 if ref is not None else 1) / draws
-    variance = run_var * sum(1 / len(s) for s in sends) / draws**2 + fixed
-    if base is not None:
-        if draws >= 2:  # a baseline run this model cannot see (a neighbour then): the pairs' own spread, if wider
-            variance = max(variance, _var(first) / draws)
+    sides = (1 + (1 if ref is not None else 0)) + ((2 if ref is not None else 1) if base is not None else 0)
+    variance = run_var * sides / draws  # every run the estimate rests on is a draw's first: sends narrow df only
+    if base is not None and draws >= 2:  # a baseline run this model cannot see (a neighbour then): the pairs'
+        variance = max(variance, _var(first) / draws)  # own spread, where wider
     timing = run_var * (2 if ref is not None else 1)  # one run's variance of the figure (both sides of a ratio)
-    return estimate, variance, df, "timing only (draws sent again)", content, math.sqrt(timing), fixed
+    return estimate, variance, df, "timing from draws sent again", content, math.sqrt(timing), variance
 
 
 def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, at_cap: bool | None = None) -> Decision:

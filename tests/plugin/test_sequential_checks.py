@@ -91,7 +91,7 @@ def test_an_undecided_check_sends_the_draws_again_on_the_running_server_and_coun
     assert compared == 2 and drafted == 2 * 4 * 64
     assert row["runs"] == f"{2 + again} (decided)" and row["outcome"] == "passed"
     (decision,) = row["decisions"].values()
-    assert decision["basis"] == "timing only (draws sent again)" and decision["runs"] == 2 + again
+    assert decision["basis"] == "timing from draws sent again" and decision["runs"] == 2 + again
     assert "between draws" in row["spread"] and "same draw sent again" in row["spread"]
 
 
