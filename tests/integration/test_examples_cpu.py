@@ -74,7 +74,8 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     categories = rows["test_ngram_acceptance_by_category"]["groups"]["category"]
     assert len(categories["figures"]) == 6 and categories["difference"]
     turns = rows["test_ngram_in_three_turn_conversations"]["groups"]["turn"]["figures"]
-    assert [t["name"] for t in turns] == ["turn 1", "turn 2", "turn 3"] and all(t["requests"] == 8 for t in turns)  # 4 conversations, 2 draws
+    # Four conversations of three turns, on two draws: 8 requests a turn.
+    assert [t["name"] for t in turns] == ["turn 1", "turn 2", "turn 3"] and all(t["requests"] == 8 for t in turns)
     assert rows["test_ngram_over_shared_prefixes_with_prefix_caching"]["workload"] == "shared_prefix"
     assert "**Per category**" in summary and "**Per turn**" in summary and "= specdec per category and turn =" in out
     # llama.cpp's own figures, beside vLLM's in one report: its counters, its version, its baseline.
