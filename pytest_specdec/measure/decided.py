@@ -78,9 +78,11 @@ class DecidedFigures:
             return f"{runs} (no timing check)"
         if self.undecided():
             return f"{runs} (undecided)"
-        if any(d.runs > len(self.speculative_runs) for d in self.decisions.values()):
-            return f"{runs} (decided)"
-        return f"{runs} (decided at the minimum)"
+        # Each decision says where it stopped; a builds A/B's extra draws grow speculative_runs itself, so the
+        # count of draws cannot tell the minimum from more.
+        if all(d.stopped == "decided at the minimum" for d in self.decisions.values()):
+            return f"{runs} (decided at the minimum)"
+        return f"{runs} (decided)"
 
     def spread_note(self, metric: str = "output_throughput") -> str:
         """Content spread (between draws) and timing spread (the same draw sent again) of SD's speedup."""
