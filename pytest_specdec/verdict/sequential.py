@@ -22,10 +22,12 @@ What the interval's spread is matters more than the rule (issue 46 measured it o
 
 A check's figure is the mean over the draws it measured, each draw's first send: content is fixed, so only
 timing is noise.  Before any draw was sent twice more the interval is the draws' own (content and timing),
-which is wider, so a decision it allows is safe.  Once draws are sent again, their later sends tell the
-timing spread (among themselves: a first send can be slower for a reason that is not the clock, a prefix
-cache or suffix decoding's memory of the outputs it gave), pooled with the reference's spread across draws
-(its speed does not depend on the prompts); the estimate stays the first sends'. Against a
+which is wider, so a decision it allows is safe.  Once draws are sent again, they tell the timing spread
+(`sends_timing`: later sends among themselves, and each first send against its own sends again around the
+offset all share, since a prefix cache or suffix decoding's memory makes every sends again faster), pooled
+with the reference's spread across draws (its speed does not depend on the prompts); the estimate stays the
+first sends'.  Paired draws (changes against a baseline on the same seeds) set a disturbed one aside
+(`_set_aside`).  Against a
 stored baseline, paired by draw (the same seeds), the baseline's own timing noise counts too, and so does
 the drift between two sessions (`known_var`), which no number of runs in one session shrinks: when it alone
 covers the zone, the check is undecided at once, and says what would decide it.
@@ -34,6 +36,7 @@ covers the zone, the check is undecided at once, and says what would decide it.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Callable, Sequence
@@ -44,6 +47,8 @@ FALSE_PASS = 0.05  # at the bad edge, per check
 INDIFFERENCE = 0.05  # a bound check's zone: from its bound to 5% beyond it
 MIN_RUNS = 2  # draws of the workload every run() measures on each side
 MAX_RUNS = 8  # runs per side a check may take (draws and draws sent again)
+OUTLIER_MADS = 5.0  # a paired draw this many robust sds from the median was disturbed (`_set_aside`)
+OUTLIER_MIN_DRAWS = 4  # fewer paired draws cannot tell which one is off
 
 
 def t_two_sided_mass(t: float, df: int) -> float:
@@ -166,14 +171,56 @@ def _var(values: Sequence[float]) -> float:
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
+def _set_aside(values: list[float]) -> tuple[list[float], str]:
+    """`values` without the draws a disturbed run moved: those beyond `OUTLIER_MADS` robust sds (1.4826 MAD)
+    from the median, at most one in four, once there are `OUTLIER_MIN_DRAWS`; and what was set aside, said.
+
+    Only paired figures come here (a change against a baseline on the same draw), where the prompts cancel and
+    what is left is timing: a run 1.5x slower than its neighbours (a busy neighbour) is then tens of sds off,
+    and one such draw among eight would widen the interval past any decision."""
+    if len(values) < OUTLIER_MIN_DRAWS:
+        return values, ""
+    middle = statistics.median(values)
+    scale = 1.4826 * statistics.median(abs(v - middle) for v in values)
+    if scale <= 0:
+        return values, ""
+    far = sorted(values, key=lambda v: -abs(v - middle))[: len(values) // 4]
+    far = [v for v in far if abs(v - middle) > OUTLIER_MADS * scale]
+    if not far:
+        return values, ""
+    kept = list(values)
+    for v in far:
+        kept.remove(v)
+    off = ", ".join(f"{math.expm1(v - middle):+.0%}" for v in far)
+    return kept, f"; {len(far)} of {len(values)} draws set aside as disturbed ({off} off the median)"
+
+
+def sends_timing(sends: Sequence[Sequence[float]]) -> tuple[float, int, float | None]:
+    """(sum of squares, degrees of freedom, shared offset) of one run's timing, from draws sent again.
+
+    The sends after a draw's first, around their own mean, are timing alone.  And how far each first send
+    lies from its sends again, around the offset the draws share (a server that remembers, a prefix cache or
+    suffix decoding's outputs, makes every draw's sends again faster), is the first sends' timing: a first
+    send a neighbour slowed shows there, where the sends again cannot show it.  d = first - mean(again) has
+    (1 + 1/k) of one run's variance, so the weight k / (k + 1) puts every draw's on one run's scale."""
+    again = [tuple(s[1:]) for s in sends if len(s) > 1]
+    df = sum(len(a) - 1 for a in again)
+    squares = sum((v - _mean(a)) ** 2 for a in again if len(a) > 1 for v in a)
+    offsets = [(s[0] - _mean(s[1:]), (len(s) - 1) / len(s)) for s in sends if len(s) > 1]
+    shared = sum(d * w for d, w in offsets) / sum(w for _, w in offsets) if offsets else None
+    if len(offsets) >= 2:
+        squares += sum(w * (d - shared) ** 2 for d, w in offsets)
+        df += len(offsets) - 1
+    return squares, df, shared
+
+
 def _estimate(evidence: Evidence) -> tuple:
     """(estimate, variance of it or None, df, which interval, content spread, timing spread, the part of the
     variance that sending the draws again does not narrow).
 
     The estimate is each draw's first send: a draw sent again is no longer new to the server (vLLM's prefix
     cache holds its prompts; suffix decoding drafts from the outputs it already gave), so later sends can be
-    faster for a reason that is not the clock.  They are used for what they can say: the timing spread, from
-    the sends after the first of each draw, among themselves."""
+    faster for a reason that is not the clock.  The sends again tell the timing spread (`sends_timing`)."""
     sends = [tuple(s) for s in evidence.sends if s]
     draws = len(sends)
     ref = list(evidence.reference) if evidence.reference is not None else None
@@ -181,19 +228,26 @@ def _estimate(evidence: Evidence) -> tuple:
     first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
     estimate = _mean(first)
     content = math.sqrt(_var(first)) if draws >= 2 else None
-    again = [s[1:] for s in sends]
-    within_df = sum(max(0, len(a) - 1) for a in again)
+    squares, within_df, _ = sends_timing(sends)
     if within_df == 0:
         if draws < 2:
             return estimate, None, 0, "one draw sent once", content, None, 0.0
-        return estimate, _var(first) / draws, draws - 1, "between draws (content and timing)", content, None, 0.0
-    squares, df = sum((v - _mean(a)) ** 2 for a in again if len(a) > 1 for v in a), within_df
+        interval = "between draws (content and timing)"
+        if base is not None:  # paired on the same draws: the prompts cancel, a disturbed run stands out
+            kept, said = _set_aside(first)
+            estimate, interval = _mean(kept), interval + said
+            # A draw set aside still spent its degree of freedom: what is kept was chosen for being close.
+            df = len(kept) - 1 - (draws - len(kept))
+            return estimate, _var(kept) / len(kept), max(1, df), interval, math.sqrt(_var(kept)), None, 0.0
+        return estimate, _var(first) / draws, draws - 1, interval, content, None, 0.0
+    df = within_df
     if ref is not None:
         if draws < 2:
             return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None, 0.0
         squares, df = squares + _var(ref[:draws]) * (draws - 1), df + draws - 1
-    # One run's timing variance of a side's log figure, pooled over SD's sends again of each draw and the
-    # reference's draws (its speed does not depend on the prompts): the same machine and engine time both.
+    # One run's timing variance of a side's log figure, pooled over SD's sends again of each draw, the first
+    # sends against them, and the reference's draws (its speed does not depend on the prompts): the same
+    # machine and engine time both.
     run_var = squares / df
     sides = (1 + (1 if ref is not None else 0)) + ((2 if ref is not None else 1) if base is not None else 0)
     variance = run_var * sides / draws  # every run the estimate rests on is a draw's first: sends narrow df only
@@ -241,7 +295,10 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     floor = math.sqrt(evidence.known_var)
     spread = math.sqrt(variance + evidence.known_var)
     # The drift's variance is known, not estimated: Welch-Satterthwaite gives it infinite degrees of freedom.
-    df = (variance + evidence.known_var) ** 2 / (variance**2 / df) if variance > 0 else math.inf
+    # Not beside a single estimated degree of freedom (two pairs, the first look against a stored baseline):
+    # that ratio is far from a t, and at 20-30% noise it false-failed 5.5-6.1% (docs/deciding.md).
+    if variance > 0 and df > 1:
+        df = (variance + evidence.known_var) ** 2 / (variance**2 / df)
     fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread
     pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread
     can_fail, can_pass = fail_high < good, pass_low > bad
@@ -266,8 +323,10 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         )
     elif drift_covers:
         why = (
-            "the reference's runs (and the baseline's), one a draw, leave the zone inside the interval however "
-            "often SD's draws are sent again: more draws (--specdec-repeats N) or a quieter box would decide it"
+            "the runs the estimate rests on, one a draw (SD's first sends, the reference's, a baseline's), leave "
+            "the zone inside the interval however often SD's draws are sent again (a first send far from its "
+            "sends again, beyond what the other draws show, widens it: a disturbed run, or a server that "
+            "remembers): more draws (--specdec-repeats N) or a quieter box would decide it"
         )
     elif at_cap:
         why = _what_decides(None if evidence.baseline is not None else content, timing, interval)

@@ -68,10 +68,54 @@ def test_draws_that_disagree_are_sent_again_once_and_then_decided_on_timing():
     first = decide(draws.evidence(), *BOUND)
     assert first.outcome == UNDECIDED and first.more
     decision = decide_until(draws.evidence, draws.more, *BOUND)
-    # The sends after each draw's first tell the timing spread among themselves: two of them a draw are needed.
-    assert draws.calls == 2
-    assert (decision.outcome, decision.runs, decision.stopped) == (PASSED, 6, "decided after 6 runs a side")
+    # One send again of each draw is enough: how far each first send lies from its send again, around what the
+    # two share, tells the timing spread (one degree of freedom), with the reference's across draws (another).
+    assert draws.calls == 1
+    assert (decision.outcome, decision.runs, decision.stopped) == (PASSED, 4, "decided after 4 runs a side")
     assert decision.interval == "timing from draws sent again"
+
+
+def test_a_first_send_a_neighbour_slowed_does_not_fail_a_good_speedup():
+    # 1.30x on both draws, well above the good edge (1.2075x), but draw 1's first send ran 1.5x slow: the
+    # estimate falls to 1.06x.  Its sends again are steady, so the sends again alone would say "timing 0.5%"
+    # and fail it; the first send's distance from its own sends again, unlike draw 2's, widens the interval.
+    good = 1.30
+    sends = [
+        [math.log(good / 1.5), math.log(good * 1.01), math.log(good * 0.99), math.log(good)],
+        [math.log(good), math.log(good * 0.995), math.log(good * 1.004), math.log(good)],
+    ]
+    draws = Draws(sends, reference=[0.0, 0.01])
+    decision = decide_until(draws.evidence, draws.more, *BOUND)
+    assert decision.ratio == pytest.approx(good / math.sqrt(1.5), rel=0.01)  # the slow send is in the estimate
+    assert decision.outcome == UNDECIDED and decision.low < BOUND[0] and decision.high > BOUND[1], decision
+    assert "a first send far from its sends again" in decision.why and "more draws" in decision.why
+    # Without the slow first send the same evidence passes.
+    sends[0][0] = math.log(good)
+    steady = Draws(sends, reference=[0.0, 0.01])
+    assert decide_until(steady.evidence, steady.more, *BOUND).outcome == PASSED
+
+
+def test_a_disturbed_draw_against_a_baseline_build_is_set_aside_and_said():
+    # A 10% drop against an in-session baseline build, paired by draw (the prompts cancel): one draw's change
+    # is +35% (a run a neighbour slowed), which alone would leave the interval over the whole zone.
+    changes = [-0.10, -0.11, -0.095, -0.105, math.log(1.35), -0.10]
+    zone = tolerance_zone(0.10)
+
+    def paired(values):
+        return Evidence(tuple((v,) for v in values), reference=(0.0,) * len(values), baseline=(0.0,) * len(values))
+
+    decision = decide(paired(changes), *zone)
+    assert decision.outcome == FAILED and decision.ratio == pytest.approx(math.exp(-0.102), rel=1e-3)
+    assert "1 of 6 draws set aside as disturbed (+49% off the median)" in decision.interval
+    # Three draws cannot tell which one is off: nothing is set aside, and the spread leaves it undecided.
+    few = decide(paired([-0.10, math.log(1.35), -0.11]), *zone)
+    assert few.outcome == UNDECIDED and "set aside" not in few.interval
+    # Draws that merely spread are kept: no draw is five robust sds from the median.
+    spread = decide(paired([-0.02, 0.03, -0.05, 0.01, 0.04, -0.03]), *zone)
+    assert "set aside" not in spread.interval
+    # Unpaired draws (no baseline) carry the prompts' own spread, which is the figure's: never set aside.
+    unpaired = Evidence(tuple((v,) for v in changes), reference=(0.0,) * 6)
+    assert "set aside" not in decide(unpaired, *zone).interval
 
 
 def test_undecided_at_the_cap_is_its_own_outcome_and_says_what_decides_it():
@@ -171,3 +215,14 @@ def test_false_fails_at_the_good_edge_and_false_passes_at_the_bound_stay_within_
 def test_invalid_inputs_raise(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_two_pairs_beside_a_known_drift_keep_their_one_degree_of_freedom():
+    # The first look against a stored baseline: two pairs (one estimated degree of freedom) and the drift.
+    # Welch-Satterthwaite would give the sum more degrees of freedom than the one estimated, and at high noise
+    # that false-failed 5.5-6.1% of simulated sessions; the interval keeps t at one degree of freedom.
+    known = 2 * 0.042**2
+    evidence = Evidence(((-0.05,), (0.05,)), reference=(0.0, 0.0), baseline=(0.0, 0.0), known_var=known)
+    decision = decide(evidence, *tolerance_zone(0.10))
+    spread = math.sqrt(0.05**2 + known)  # the pairs' variance of the mean (0.1**2 / 2 / 2) plus the drift
+    assert decision.high - decision.estimate == pytest.approx(t_quantile(0.05 / Rule().looks, 1) * spread)
