@@ -178,10 +178,10 @@ class Measurements(ReferenceRuns, BuildRuns):
         for repeat in range(repeats) if only_repeat is None else (only_repeat,):
             prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat)) if repeat else first
             before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
-            label = (
-                f"{what or spec.label()} on {workload.name}/{pattern.name}"
-                f"{f' repeat {repeat + 1}/{repeats}' if repeats > 1 or only_repeat is not None else ''}"
-            )
+            # A draw past those planned (a builds A/B's more draws, a check undecided) has no total to count to.
+            which = f" repeat {repeat + 1}/{repeats}" if repeat < repeats else f" draw {repeat + 1} (a check undecided)"
+            which = which if repeats > 1 or only_repeat is not None else ""
+            label = f"{what or spec.label()} on {workload.name}/{pattern.name}{which}"
             live = self.progress.start(label, pattern.num_prompts)
             watching = RunWatch(self.energy, server, spec, self.series_interval_s)  # energy and the server's series
             try:

@@ -37,7 +37,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
                 prompts,
                 seed=seed,
                 logprobs=logprobs,
-                what=f"SD, draw {run.repeat + 1} sent again (timing)",
+                what="SD sent again (timing)",
                 only_repeat=run.repeat,
             )
             result.timing_runs.append(again)

@@ -2,9 +2,8 @@
 
 Decision rule
 -------------
-Each side (baseline, current) is a handful of repeats of one metric, one value
-per repeat.  Both are summarised by their median, and ``change`` is the
-relative change signed so that negative means worse::
+Each side (baseline, current) is a handful of repeats of one metric, one value per repeat.  Both are
+summarised by their median, and ``change`` is the relative change signed so that negative means worse::
 
     change = current / baseline - 1    if higher is better (throughput, speedup)
     change = baseline / current - 1    if lower is better  (latencies, *_ms)
@@ -171,8 +170,9 @@ class Verdict:
             interval = f", {self.confidence * 100:g}% CI [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
         else:
             interval = ", no CI: fewer than 2 repeats on a side"
+        how = f"; {self.method}" if self.method.startswith("sequential") else ""  # where it stopped, on what spread
         status = "REGRESSION" if self.regression else "ok"
-        return f"{head} ({self.change:+.1%}, tolerance {self.tolerance * 100:g}%{interval}) {status}"
+        return f"{head} ({self.change:+.1%}, tolerance {self.tolerance * 100:g}%{interval}{how}) {status}"
 
 
 def _paired(baseline: Sequence[float | None], current: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
