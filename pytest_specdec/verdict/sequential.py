@@ -47,6 +47,7 @@ FALSE_PASS = 0.05  # at the bad edge, per check
 INDIFFERENCE = 0.05  # a bound check's zone: from its bound to 5% beyond it
 MIN_RUNS = 2  # draws of the workload every run() measures on each side
 MAX_RUNS = 8  # runs per side a check may take (draws and draws sent again)
+CHI2_1_LOW = NormalDist().inv_cdf(0.525) ** 2  # the 5% quantile of a chi-square with one degree of freedom
 OUTLIER_MADS = 5.0  # a paired draw this many robust sds from the median was disturbed (`_set_aside`)
 OUTLIER_MIN_DRAWS = 4  # fewer paired draws cannot tell which one is off
 
@@ -295,10 +296,16 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     floor = math.sqrt(evidence.known_var)
     spread = math.sqrt(variance + evidence.known_var)
     # The drift's variance is known, not estimated: Welch-Satterthwaite gives it infinite degrees of freedom.
-    # Not beside a single estimated degree of freedom (two pairs, the first look against a stored baseline):
-    # that ratio is far from a t, and at 20-30% noise it false-failed 5.5-6.1% (docs/deciding.md).
-    if variance > 0 and df > 1:
-        df = (variance + evidence.known_var) ** 2 / (variance**2 / df)
+    # With a single estimated degree of freedom (two pairs, the first look against a stored baseline) the
+    # estimate is often far below the truth, and so is the share it gets: at 20-30% noise that false-failed
+    # 5.5-6.1% (docs/deciding.md).  There the share is taken at the variance's 95% upper bound (a chi-square
+    # of one degree of freedom is below 0.00393 one time in twenty): a tiny spread beside the drift still
+    # earns the drift's degrees of freedom, a spread that may be as large as the drift does not.
+    if variance > 0:
+        share = variance / CHI2_1_LOW if df == 1 else variance
+        df = (share + evidence.known_var) ** 2 / (share**2 / df)
+    else:  # nothing estimated: all of the spread is the known drift
+        df = math.inf
     fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread
     pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread
     can_fail, can_pass = fail_high < good, pass_low > bad
