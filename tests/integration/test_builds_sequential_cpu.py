@@ -44,6 +44,12 @@ BUNDLED = "specdec:smollm2-135m"
 CHECK = "speedup_output_throughput against the baseline build"
 RUNS = re.compile(r"^(\d+) \((decided at the minimum|decided|undecided)\)$")
 MIN_DRAWS, MAX_DRAWS = 2, 8  # --specdec-repeats auto: two draws a side, up to the default cap
+# What these tests check is the sequential decision, not the client.  In two CI runs of the A/A test
+# (2026-11-28) the baseline build's second reference run read client-bound, a p99 dispatch lag of 10.0 and
+# 12.9 ms against the 10 ms default, which leaves the speedup not compared (undecided); a probe of one
+# session saw a whole run start 8 ms late, its first two requests alike.  With three requests a run the p99
+# is the largest lag, and 50 ms is still under 2% of a run's three seconds.  The cause is not found (noted).
+CLIENT_LAG = "--specdec-max-dispatch-lag-ms=50"
 
 SUITE = f"""
 import pytest
@@ -64,7 +70,7 @@ def session(directory: Path, *args: str):
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "test_builds_sequential.py").write_text(SUITE)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--specdec-cpu"]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--specdec-cpu", CLIENT_LAG]
     command += [f"--specdec-report={directory / 'report'}", f"--basetemp={directory / 'tmp'}", *args]
     start = time.monotonic()
     run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=600)
