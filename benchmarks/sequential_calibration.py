@@ -106,14 +106,20 @@ def sequential_check(sd, ref, base, known_var, zone, rule):
     return decide_until(evidence, more, *zone, rule)
 
 
-def build_check(sd, ref, base, zone, rule):
+def build_check(sd, ref, base, base_ref, zone, rule):
     """`decide_until` as the plugin runs a builds A/B (measure.build_runs.more_build_draws): `more()` measures
-    a batch of new draws on both builds, each with its reference, rather than sending draws again."""
+    a batch of new draws on both builds, each with its reference, rather than sending draws again; both
+    builds' references are given, as the gate gives them (`baseline_reference`)."""
     measured = [rule.min_runs]
 
     def evidence():
         k = measured[0]
-        return Evidence(tuple((v,) for v in sd[:k]), reference=tuple(ref[:k]), baseline=tuple(base[:k]))
+        return Evidence(
+            tuple((v,) for v in sd[:k]),
+            reference=tuple(ref[:k]),
+            baseline=tuple(base[:k]),
+            baseline_reference=tuple(base_ref[:k]),
+        )
 
     def more():
         if measured[0] + rule.min_runs > min(rule.max_runs, len(sd)):
@@ -148,7 +154,7 @@ def run_cell(draws: Draws, kind: str, truth: float, tolerance: float | None, rul
                 known_var = 2 * SESSION_DRIFT["speedup"] ** 2
                 decision = sequential_check(sd, ref[:m], base[:m], known_var, tolerance_zone(tolerance), rule)
             else:
-                decision = build_check(sd[:, 0], ref, base, tolerance_zone(tolerance), rule)
+                decision = build_check(sd[:, 0], ref, base, draws.base_ref[i], tolerance_zone(tolerance), rule)
             now = np.exp(sd[:TODAY_REPEATS, 0] - ref[:TODAY_REPEATS])
             before = list(np.exp(base[:TODAY_REPEATS]))
             verdict = compare_samples(METRIC, before, list(now), tolerance=tolerance, paired=True)

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Callable
 
 from ..verdict.metric_names import higher_is_better
-from ..verdict.sequential import UNDECIDED, Decision, Evidence, Rule, decide_until, sends_timing
+from ..verdict.evidence import Evidence, sends_timing
+from ..verdict.sequential import UNDECIDED, Decision, Rule, decide_until
 
 # Draws whose speedups differ by more than this (and by more than twice one run's timing spread) are said not
 # to stand for the workload: n-gram's four-prompt draws of code edits differed by about 30% on the CPU build.
@@ -35,26 +36,40 @@ class DecidedFigures:
         """SD runs this result took: each draw's first send and every send again."""
         return len(self.speculative_runs) + len(self.timing_runs)
 
-    def speedup_evidence(self, metric: str = "output_throughput", baseline=None, known_var: float = 0.0, sign=1):
+    def speedup_evidence(
+        self, metric: str = "output_throughput", baseline=None, known_var: float = 0.0, sign=1, baseline_reference=None
+    ):
         """Evidence of SD's log speedup on `metric`, per draw: SD's sends, the reference's value; `baseline`:
-        a baseline's speedup per draw on the same seeds (None where it has none); `sign` -1 for a check that
-        the speedup is at most a bound."""
+        a baseline's speedup per draw on the same seeds (None where it has none); `baseline_reference`: a
+        baseline build's reference `metric` per draw, measured in this session (read apart from SD's pairs);
+        `sign` -1 for a check that the speedup is at most a bound."""
 
         def sends_of(draw: int, first) -> tuple[float, ...]:
             runs = [first] + [run for run in self.timing_runs if run.repeat == draw]
             return tuple(sign * _signed_log(metric, run.metrics.as_dict().get(metric, math.nan)) for run in runs)
+
+        def usable(values, i) -> bool:  # a per-draw figure given: a positive value on draw i
+            return values is None or (values[i] is not None and math.isfinite(values[i]) and values[i] > 0)
 
         pairs = self.repeat_pairs()
         keep = [
             i
             for i, (ref, _) in enumerate(pairs)
             if math.isfinite(_signed_log(metric, ref.metrics.as_dict().get(metric, math.nan)))
-            and (baseline is None or (baseline[i] is not None and math.isfinite(baseline[i]) and baseline[i] > 0))
+            and usable(baseline, i)
+            and usable(baseline_reference, i)
         ]
         sends = tuple(tuple(v for v in sends_of(pairs[i][1].repeat, pairs[i][1]) if math.isfinite(v)) for i in keep)
         reference = tuple(sign * _signed_log(metric, pairs[i][0].metrics.as_dict().get(metric, math.nan)) for i in keep)
         based = tuple(sign * math.log(baseline[i]) for i in keep) if baseline is not None else None
-        return Evidence(sends=sends, reference=reference, baseline=based, known_var=known_var)
+        base_ref = (
+            tuple(sign * _signed_log(metric, baseline_reference[i]) for i in keep)
+            if baseline_reference is not None
+            else None
+        )
+        return Evidence(
+            sends=sends, reference=reference, baseline=based, known_var=known_var, baseline_reference=base_ref
+        )
 
     def sequential_rule(self) -> Rule:
         return (

@@ -5,7 +5,8 @@ A speedup against a baseline is compared draw by draw on the same seeds, so the 
 of each draw, the reference's spread across draws, and the baseline's own (taken as this run's: the gate
 compares speedups only on the machine the baseline was recorded on).  Against a stored baseline the drift
 between two sessions counts too (verdict.detection.SESSION_DRIFT), which no run in this session shrinks;
-against a baseline build measured in this session (--specdec-baseline-from build:PATH) it cancels.
+against a baseline build measured in this session (--specdec-baseline-from build:PATH) it cancels, and
+both builds' references are read apart from SD's pairs (verdict.evidence).
 """
 
 from __future__ import annotations
@@ -48,11 +49,20 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
 
     if not any(v is not None and math.isfinite(v) and v > 0 for v in per_draw()):
         return None, None, None
+
+    def references() -> list | None:
+        """A baseline build's reference per draw: measured in this session, so read apart from SD's pairs."""
+        if not in_session:
+            return None
+        return [ref.metrics.as_dict().get(run_metric) for ref, _ in result.builds.baseline_result.repeat_pairs()]
+
     known_var = 0.0 if in_session else 2 * SESSION_DRIFT["speedup"] ** 2
     bad, good = tolerance_zone(tolerance)
     decision = result.decide(
         f"{metric} against the baseline{' build' if in_session else ''}",
-        lambda: result.speedup_evidence(run_metric, baseline=per_draw(), known_var=known_var),
+        lambda: result.speedup_evidence(
+            run_metric, baseline=per_draw(), known_var=known_var, baseline_reference=references()
+        ),
         bad,
         good,
     )

@@ -14,32 +14,21 @@ builds a one-sided interval for the figure and
 The error rates are spent over the looks (Bonferroni: each look gets ``rate / looks``), which is what keeps
 re-testing after each batch from inflating false fails, the known trap of "run until significant".
 
-What the interval's spread is matters more than the rule (issue 46 measured it on the CPU build):
-
-- **Content spread**: each draw of the workload (a repeat seed) sends other prompts, and SD's speed depends
-  on them (n-gram on code edits: 1.25-2.18x across four-prompt draws), the reference's does not.
-- **Timing spread**: the same prompts sent again (a few percent).
-
-A check's figure is the mean over the draws it measured, each draw's first send: content is fixed, so only
-timing is noise.  Before any draw was sent twice more the interval is the draws' own (content and timing),
-which is wider, so a decision it allows is safe.  Once draws are sent again, they tell the timing spread
-(`sends_timing`: later sends among themselves, and each first send against its own sends again around the
-offset all share, since a prefix cache or suffix decoding's memory makes every sends again faster), pooled
-with the reference's spread across draws (its speed does not depend on the prompts); the estimate stays the
-first sends'.  Paired draws (changes against a baseline on the same seeds) set a disturbed one aside
-(`_set_aside`).  Against a
-stored baseline, paired by draw (the same seeds), the baseline's own timing noise counts too, and so does
-the drift between two sessions (`known_var`), which no number of runs in one session shrinks: when it alone
-covers the zone, the check is undecided at once, and says what would decide it.
+What goes into the interval (content spread against timing spread, sends again, a disturbed draw set aside,
+a builds A/B's references read apart, the drift against a stored baseline) is `verdict.evidence`'s: this
+module is the rule over it.  When the drift alone covers the zone, the check is undecided at once, and
+says what would decide it.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Callable, Sequence
+from typing import Callable
+
+from .evidence import Evidence, read
+from .student_t import t_quantile
 
 PASSED, FAILED, UNDECIDED = "passed", "failed", "undecided"
 FALSE_FAIL = 0.05  # at the good edge, per check
@@ -48,46 +37,6 @@ INDIFFERENCE = 0.05  # a bound check's zone: from its bound to 5% beyond it
 MIN_RUNS = 2  # draws of the workload every run() measures on each side
 MAX_RUNS = 8  # runs per side a check may take (draws and draws sent again)
 CHI2_1_LOW = NormalDist().inv_cdf(0.525) ** 2  # the 5% quantile of a chi-square with one degree of freedom
-OUTLIER_MADS = 5.0  # a paired draw this many robust sds from the median was disturbed (`_set_aside`)
-OUTLIER_MIN_DRAWS = 4  # fewer paired draws cannot tell which one is off
-
-
-def t_two_sided_mass(t: float, df: int) -> float:
-    """P(|T| <= t) for Student's t with integer `df` (the closed forms of Abramowitz & Stegun 26.7.3-4)."""
-    if t <= 0:
-        return 0.0
-    theta = math.atan(t / math.sqrt(df))
-    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
-    if df % 2:  # odd
-        if df == 1:
-            return 2 * theta / math.pi
-        term = 1.0
-        for j in range(1, (df - 1) // 2):
-            term *= cos2 * (2 * j) / (2 * j + 1)
-            total += term
-        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    for j in range(1, df // 2):
-        term *= cos2 * (2 * j - 1) / (2 * j)
-        total += term
-    return math.sin(theta) * total
-
-
-def t_quantile(upper_tail: float, df: float) -> float:
-    """The t with P(T > t) = `upper_tail`; `df` is floored (a smaller df is wider, never narrower)."""
-    if not 0 < upper_tail < 0.5:
-        raise ValueError(f"an upper tail in (0, 0.5) is needed, got {upper_tail}")
-    df = max(1, int(df)) if math.isfinite(df) else math.inf
-    if df > 60:  # the Cornish-Fisher expansion about the normal: within 1e-4 here, and the series below is slow
-        z = NormalDist().inv_cdf(1 - upper_tail)
-        return z if df == math.inf else z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-    target = 1 - 2 * upper_tail
-    low, high = 0.0, 1.0
-    while t_two_sided_mass(high, df) < target:
-        high *= 2
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if t_two_sided_mass(middle, df) < target else (low, middle)
-    return high
 
 
 @dataclass(frozen=True)
@@ -110,22 +59,6 @@ class Rule:
     def looks(self) -> int:
         """Decision points: after the draws, then after each further run per draw up to the cap."""
         return 1 + max(0, self.max_runs // self.min_runs - 1)
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What a check decides on, per draw of the workload, on a log scale (higher is better).
-
-    `sends[r]` are the figure's values from each time draw r was sent (the first, then sent again); for a
-    ratio of two sides, `reference[r]` is the reference's log value on draw r (its speed does not depend on
-    the prompts, so its spread across draws is timing) and `sends` hold SD's log values.  `baseline[r]` is a
-    stored baseline's log figure on the same draw (paired by seed), or None.
-    """
-
-    sends: tuple[tuple[float, ...], ...]
-    reference: tuple[float, ...] | None = None
-    baseline: tuple[float, ...] | None = None
-    known_var: float = 0.0  # variance no run shrinks: the drift between this session and the baseline's
 
 
 @dataclass(frozen=True)
@@ -163,101 +96,6 @@ class Decision:
         return head + (f": {self.why}" if self.why else "")
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
-
-def _var(values: Sequence[float]) -> float:
-    mean = _mean(values)
-    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-
-
-def _set_aside(values: list[float]) -> tuple[list[float], str]:
-    """`values` without the draws a disturbed run moved: those beyond `OUTLIER_MADS` robust sds (1.4826 MAD)
-    from the median, at most one in four, once there are `OUTLIER_MIN_DRAWS`; and what was set aside, said.
-
-    Only paired figures come here (a change against a baseline on the same draw), where the prompts cancel and
-    what is left is timing: a run 1.5x slower than its neighbours (a busy neighbour) is then tens of sds off,
-    and one such draw among eight would widen the interval past any decision."""
-    if len(values) < OUTLIER_MIN_DRAWS:
-        return values, ""
-    middle = statistics.median(values)
-    scale = 1.4826 * statistics.median(abs(v - middle) for v in values)
-    if scale <= 0:
-        return values, ""
-    far = sorted(values, key=lambda v: -abs(v - middle))[: len(values) // 4]
-    far = [v for v in far if abs(v - middle) > OUTLIER_MADS * scale]
-    if not far:
-        return values, ""
-    kept = list(values)
-    for v in far:
-        kept.remove(v)
-    off = ", ".join(f"{math.expm1(v - middle):+.0%}" for v in far)
-    return kept, f"; {len(far)} of {len(values)} draws set aside as disturbed ({off} off the median)"
-
-
-def sends_timing(sends: Sequence[Sequence[float]]) -> tuple[float, int, float | None]:
-    """(sum of squares, degrees of freedom, shared offset) of one run's timing, from draws sent again.
-
-    The sends after a draw's first, around their own mean, are timing alone.  And how far each first send
-    lies from its sends again, around the offset the draws share (a server that remembers, a prefix cache or
-    suffix decoding's outputs, makes every draw's sends again faster), is the first sends' timing: a first
-    send a neighbour slowed shows there, where the sends again cannot show it.  d = first - mean(again) has
-    (1 + 1/k) of one run's variance, so the weight k / (k + 1) puts every draw's on one run's scale."""
-    again = [tuple(s[1:]) for s in sends if len(s) > 1]
-    df = sum(len(a) - 1 for a in again)
-    squares = sum((v - _mean(a)) ** 2 for a in again if len(a) > 1 for v in a)
-    offsets = [(s[0] - _mean(s[1:]), (len(s) - 1) / len(s)) for s in sends if len(s) > 1]
-    shared = sum(d * w for d, w in offsets) / sum(w for _, w in offsets) if offsets else None
-    if len(offsets) >= 2:
-        squares += sum(w * (d - shared) ** 2 for d, w in offsets)
-        df += len(offsets) - 1
-    return squares, df, shared
-
-
-def _estimate(evidence: Evidence) -> tuple:
-    """(estimate, variance of it or None, df, which interval, content spread, timing spread, the part of the
-    variance that sending the draws again does not narrow).
-
-    The estimate is each draw's first send: a draw sent again is no longer new to the server (vLLM's prefix
-    cache holds its prompts; suffix decoding drafts from the outputs it already gave), so later sends can be
-    faster for a reason that is not the clock.  The sends again tell the timing spread (`sends_timing`)."""
-    sends = [tuple(s) for s in evidence.sends if s]
-    draws = len(sends)
-    ref = list(evidence.reference) if evidence.reference is not None else None
-    base = list(evidence.baseline) if evidence.baseline is not None else None
-    first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
-    estimate = _mean(first)
-    content = math.sqrt(_var(first)) if draws >= 2 else None
-    squares, within_df, _ = sends_timing(sends)
-    if within_df == 0:
-        if draws < 2:
-            return estimate, None, 0, "one draw sent once", content, None, 0.0
-        interval = "between draws (content and timing)"
-        if base is not None:  # paired on the same draws: the prompts cancel, a disturbed run stands out
-            kept, said = _set_aside(first)
-            estimate, interval = _mean(kept), interval + said
-            # A draw set aside still spent its degree of freedom: what is kept was chosen for being close.
-            df = len(kept) - 1 - (draws - len(kept))
-            return estimate, _var(kept) / len(kept), max(1, df), interval, math.sqrt(_var(kept)), None, 0.0
-        return estimate, _var(first) / draws, draws - 1, interval, content, None, 0.0
-    df = within_df
-    if ref is not None:
-        if draws < 2:
-            return estimate, None, 0, "one draw: the reference's timing spread is unknown", content, None, 0.0
-        squares, df = squares + _var(ref[:draws]) * (draws - 1), df + draws - 1
-    # One run's timing variance of a side's log figure, pooled over SD's sends again of each draw, the first
-    # sends against them, and the reference's draws (its speed does not depend on the prompts): the same
-    # machine and engine time both.
-    run_var = squares / df
-    sides = (1 + (1 if ref is not None else 0)) + ((2 if ref is not None else 1) if base is not None else 0)
-    variance = run_var * sides / draws  # every run the estimate rests on is a draw's first: sends narrow df only
-    if base is not None and draws >= 2:  # a baseline run this model cannot see (a neighbour then): the pairs'
-        variance = max(variance, _var(first) / draws)  # own spread, where wider
-    timing = run_var * (2 if ref is not None else 1)  # one run's variance of the figure (both sides of a ratio)
-    return estimate, variance, df, "timing from draws sent again", content, math.sqrt(timing), variance
-
-
 def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, at_cap: bool | None = None) -> Decision:
     """One look of the rule (module docstring) at `evidence`; `bad` < `good` are the zone's edges (log)."""
     if not bad < good:
@@ -265,7 +103,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     draws = len([s for s in evidence.sends if s])
     runs_per_side = sum(len(s) for s in evidence.sends)
     at_cap = runs_per_side >= rule.max_runs if at_cap is None else at_cap
-    estimate, variance, df, interval, content, timing, fixed = _estimate(evidence)
+    estimate, variance, df, interval, content, timing, fixed = read(evidence)
     common = dict(
         estimate=estimate,
         runs=runs_per_side,

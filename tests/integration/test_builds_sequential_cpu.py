@@ -96,6 +96,8 @@ def check_runs(row: dict, text: str, outcome: str) -> int:
     assert decision["outcome"] == outcome and decision["runs"] == draws == decision["draws"], decision
     stopped = "decided at the minimum" if draws == MIN_DRAWS else f"decided after {draws} runs a side"
     assert decision["stopped"] == stopped, decision
+    # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.evidence).
+    assert decision["interval"].startswith("SD paired by draw, each build's references apart"), decision
     # Both builds' reference and SD on every draw, in A B B A order (each draw's second build starts where
     # the first left off): one server start per side switch, 1 + 3 a draw, no more.
     assert row["builds"]["order"] == " ".join(["A B B A"] * (draws // 2)), row["builds"]["order"]

@@ -14,9 +14,9 @@ from pytest_specdec.verdict.sequential import (
     bound_zone,
     decide,
     decide_until,
-    t_quantile,
     tolerance_zone,
 )
+from pytest_specdec.verdict.student_t import t_quantile
 
 BOUND = bound_zone(1.15)  # (log 1.15, log 1.2075)
 
