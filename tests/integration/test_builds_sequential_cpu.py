@@ -18,11 +18,12 @@ scheduler each time, and a server's output rate fell from 63 to 1.7 tok/s (a 3-p
 One thread loses its share of the box to a neighbour, not 30 times its speed.
 
 What a session costs: one server at a time, and both builds' reference and SD on every draw in A B B A order,
-so 1 + 3 per draw server starts, each warmed until steady (about 3 s here); about 22 s a draw.  Two draws
-decide only when their two paired differences nearly agree (the interval has one degree of freedom), so most
-sessions take 4 draws.  Three sessions of each test here (2026-11-28, 2-core AMD EPYC, load under 1.5):
-the SD-slow build failed at 2, 4 and 4 draws (59, 99, 101 s; speedup x0.84-0.86 against the real build), the
-real build against itself passed at 4, 8 and 4 (98, 189, 98 s; x0.99-1.02).
+so 1 + 3 per draw server starts, each warmed until steady (about 3 s here); about 22 s a draw.  SD's runs
+are paired by draw and both builds' references read apart (verdict.evidence), so two draws can decide when
+the runs agree, and most sessions take 4 draws.  Two sessions of each test here after the references were
+read apart (2026-11-28, 2-core AMD EPYC): the SD-slow build failed at 4 and 4 draws (94, 96 s; x0.866 and
+x0.793 against the real build), the real build against itself passed at 2 and 4 (51, 98 s; x1.018, x1.000).
+Paired per draw, they had taken 2-6 and 4-8.
 
 The row's runs cell says how measuring stopped as its decision does: "N (decided at the minimum)" at two
 draws, "N (decided)" after more.
@@ -78,7 +79,10 @@ def session(directory: Path, *args: str):
     report = directory / "report" / "results.json"
     assert report.is_file(), run.stdout[-4000:] + run.stderr[-2000:]
     (row,) = json.loads(report.read_text())["results"]
-    decided = [f"{d['outcome']} {d['estimate']:.3f} {d['interval']} {d['stopped']}" for d in row["decisions"].values()]
+    decided = [
+        f"{d['outcome']} {d['estimate']:.3f} {d['interval']} {d['stopped']}; {d['basis']}"
+        for d in row["decisions"].values()
+    ]
     print(f"inner session: {seconds:.0f} s, runs {row['runs']!r}, regression {row['regression']!r}, {decided}")
     return run, row, seconds
 
@@ -97,7 +101,7 @@ def check_runs(row: dict, text: str, outcome: str) -> int:
     stopped = "decided at the minimum" if draws == MIN_DRAWS else f"decided after {draws} runs a side"
     assert decision["stopped"] == stopped, decision
     # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.evidence).
-    assert decision["interval"].startswith("SD paired by draw, each build's references apart"), decision
+    assert decision["basis"].startswith("SD paired by draw, each build's references apart"), decision
     # Both builds' reference and SD on every draw, in A B B A order (each draw's second build starts where
     # the first left off): one server start per side switch, 1 + 3 a draw, no more.
     assert row["builds"]["order"] == " ".join(["A B B A"] * (draws // 2)), row["builds"]["order"]
