@@ -1,5 +1,6 @@
 """Requests sent on a schedule: each at its own time, to within a millisecond, never drifting.
 
+`RequestSlots` caps the requests in flight and says when a slot came free.
 `dispatch` starts one task per schedule entry at ``start + offset`` (a
 ``time.perf_counter`` value: worker processes share one clock) and gathers
 their records; `sleep_until` waits out each offset with the event loop's
@@ -55,3 +56,28 @@ async def dispatch(schedule: Sequence[tuple[int, float]], start: float, one: Cal
         if gc_was_enabled:
             gc.enable()
     return [item for result in results for item in (result if isinstance(result, list) else [result])]
+
+
+class RequestSlots:
+    """At most `limit` requests in flight (None: no cap), and when a slot last came free: a request that
+    queued for one could go out from then, not from its arrival time."""
+
+    def __init__(self, limit: int | None):
+        self._free = asyncio.Semaphore(limit) if limit is not None else None
+        self.freed_at = 0.0
+
+    def full(self) -> bool:
+        return self._free is not None and self._free.locked()
+
+    async def __aenter__(self) -> None:
+        if self._free is not None:
+            await self._free.acquire()
+
+    async def __aexit__(self, *exc) -> None:
+        if self._free is not None:
+            self.freed_at = time.perf_counter()
+            self._free.release()
+
+
+def request_slots(max_concurrency: int | None) -> RequestSlots:
+    return RequestSlots(max_concurrency)

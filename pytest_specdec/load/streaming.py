@@ -20,7 +20,6 @@ Each event's time is when its bytes were read from the socket (see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import time
@@ -31,7 +30,7 @@ from http import HTTPStatus
 from typing import Any, Protocol
 
 from .constraints import streamed_text
-from .schedule import dispatch
+from .schedule import RequestSlots, dispatch, request_slots
 from .workloads import ENDPOINTS
 from .transport import Transport
 from ..engines.server_spec import DEFAULT_ENGINE
@@ -78,9 +77,10 @@ class RequestRecord:
     top_logprobs: list[dict[str, float]] | None
     success: bool
     error: str | None = None
-    # Seconds the client itself held the request back: how late its task ran
-    # after its arrival time, plus the gap between getting a concurrency slot
-    # and sending.  Waiting for a slot is the pattern's; this lag is not.
+    # Seconds the client itself held the request back: from when it could have
+    # gone (its arrival time, or for a request that queued for a concurrency
+    # slot, the moment a slot came free) to when it went.  Waiting for a slot
+    # is the pattern's; this lag is not (`RequestSlots`).
     dispatch_lag: float = 0.0
     # Tokens each streamed event with choices carried (when the server streams
     # token ids): under SD one event is one engine step, so this estimates the
@@ -305,14 +305,13 @@ async def send_request(
     index: int,
     prompt: PromptLike,
     options: RequestOptions,
-    slots: Any,
+    slots: RequestSlots,
     due: float,
     text: str | list[dict[str, str]] | None = None,
 ) -> RequestRecord:
     """One streamed request for `prompt` (its `text` unless given: a conversation's turn, as text or chat
     messages), timed from the moment a concurrency slot is free; never raises for a failing request (the
     record says why)."""
-    woke = time.perf_counter()  # the event loop ran this task: late by woke - due
     payload = completion_body(model, prompt.text if text is None else text, prompt.output_len, options, index)
     shaped = (engine.draw_payload if options.draws else engine.completion_payload)(payload)
     if options.cache_scope:
@@ -320,8 +319,8 @@ async def send_request(
     if (constraint := getattr(prompt, "constraint", None)) is not None:
         shaped = engine.constrain(shaped, constraint.kind, constraint.value, options.endpoint)
     body = json.dumps(shaped).encode()
+    queued = slots.full()  # no slot free now: this request waits for one whatever the client does
     async with slots:
-        slot_at = time.perf_counter()
         record = RequestRecord(
             index=index,
             prompt_len=prompt.prompt_len,
@@ -338,7 +337,12 @@ async def send_request(
             prompt_key=prompt_key(prompt.text),
             constraint=constraint,
         )
-        record.dispatch_lag = max(0.0, woke - due) + (record.start_time - slot_at)
+        # Late from when it could have gone: its arrival time (so how late its task woke, and the client's
+        # work on its body, both count), or, queued behind a concurrency slot, when a slot came free.  A queued request's late
+        # wake is not lag: a concurrency-1 run's later requests woke late behind the first's body and
+        # connection, then waited seconds for the slot anyway, and 3-request runs read client-bound.
+        ready = slots.freed_at if queued else due
+        record.dispatch_lag = max(0.0, record.start_time - ready)
         try:
             await asyncio.wait_for(_stream_one(transport, body, record, engine), options.request_timeout)
         except asyncio.TimeoutError:
@@ -348,10 +352,6 @@ async def send_request(
             record.success = False
             record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return record
-
-
-def request_slots(max_concurrency: int | None) -> Any:  # None: no cap
-    return asyncio.Semaphore(max_concurrency) if max_concurrency is not None else contextlib.nullcontext()
 
 
 async def run_schedule(

@@ -490,6 +490,45 @@ def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(serve
         bound.assert_speedup(min=0.0)
 
 
+def queued_request(server_url: str, woke_late_s: float, busy_after_release_s: float):
+    """One request queued behind a concurrency-1 slot that another request holds for 50 ms: its task woke
+    `woke_late_s` after its arrival time, and the client is busy `busy_after_release_s` once the slot is free."""
+    from pytest_specdec.engines.registry import engine_named
+    from pytest_specdec.load.schedule import RequestSlots
+    from pytest_specdec.load.streaming import RequestOptions, _completions_url, send_request
+    from pytest_specdec.load.transport import Transport
+
+    async def main():
+        slots, transport = RequestSlots(1), Transport(_completions_url(server_url))
+
+        async def other_request():
+            async with slots:
+                await asyncio.sleep(0.05)
+            time.sleep(busy_after_release_s)  # the event loop held: the queued request cannot go
+
+        other = asyncio.create_task(other_request())
+        await asyncio.sleep(0)  # it takes the slot
+        assert slots.full()
+        due = time.perf_counter() - woke_late_s
+        record = await send_request(transport, engine_named("vllm"), "m", 0, P("x", 1, 2), RequestOptions(), slots, due)
+        await other
+        transport.close()
+        return record
+
+    return asyncio.run(main())
+
+
+def test_a_request_queued_for_a_slot_is_late_only_from_when_the_slot_came_free(server):
+    server.respond = lambda p: stream([[1], [2]], first=0.01)
+    # Its task woke 30 ms late, but the slot came free 50 ms later and it went at once: no lag.  (Counting
+    # the late wake read concurrency-1 runs of three requests client-bound on 2-core boxes.)
+    on_time = queued_request(server.url, woke_late_s=0.03, busy_after_release_s=0.0)
+    assert on_time.success and on_time.dispatch_lag < 0.01, on_time.dispatch_lag
+    # It woke on time, but the client was busy 40 ms after the slot came free: that is lag.
+    held = queued_request(server.url, woke_late_s=0.0, busy_after_release_s=0.04)
+    assert held.success and held.dispatch_lag >= 0.035, held.dispatch_lag
+
+
 # --- traces and conversations (load.traffic, load.conversations) ---
 
 
