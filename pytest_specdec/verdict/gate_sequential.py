@@ -79,7 +79,8 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
         ci_high=high - 1 if math.isfinite(high) else None,
         confidence=1 - FALSE_FAIL,
         regression=decision.outcome == FAILED,
-        method=f"sequential, paired by draw: {decision.describe()}",
+        method="sequential, paired by draw",
+        decided_by=decision.describe(),
     )
     cell = f"{decision.outcome}, {decision.runs} runs"
     return verdict, (decision.why if decision.outcome == UNDECIDED else None), cell

@@ -11,9 +11,8 @@ summarised by their median, and ``change`` is the relative change signed so that
 A metric **regresses** when
 
 1. the point estimate is worse than the tolerance: ``change < -tolerance``; and
-2. when both sides have at least 2 samples, the bootstrap confidence interval
-   of ``change`` lies entirely below 0 (``ci_high < 0``): the drop can be told
-   apart from no change at all.
+2. when both sides have at least 2 samples, the bootstrap confidence interval of ``change`` lies
+   entirely below 0 (``ci_high < 0``): the drop can be told apart from no change at all.
 
 With fewer than 2 samples on a side there is no spread to judge noise by, so
 only the tolerance band decides.  Both conditions are needed: the tolerance
@@ -160,6 +159,7 @@ class Verdict:
     confidence: float
     regression: bool
     method: str
+    decided_by: str = ""  # a sequential decision, described (verdict.sequential): where it stopped, on what spread
 
     def describe(self) -> str:
         """One line for a failure table or report."""
@@ -170,7 +170,7 @@ class Verdict:
             interval = f", {self.confidence * 100:g}% CI [{self.ci_low:+.1%}, {self.ci_high:+.1%}]"
         else:
             interval = ", no CI: fewer than 2 repeats on a side"
-        how = f"; {self.method}" if self.method.startswith("sequential") else ""  # where it stopped, on what spread
+        how = f"; {self.method}: {self.decided_by}" if self.decided_by else ""
         status = "REGRESSION" if self.regression else "ok"
         return f"{head} ({self.change:+.1%}, tolerance {self.tolerance * 100:g}%{interval}{how}) {status}"
 

@@ -203,6 +203,15 @@ def test_describe_without_interval():
     assert line == "acceptance_rate: 0.7 -> 0.69 (-1.4%, tolerance 5%, no CI: fewer than 2 repeats on a side) ok"
 
 
+def test_describe_names_a_sequential_decision_where_one_decided():
+    from dataclasses import replace
+
+    plain = compare_samples("speedup_output_throughput", [1.5, 1.6], [1.2, 1.3])
+    assert "sequential" not in plain.describe()
+    decided = replace(plain, method="sequential, paired by draw", decided_by="failed (0.8, interval 0.7-0.9, ...)")
+    assert decided.describe().endswith("; sequential, paired by draw: failed (0.8, interval 0.7-0.9, ...)) REGRESSION")
+
+
 # --- paired repeats ---------------------------------------------------------------
 
 # Three prompt sets whose speedups differ a lot (as code_edit's do on the CPU
