@@ -338,9 +338,10 @@ async def send_request(
             constraint=constraint,
         )
         # Late from when it could have gone: its arrival time (so how late its task woke, and the client's
-        # work on its body, both count), or, queued behind a concurrency slot, when a slot came free.  A queued request's late
-        # wake is not lag: a concurrency-1 run's later requests woke late behind the first's body and
-        # connection, then waited seconds for the slot anyway, and 3-request runs read client-bound.
+        # work on its body, both count), or, queued behind a concurrency slot, when a slot came free.  A
+        # queued request's late wake is not lag: a concurrency-1 run's later requests woke late behind the
+        # first's body and connection, then waited seconds for the slot anyway, and 3-request runs could
+        # read client-bound.
         ready = slots.freed_at if queued else due
         record.dispatch_lag = max(0.0, record.start_time - ready)
         try:
