@@ -125,16 +125,15 @@ def _builds_apart(sends, ref, base, base_ref) -> Reading:
     both = [i for i in ref_kept if i in base_kept]  # a reference set aside on either build leaves both
     dropped_refs = len(ref) - len(both)
     estimate = _mean([sd_change[i] for i in sd_kept]) - _mean([ref[i] - base_ref[i] for i in both])
+    sd_var = _var([sd_change[i] for i in sd_kept])
+    ref_var, base_var = _var([ref[i] for i in both]), _var([base_ref[i] for i in both])
     # A run set aside still spent its degree of freedom: what is kept was chosen for being close.
-    parts = [
-        (_var([sd_change[i] for i in sd_kept]) / len(sd_kept), len(sd_kept) - 1 - (len(sends) - len(sd_kept))),
-        (_var([ref[i] for i in both]) / len(both), len(both) - 1 - dropped_refs),
-        (_var([base_ref[i] for i in both]) / len(both), len(both) - 1 - dropped_refs),
-    ]
+    sd_df, ref_df = len(sd_kept) - 1 - (len(sends) - len(sd_kept)), len(both) - 1 - dropped_refs
+    parts = [(sd_var / len(sd_kept), sd_df), (ref_var / len(both), ref_df), (base_var / len(both), ref_df)]
     variance = sum(v for v, _ in parts)
     df = variance**2 / sum(v**2 / max(1, d) for v, d in parts) if variance > 0 else math.inf
     firsts = [s[0] - r - b for s, r, b in zip(sends, ref, base)]
-    timing = math.sqrt((parts[1][0] + parts[2][0]) * len(both) / 2)  # one reference run's, across draws
+    timing = math.sqrt((ref_var + base_var) / 2)  # one reference run's, across draws
     interval = "SD paired by draw, each build's references apart (timing)" + said + said_ref + said_base
     return Reading(estimate, variance, df, interval, math.sqrt(_var(firsts)), timing, 0.0)
 

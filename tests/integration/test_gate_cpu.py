@@ -7,8 +7,9 @@ other narrows its n-gram to one token (24% accepted), which the gate fails
 on acceptance (one run, one reference server for both); then run the
 unchanged test on the same llama.cpp made uniformly slower (one thread where
 it used one per core, prompts prefilled a token a step and a sampler that sorts
-the whole vocabulary, the same greedy tokens, set behind the command line by tests/planted_build.py's
-sitecustomize, which the servers load from PYTHONPATH: an engine change the
+the whole vocabulary, the same greedy tokens, set behind the command line by
+tests/planted_build.py's sitecustomize, which the servers load from
+PYTHONPATH: an engine change the
 plugin cannot see, not even in the build's path, on the same machine), which
 fails naming the
 reference's own slowdown (its tok/s 53.3% lower here, 2026-11-28).
@@ -25,8 +26,9 @@ of shared CPU boxes to, not at the 10% default: between two sessions of this
 test with nothing changed, vLLM's reference median TPOT moved by up to 21% in
 a repeat pair (2026-11-26, 2-core boxes) while the machine probe moved 1-2%:
 drift within the probe's 20% band, which the gate cannot tell from the
-engine.  The planted slowdown must move the reference's tok/s past the 30% band and the drift
-together: one thread alone moved it 36-43% here but 28.8% in one CI run, hence the two costs beside it.
+engine.  The planted slowdown must move the reference's tok/s past the 30%
+band and the drift together: one thread alone moved it 36-43% here but 28.8%
+in one CI run, hence the two costs beside it.
 """
 
 import json
