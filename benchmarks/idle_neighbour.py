@@ -13,7 +13,11 @@ serves one request, as a pooled server would just have done, and the run starts 
 without), their medians, and the box's busy share (from /proc/stat) in the 5 s after each "with" run, both
 servers idle then.
 
-    .venv/bin/python benchmarks/idle_neighbour.py --engine vllm --pairs 4
+With `--parked` the neighbour is parked as the pool parks a server on a CPU (serving/pool.py): paused
+right after its request (`ManagedServer.pause`, every process but the launched one stopped) and kept up
+beside the measured runs; the question is then whether a parked server costs a run anything.
+
+    .venv/bin/python benchmarks/idle_neighbour.py --engine vllm --pairs 4 [--parked]
 """
 
 from __future__ import annotations
@@ -62,7 +66,11 @@ def main() -> None:
     parser.add_argument("--engine", choices=sorted(NGRAM), default="vllm")
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--settle", type=float, default=0.0, help="seconds between the neighbour's request and the run")
+    parser.add_argument(
+        "--parked", action="store_true", help="pause the neighbour after its request, as the pool parks"
+    )
     args = parser.parse_args()
+    state = "parked" if args.parked else "idle"
     work = Path(tempfile.mkdtemp(prefix="idle-neighbour-"))
     measured_pool = ServerPool("cpu", work / "logs-measured", on_event=print, startup_timeout=600)
     neighbour_pool = ServerPool("cpu", work / "logs-neighbour", on_event=print, startup_timeout=600)
@@ -83,7 +91,10 @@ def main() -> None:
                     if neighbour_pool.current is None:
                         starts += 1
                     neighbour = neighbour_pool.get(neighbour_spec)
+                    neighbour.resume()  # parked since the last pair's run (a no-op when it was not paused)
                     generate_load(neighbour.url, neighbour.model, prompts[:1], pattern)  # it just served
+                    if args.parked:
+                        neighbour.pause()
                     time.sleep(args.settle)
                 else:
                     neighbour_pool.stop_running()
@@ -94,12 +105,13 @@ def main() -> None:
             throughput.append(figures[True].output_throughput / figures[False].output_throughput)
             tpot.append(figures[True].tpot.median / figures[False].tpot.median)
             print(
-                f"pair {pair + 1}: with the neighbour idle / without: output throughput {throughput[-1]:.3f}, "
+                f"pair {pair + 1}: with the neighbour {state} / without: output throughput {throughput[-1]:.3f}, "
                 f"median TPOT {tpot[-1]:.3f}",
                 flush=True,
             )
         print(
-            f"{args.engine}: median over {args.pairs} pairs: output throughput {statistics.median(throughput):.3f} "
+            f"{args.engine}, neighbour {state}: median over {args.pairs} pairs: "
+            f"output throughput {statistics.median(throughput):.3f} "
             f"(range {min(throughput):.3f}-{max(throughput):.3f}), median TPOT {statistics.median(tpot):.3f} "
             f"(range {min(tpot):.3f}-{max(tpot):.3f}); the box's busy share with both servers idle: "
             f"median {statistics.median(idle_share):.1%} over 5 s; neighbour started {starts} times"

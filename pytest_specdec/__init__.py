@@ -13,7 +13,7 @@ from .serving.pool import ServerPool
 from .measure.result import OutputComparison, SpecDecResult
 from .measure.measurements import Measurements, RunError
 from .measure.specdec_test import SpecDecTest
-from .serving.server import LaunchRequest, ServerStartError, VllmServer
+from .serving.server import LaunchRequest, ManagedServer, ServerStartError
 from .config.spec import MarkerError, ServerSpec
 from .measure.theory import cost_per_million_tokens, expected_speedup
 from .load.workloads import Prompt, Workload, WorkloadError
@@ -45,6 +45,14 @@ __all__ = [
     "ServerStartError",
     "SpecDecTest",
     "SpecDecodeCounters",
-    "VllmServer",
+    "ManagedServer",
     "__version__",
 ]
+
+
+def __getattr__(name: str):
+    if name == "VllmServer":  # the old name, with the warning serving.server gives
+        from .serving import server
+
+        return server.VllmServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ hookspec = pluggy.HookspecMarker("pytest")
 def pytest_specdec_server_command(launch):
     """Return the command line that starts a server, or None for the default.
 
-    `launch` is a :class:`pytest_specdec.server.LaunchRequest`: the server
+    `launch` is a :class:`pytest_specdec.LaunchRequest` (`pytest_specdec.serving.server`): the server
     spec, device, host and port the plugin claimed, the resolved model path,
     the speculative config, and ``launch.default_command()``, the vLLM
     command the plugin would run.  The process must serve the OpenAI API

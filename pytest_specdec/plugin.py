@@ -7,12 +7,14 @@ skip and fail) and that plain object.  Collection never imports vllm or torch.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from . import hookspecs
 from .config.plans import MARKER_DOCS
 from .config.settings import COMMAND_LINE_OPTIONS, INI_KEYS, SpecdecDeprecationWarning, resolve_settings
-from .config.spec import MARKER_FIELDS
+from .deprecation import renamed
 from .measure.progress import terminal_on
 from .session import SetupDecision, SpecdecSession, Terminal
 
@@ -68,10 +70,8 @@ def _terminal(config) -> Terminal:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     session = node.config.stash[session_key]  # one machine probe for all workers, timed before any server starts
-    node.workerinput.update(
-        specdec_groups_dir=session.groups_dir,
-        specdec_machine_probe=session.machine_probe() if session.settings.device else None,
-    )
+    probe = session.machine_probe() if session.settings.device else None
+    node.workerinput.update(specdec_groups_dir=session.groups_dir, specdec_machine_probe=probe)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -123,10 +123,8 @@ def pytest_collection_finish(session):  # -k, -m and shards have had their say
 
 
 def _apply(decision: SetupDecision | None) -> None:
-    if decision is not None and decision.action == "skip":
-        pytest.skip(decision.reason)
     if decision is not None:
-        pytest.fail(decision.reason, pytrace=False)
+        pytest.skip(decision.reason) if decision.action == "skip" else pytest.fail(decision.reason, pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -179,13 +177,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    for title, lines in config.stash[session_key].guarded_summary_sections():
-        if title:
-            terminalreporter.section(title)
-        for line in lines:
-            terminalreporter.write_line(
-                line, red=line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:"))
-            )
+    config.stash[session_key].write_summary(terminalreporter)
 
 
 @pytest.fixture(scope="session")
@@ -198,13 +190,9 @@ def specdec_pool(request, tmp_path_factory):
 
 
 @pytest.fixture
-def vllm_server(request, specdec_pool):
-    """Factory for a raw server: ``vllm_server(model=..., speculative_config=...)``.
-
-    Takes the same arguments as ``@pytest.mark.specdec``; returns a ready
-    `VllmServer` (``.url``, ``.metrics()``, ``.log_path``), shared with every
-    other test that asks for the same configuration.
-    """
+def specdec_server(request, specdec_pool):
+    """Factory for a raw server of any engine, ``specdec_server(model=..., speculative_config=...)`` with the
+    marker's fields: a ready `ManagedServer` (``.url``, ``.metrics()``, ``.log_path``) shared by configuration."""
     session = request.config.stash[session_key]
 
     def start(**fields):
@@ -213,8 +201,14 @@ def vllm_server(request, specdec_pool):
         except LookupError as exc:
             pytest.skip(str(exc))
 
-    start.__doc__ = f"Start or reuse a server; fields: {', '.join(MARKER_FIELDS)}."
     return start
+
+
+@pytest.fixture
+def vllm_server(specdec_server):
+    """Deprecated: `specdec_server`, under its name from when vLLM was the only engine."""
+    warnings.warn(renamed("the vllm_server fixture", "specdec_server"), stacklevel=2)
+    return specdec_server
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,7 @@ from .serving.gpus import (
     skip_reason,
 )
 from .serving.pool import ServerPool, order_for_reuse
-from .serving.server import VllmServer
+from .serving.server import ManagedServer
 from .verdict.gate import BaselineSession, RegressionGate
 from .verdict.machine import run_probe, session_fingerprint
 
@@ -270,6 +270,8 @@ class SpecdecSession(SessionReport):
                 launcher=self._launcher,
                 kv_cache_bytes=self.settings.cpu_kv_cache_bytes,
                 startup_timeout=self.settings.startup_timeout,
+                # A GPU's memory is claimed per server: a paused one would keep the next from starting.
+                park_limit=self.settings.cpu_parked_servers if self.settings.device == "cpu" else 0,
                 env={"CUDA_VISIBLE_DEVICES": cuda_visible_devices(share), **device_order_env()} if gpu else None,
                 on_event=self.terminal.write_line,
                 before_start=self._memory_gate(share) if gpu else None,
@@ -351,8 +353,8 @@ class SpecdecSession(SessionReport):
             )
         return self._baselines
 
-    def server(self, nodeid: str, fields: Mapping[str, Any]) -> VllmServer:
-        """A raw server for the `vllm_server` fixture (marker fields); SKIP_NEEDS_GPU is raised as LookupError."""
+    def server(self, nodeid: str, fields: Mapping[str, Any]) -> ManagedServer:
+        """A raw server for the `specdec_server` fixture (marker fields); SKIP_NEEDS_GPU is raised as LookupError."""
         spec = parse_specdec_marker((), fields, extra_methods=self.settings.extra_methods, origin=nodeid)
         if spec.requires_gpu and self.pool.device != "gpu":
             raise LookupError(SKIP_NEEDS_GPU)

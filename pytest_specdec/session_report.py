@@ -15,7 +15,7 @@ from .measure.specdec_test import SpecDecTest
 from .measure.drift import drift_sections, flag_drifted_rows
 from .report.files import write_session_report
 from .report.rows import rows_for_test
-from .report.tables import summary_sections
+from .report.tables import session_counts, summary_sections
 from .verdict.inventory import remove_baselines, unused_baselines_under
 
 SKIP_NO_DEVICE = (
@@ -138,4 +138,18 @@ class SessionReport:
             self.stale,
             self.settings.update_baselines,
             self._pool.history if self._pool is not None else [],
+            self.settings.terminal_width,
+            self.settings.full_table,
         )
+
+    def write_summary(self, terminal) -> None:
+        """The summary sections on pytest's terminal reporter, and the checks left undecided counted in the
+        session's last line beside pytest's own counts."""
+        for title, lines in self.guarded_summary_sections():
+            if title:
+                terminal.section(title)
+            for line in lines:
+                red = line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:"))
+                terminal.write_line(line, red=red)
+        for what, count in session_counts(self.rows).items():
+            terminal.stats.setdefault(what, []).extend([what] * count)

@@ -17,6 +17,7 @@ from ..load.workloads import data_path_env_var
 from ..history.options import parse_build_path, HISTORY_INI_KEYS, HISTORY_OPTIONS
 from .units import (  # noqa: F401 - the converters are read from here too
     parse_byte_size,
+    parse_count,
     parse_interval,
     parse_milliseconds,
     parse_positive_int,
@@ -30,6 +31,9 @@ DEFAULT_STARTUP_TIMEOUT = 900.0  # big GPU models take minutes to load
 DEFAULT_MAX_DISPATCH_LAG_MS = 10.0  # p99 client hold-back above which a run measured the client
 DEFAULT_SERIES_INTERVAL_S = 0.5  # reads of each server's metrics during a run (serving.server_series)
 DEFAULT_REQUEST_TIMEOUT = 600.0  # long prompts at high concurrency queue for minutes; a stalled server ends here
+# The reference and the last SD server: what a comparison measured again, the reference sent again after SD's
+# runs and the closing drift check come back to.
+DEFAULT_PARKED_SERVERS = 2
 
 
 def parse_engine(value: str) -> str:
@@ -111,6 +115,17 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
             default=None,
             metavar="SIZE",
             help="KV-cache size for CPU servers, e.g. 1GiB (default 1GiB; ini specdec_cpu_kv_cache_bytes).",
+        ),
+    ),
+    (
+        "--specdec-cpu-parked-servers",
+        dict(
+            type=parse_count,
+            default=None,
+            metavar="N",
+            help=f"CPU servers kept paused (their processes stopped, memory kept) for a later test of their "
+            f"configuration instead of stopped, while the machine has 8 GiB free (default {DEFAULT_PARKED_SERVERS}; "
+            "0: stop each; ini specdec_cpu_parked_servers).",
         ),
     ),
     (
@@ -334,6 +349,7 @@ INI_KEYS: list[tuple[str, str, dict]] = [
         dict(default=""),
     ),
     ("specdec_cpu_kv_cache_bytes", "KV-cache size for CPU servers, e.g. 1GiB", dict(default="")),
+    ("specdec_cpu_parked_servers", "CPU servers kept paused for a later test instead of stopped", dict(default="")),
     (
         "specdec_engine",
         "the engine of specdec markers that name none: vllm (default) or another registered engine "

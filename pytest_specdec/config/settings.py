@@ -8,6 +8,7 @@ else the default) and resolves paths against the ini's folder.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,14 @@ from .options import (  # re-exported: the converters and tables lived here
     _data_workloads,
     COMMAND_LINE_OPTIONS,
     DEFAULT_MAX_DISPATCH_LAG_MS,
+    DEFAULT_PARKED_SERVERS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SERIES_INTERVAL_S,
     DEFAULT_STARTUP_TIMEOUT,
     DEPRECATED_FLAGS,
     INI_KEYS,
     parse_byte_size,
+    parse_count,
     parse_drift_check,
     parse_engine,
     parse_ini,
@@ -76,6 +79,7 @@ class Settings:
     max_dispatch_lag_ms: float = DEFAULT_MAX_DISPATCH_LAG_MS
     series_interval_s: float = DEFAULT_SERIES_INTERVAL_S  # reads of each server's metrics during a run; 0: none
     cpu_kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES
+    cpu_parked_servers: int = DEFAULT_PARKED_SERVERS  # serving.pool: paused instead of stopped, on a CPU only
     log_dir: Path | None = None  # None: under pytest's basetemp
     extra_methods: tuple[str, ...] = ()
     engine: str = DEFAULT_ENGINE  # ini specdec_engine: the engine of markers that name none
@@ -105,6 +109,24 @@ class Settings:
     drift_check: bool = False
     history: HistorySettings = field(default_factory=HistorySettings)  # --specdec-history and its check
     build: str | None = None  # --specdec-build: the engine build this session tests (None: this environment's)
+    terminal_width: int | None = None  # the results table's width: the terminal's, None when not known (a log)
+    full_table: bool = False  # -v: every column of the report's table on the terminal too
+
+
+def terminal_width(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The terminal's width where stdout is a terminal (COLUMNS when set, as pytest reads it, else the
+    terminal's own); None in a log or a captured session, where the table keeps to a width every viewer shows."""
+    try:
+        if not sys.__stdout__.isatty():
+            return None
+        columns = environ.get("COLUMNS", "")
+        return (
+            int(columns)
+            if columns.isdigit() and int(columns) > 0
+            else os.get_terminal_size(sys.__stdout__.fileno()).columns
+        )
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _dest(flag: str) -> str:
@@ -179,6 +201,8 @@ def resolve_settings(
             "baseline build, measured in this session, is the baseline"
         )
     return Settings(
+        terminal_width=terminal_width(environ),
+        full_table=(getoption("verbose") or 0) > 0,
         history=history,
         build=getoption("specdec_build"),
         device="gpu" if gpu else "cpu" if cpu else None,
@@ -225,6 +249,15 @@ def resolve_settings(
             "specdec_cpu_kv_cache_bytes",
             parse_byte_size,
             DEFAULT_KV_CACHE_BYTES,
+            deprecations,
+        ),
+        cpu_parked_servers=_option_or_ini(
+            getoption,
+            getini,
+            "--specdec-cpu-parked-servers",
+            "specdec_cpu_parked_servers",
+            parse_count,
+            DEFAULT_PARKED_SERVERS,
             deprecations,
         ),
         log_dir=Path(log_dir).resolve() if log_dir else None,

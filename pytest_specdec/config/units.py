@@ -45,15 +45,24 @@ def parse_milliseconds(value: str) -> float:
     return _positive_number(value, "milliseconds")
 
 
-def parse_positive_int(value: str) -> int:
-    """An integer >= 1: ``"3"``."""
+def _whole_number(value: str, minimum: int, bound: str) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {value!r}")
     return number
+
+
+def parse_positive_int(value: str) -> int:
+    """An integer >= 1: ``"3"``."""
+    return _whole_number(value, 1, "at least 1")
+
+
+def parse_count(value: str) -> int:
+    """An integer >= 0: ``"0"``, ``"2"``."""
+    return _whole_number(value, 0, "0 or more")
 
 
 AUTO_REPEATS = "auto"

@@ -271,18 +271,18 @@ class LlamaCpp(Engine):
         # "verbose" adds each chunk's token id (`__verbose.tokens`): /v1/completions streams none otherwise.
         # "cache_prompt": false prefills every prompt in full. llama-server otherwise reuses a slot's KV for
         # the longest common prefix with what it served before, so an SD server that had served the same
-        # prompts in an earlier test ran against a reference measured cold: TTFT speedup 33.7x, throughput
-        # speedup 1.92x (above the 1.34 tokens per forward that drafting could give), and only 17% of
-        # outputs equal to the reference's (the reused KV was computed in other batches).
+        # prompts in an earlier test ran against a reference measured cold: a TTFT and a throughput speedup
+        # beyond what drafting could give, and outputs unequal to the reference's (the reused KV was computed
+        # in other batches; the figures: docs/benchmarks.md, "Figures the code once quoted").
         return {**openai, "verbose": True, "cache_prompt": False}
 
-    # Each slot keeps its own prompt cache: at 16 in flight a prompt was prefilled in up to 16 slots (179 full
-    # prefills of 740 requests here), at 4 in at most 4.
+    # Each slot keeps its own prompt cache: at 16 in flight a prompt is prefilled in up to 16 slots, at 4 in
+    # at most 4.
     draw_concurrency = 4
 
     def draw_payload(self, openai: dict[str, Any]) -> dict[str, Any]:
-        # Hundreds of samples of one prompt, untimed: prefilling each in full took 5.6 s per 16 requests of
-        # 192 tokens here (4.5 minutes a side), the cached prefix a fraction of that.
+        # Hundreds of samples of one prompt, untimed: prefilling each in full would cost minutes a side, the
+        # cached prefix a fraction of that.
         return {**self.completion_payload(openai), "cache_prompt": True}
 
     def stream_event(self, data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

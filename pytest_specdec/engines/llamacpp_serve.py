@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     server = xlc.Server(params_for(args, xlc))  # loads the model(s), then serves HTTP on host:port
     # After the server: xllamacpp 2026.4 installs llama-server's own SIGTERM/SIGINT handlers as it starts,
-    # and with those in place a stop request was never seen (the pool killed it after 30 s).
+    # and with those in place a stop request is never seen (the pool kills it at its stop timeout).
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     print(

@@ -20,6 +20,10 @@ TARGET_PREFIX = "specdec-"
 # The prefix of the bundled model names (`specdec:smollm2-135m`, serving/models.py).
 BUNDLED_PREFIX = "specdec:"
 
+# Drafters that learn from the requests a server has served: suffix decoding caches each response in a tree
+# it drafts from (vLLM's `suffix_decoding_max_cached_requests`).
+REMEMBERING_METHODS = frozenset({"suffix"})
+
 # Methods vLLM 0.32 accepts in `--speculative-config`; newer engines add more,
 # which a project declares with the `specdec_extra_methods` ini setting.
 KNOWN_METHODS = frozenset(
@@ -54,7 +58,7 @@ SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
 
 class MarkerError(ValueError):
-    """A ``specdec`` marker (or `vllm_server` call) with a bad field."""
+    """A ``specdec`` marker (or `specdec_server` call) with a bad field."""
 
     def __init__(self, field_name: str, message: str):
         self.field = field_name
@@ -131,6 +135,12 @@ class ServerSpec:
     @property
     def method(self) -> str | None:
         return None if self.speculative_config is None else self.speculative_config.get("method")
+
+    @property
+    def remembers_requests(self) -> bool:
+        """Whether its drafter keeps what earlier requests produced (suffix decoding's global tree): such a
+        server serves prompts it has seen faster, so it is never kept for a later test (serving.pool)."""
+        return self.method in REMEMBERING_METHODS
 
     def reference(self) -> "ServerSpec":
         """The same target and flags without speculation: the no-SD reference."""

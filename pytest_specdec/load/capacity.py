@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..formatting import quantity
 from .capacity_ratio import CapacityRatio, capacity_ratio, ratio_of
 from .crossover import Crossover, crossover
 from .capacity_probes import (  # re-exported: these lived here
@@ -175,42 +176,45 @@ class Capacity:
         unit = _UNIT[self.over]
         unoffered = self.not_offered()
         if self.status == "not_offered":
-            text = f"unknown (the client could not offer {_fmt(unoffered[0])} {unit}, the first load probed)"
+            text = f"unknown (the client could not offer {quantity(unoffered[0])} {unit}, the first load probed)"
         elif self.status == "above_highest_probe":
             why = {
-                "max_load": f", the ceiling max_load={_fmt(self.max_load)}",
+                "max_load": f", the ceiling max_load={quantity(self.max_load)}",
                 "bracket_probes": "; bracket_probes ran out before a load failed",
                 "max_probes": "; max_probes ran out before a load failed",
                 "client_bound": "; the client could not offer more",
             }.get(self.stopped, "")
-            text = f">= {_fmt(lo)} {unit} (held at every load up to {_fmt(lo)}{why})"
+            text = f">= {quantity(lo)} {unit} (held at every load up to {quantity(lo)}{why})"
         elif self.status == "found":
-            text = f"{_fmt(lo)} {unit} (held at {_fmt(lo)}, failed at {_fmt(hi)})"
+            text = f"{quantity(lo)} {unit} (held at {quantity(lo)}, failed at {quantity(hi)})"
         else:
-            text = f"< {_fmt(hi)} {unit} (not reached: the SLO failed at {_fmt(hi)} {unit}, the lowest load probed)"
+            text = (
+                f"< {quantity(hi)} {unit} (not reached: the SLO failed at {quantity(hi)} {unit}, "
+                "the lowest load probed)"
+            )
         if self.non_monotone:
             text += (
                 "; non-monotone: a higher load held after a lower one failed,"
                 " and only holds below the lowest failure count"
             )
         for load, (held, failed) in self.reprobed().items():
-            text += f"; re-probed {_fmt(load)}: held {held} of {held + failed}"
+            text += f"; re-probed {quantity(load)}: held {held} of {held + failed}"
             if held and failed:
                 verdict = "held" if held > failed else "failed" if failed > held else "a tie, counted as failed"
                 text += f" (runs disagreed, noise: the majority counts, {verdict})"
         saturated = list(dict.fromkeys(p.load for p in self.probes if p.detail.get("over_saturated")))
         if saturated:
-            text += f"; over-saturated at {', '.join(_fmt(x) for x in saturated)}"
+            text += f"; over-saturated at {', '.join(quantity(x) for x in saturated)}"
         if unoffered:
             reason = next(p.detail.get("reason", "") for p in self.probes if not p.offered)
             text += (
                 f"; not offered (the client, not the server, set the pace) at "
-                f"{', '.join(_fmt(x) for x in unoffered)}: {reason}"
+                f"{', '.join(quantity(x) for x in unoffered)}: {reason}"
             )
         if self.status == "found" and self.stopped in ("bisect_probes", "max_probes"):
-            text += f"; the probe budget ran out first ({self.stopped}), bracket {_fmt(lo)}-{_fmt(hi)}"
+            text += f"; the probe budget ran out first ({self.stopped}), bracket {quantity(lo)}-{quantity(hi)}"
         elif self.status == "found" and self.stopped == "client_bound":
-            text += f"; the search stopped there, bracket {_fmt(lo)}-{_fmt(hi)}"
+            text += f"; the search stopped there, bracket {quantity(lo)}-{quantity(hi)}"
         elif self.stopped == "unconfirmed":
             text += "; the boundary rests on single runs (the budget ran out before probing it again)"
         elif self.status == "not_reached" and self.stopped not in ("min_load", "client_bound"):
@@ -222,14 +226,8 @@ class Capacity:
             **asdict(self),
             "bound": self.bound,
             "describe": self.describe(),
-            "reprobed": {_fmt(load): {"held": h, "failed": f} for load, (h, f) in self.reprobed().items()},
+            "reprobed": {quantity(load): {"held": h, "failed": f} for load, (h, f) in self.reprobed().items()},
         }
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
 def search_capacity(

@@ -94,8 +94,7 @@ async def run_load(
         cache_scope=run_cache_scope(isolate_cache),
     )
     # The engine's module is imported on first use (engines.registry): before the schedule's clock starts, not
-    # after it, where its ~10 ms made the first request and the one due after it late (a trace replay test
-    # saw 2.6 ms against its 1 ms).
+    # after it, where the import made the first request and the one due after it late.
     engine_named(engine)
     if any(getattr(p, "turns", ()) for p in prompts):
         return await run_conversations(

@@ -10,14 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from numbers import Real
 from typing import Any
+from ..formatting import quantity
 
 __all__ = ["Crossover", "crossover"]
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
 def _concurrency(value: Any) -> float:
@@ -52,17 +47,18 @@ class Crossover:
         if self.status == "crosses":
             a, b = self.between
             text = (
-                f"SD stops paying at ≈ {_fmt(self.value)} concurrent requests (linear between {_fmt(a)} and {_fmt(b)})"
+                f"SD stops paying at ≈ {quantity(self.value)} concurrent requests "
+                f"(linear between {quantity(a)} and {quantity(b)})"
             )
         elif self.status == "never":
-            text = f"SD pays up to the highest measured concurrency {_fmt(self.highest)}"
+            text = f"SD pays up to the highest measured concurrency {quantity(self.highest)}"
         elif self.status == "below_from_start":
-            text = f"SD never paid, even at the lowest measured concurrency {_fmt(self.lowest)}"
+            text = f"SD never paid, even at the lowest measured concurrency {quantity(self.lowest)}"
         else:
             text = f"unavailable: {self.reason}"
         extras = [self.note] if self.note else []
         if self.skipped:
-            extras.append(f"NaN speedup skipped at {', '.join(_fmt(c) for c in self.skipped)}")
+            extras.append(f"NaN speedup skipped at {', '.join(quantity(c) for c in self.skipped)}")
         return text + "".join(f"; {x}" for x in extras)
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,7 +97,7 @@ def crossover(points: Sequence[tuple[float, float]]) -> Crossover:
     if first_below is None:
         return Crossover("never", None, **args)
     back = [c for c, s in finite[first_below:] if s >= 1]
-    args["note"] = f"speedup >= 1 again at {', '.join(_fmt(c) for c in back)}" if back else None
+    args["note"] = f"speedup >= 1 again at {', '.join(quantity(c) for c in back)}" if back else None
     if first_below == 0:
         return Crossover("below_from_start", None, **args)
     (c0, s0), (c1, s1) = finite[first_below - 1], finite[first_below]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol
 
+from .collector import collector_paused_for_older_objects
 from .constraints import streamed_text
 from .schedule import RequestSlots, dispatch, request_slots
 from .workloads import ENDPOINTS
@@ -390,8 +391,9 @@ async def dispatched(
     """`dispatch` over one transport, closed at the end: the run's records, duration and wall-clock start."""
     started_at = time.time() - (time.perf_counter() - start)
     try:
-        records = await dispatch(schedule, start, one)
-        duration = time.perf_counter() - start
+        with collector_paused_for_older_objects():
+            records = await dispatch(schedule, start, one)
+            duration = time.perf_counter() - start
     finally:
         transport.close()
     return LoadRun(records=records, duration_s=duration, started_at=started_at, start_perf=start)

@@ -264,7 +264,7 @@ def why_no_prediction(
     t_k = drafted_step_ms(timing, len(accepted), undrafted)
     if own_step and t_k < timing.reference_step_ms * (1 - 1e-9):  # equal within float error: a free draft
         # The same reason c is rejected for (step_figures.cost_ratio_of): a step model below the plain step
-        # predicted an oracle 1.785x under a measured 1.832x.
+        # predicts an oracle under the speedup measured.
         return (
             f"the drafted step timed {t_k:.3g} ms, faster than the reference's plain decode step "
             f"({timing.reference_step_ms:.3g} ms) which it contains: the two servers' speeds differ by more than "

@@ -1,8 +1,8 @@
 """Two builds of one engine measured in one session: reference and SD on each, repeats interleaved.
 
 A stored baseline compares with another day, and on these machines another
-day is another speed: the same n-gram config on the same prompts paid 1.42x,
-1.26x and 1.04x on three boxes of one kind with acceptance unchanged.  What
+day is another speed: the same n-gram config on the same prompts paid very
+different speedups on boxes of one kind with acceptance unchanged (docs/benchmarks.md, "Figures the code once quoted").  What
 holds is the comparison the plugin already makes for SD against no SD: both
 sides in one session, on one machine, interleaved.  `BuildRuns` (a mixin of
 `measurements.Measurements`) does that across builds (``--specdec-baseline-from
@@ -15,6 +15,7 @@ left off (SD, then its reference), which saves a server start per repeat.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..engines import engine_named
@@ -61,6 +62,18 @@ class BuildComparison:
     baseline_result: object  # the baseline build's SpecDecResult, on the same prompts and arrivals
     order: list[str] = field(default_factory=list)  # the sides in the order they ran, e.g. ["this", "baseline", ...]
     flagged: dict[str, list[str]] = field(default_factory=dict)  # side -> why its speedups are not comparable
+    # side -> the kinds of those flags ("client-bound" for a client that held its runs back), which the test's
+    # own `result.accept_flags` lets stand for both builds' comparisons; None: not known, every flag counts
+    flagged_kinds: dict[str, list[str]] | None = None
+
+    def baseline_unfair(self, accepted: Sequence[str] = ()) -> str | None:
+        """Why the baseline build's speedups are not comparable, or None: none of its flags stands, or the
+        test accepted each (`result.accept_flags`: a flag the test's traffic raises holds on either build)."""
+        why = self.flagged.get(BASELINE)
+        kinds = (self.flagged_kinds or {}).get(BASELINE)
+        if not why or (kinds is not None and set(kinds) <= set(accepted)):
+            return None
+        return "the baseline build's comparison: " + "; ".join(why)
 
     def fact_changes(self, result) -> list[tuple[str, str, str, str]]:
         """(side, fact, baseline's, this build's) for every engine fact both builds reveal that differs,
@@ -128,16 +141,18 @@ class BuildRuns:
             side: self._result(specs[side], workload, pattern, prompts, *runs[side], seed, logprobs, slo)
             for side in (THIS, BASELINE)
         }
-        flagged = {}
+        flagged, kinds = {}, {}
         for side, result in results.items():
-            why = [flag.describe() for flag in cold_flags(result)]
+            cold = cold_flags(result)
+            why, kinds[side] = [flag.describe() for flag in cold], [flag.kind for flag in cold]
             if held_back := result.client_bound():
                 why.append(held_back)
+                kinds[side].append("client-bound")
             if why:  # their speedups are not compared (the gate's rule for a flagged comparison)
                 flagged[side] = why
                 self.on_event(f"{spec.label()} ({side} build): " + "; ".join(why))
         result = results[THIS]
-        result.builds = BuildComparison(this, baseline, results[BASELINE], order, flagged)
+        result.builds = BuildComparison(this, baseline, results[BASELINE], order, flagged, kinds)
         self.on_event(result.builds.describe(result))
         return result
 

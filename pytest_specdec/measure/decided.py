@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Callable
 
 from ..verdict.metric_names import higher_is_better
-from ..verdict.evidence import Evidence, sends_timing
+from ..verdict.evidence import UNMEASURED_MOVE, Evidence, sends_timing
 from ..verdict.sequential import UNDECIDED, Decision, Rule, decide_until
 
 # Draws whose speedups differ by more than this (and by more than twice one run's timing spread) are said not
@@ -67,8 +67,24 @@ class DecidedFigures:
             if baseline_reference is not None
             else None
         )
+        again = None
+        if baseline is None and self.reference_again_runs:  # the reference's draws sent again after SD's
+            by_repeat = {run.repeat: run for run in self.reference_again_runs}
+            values = [
+                sign * _signed_log(metric, by_repeat[pairs[i][0].repeat].metrics.as_dict().get(metric, math.nan))
+                if pairs[i][0].repeat in by_repeat
+                else math.nan
+                for i in keep
+            ]
+            again = tuple(values) if all(math.isfinite(v) for v in values) else None
         return Evidence(
-            sends=sends, reference=reference, baseline=based, known_var=known_var, baseline_reference=base_ref
+            sends=sends,
+            reference=reference,
+            baseline=based,
+            known_var=known_var,
+            baseline_reference=base_ref,
+            reference_again=again,
+            unmeasured_move=UNMEASURED_MOVE if baseline is None else 0.0,
         )
 
     def sequential_rule(self) -> Rule:
@@ -82,7 +98,9 @@ class DecidedFigures:
         """Decide check `name` with the result's rule, sending the draws again while it is undecided and the
         servers can (`more_runs`); the decision is kept for the row and the reports (`sign` -1: the evidence
         was negated, for a check that a figure is at most a bound)."""
-        decision = replace(decide_until(evidence, self.more_runs, bad, good, self.sequential_rule()), sign=sign)
+        decision = replace(
+            decide_until(evidence, self.more_runs, bad, good, self.sequential_rule(), self.again_reference), sign=sign
+        )
         self.decisions[name] = decision
         return decision
 

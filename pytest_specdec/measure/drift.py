@@ -7,8 +7,8 @@ drifts (thermal limits, a neighbour's job, a GPU clock), then biases every
 speedup measured against it, and nothing in the runs shows it.  So the
 session measures each reference traffic once more at its end, on a freshly
 warmed reference server, and compares.  Why not interleave the sides instead:
-with one server at a time, interleaving costs a server start per switch
-(30-90 s), where one closing run costs one start per target.
+with one server at a time, interleaving costs a server start per switch,
+where one closing run costs one start per target.
 """
 
 from __future__ import annotations

@@ -47,8 +47,7 @@ from .series_figures import series_figures
 # is the reference's.  Draft models and EAGLE heads add their own prefill (TTFT may only grow).
 NO_PREFILL_METHODS = frozenset({"ngram", "suffix"})
 # A TTFT ratio beyond this at concurrency 1 is a cold or drifting side, not SD: 25% is far outside the
-# TTFT spread of warm servers measured here (CPU build: within 5% between repeats) and inside the
-# 1.42x-2.11x the cold H100 reference showed.
+# TTFT spread of warm servers between repeats and inside what a cold reference showed (docs/benchmarks.md, "Figures the code once quoted").
 TTFT_BAND = 1.25
 # Room above the c = 0 ceiling for timing noise between two runs (the repeats' spread when larger).
 CEILING_ROOM = 0.10

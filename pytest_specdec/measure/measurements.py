@@ -35,7 +35,7 @@ from ..serving.energy import energy_meter
 from ..serving.server_series import DEFAULT_INTERVAL_S
 from .run_watch import RunWatch
 from ..serving.engine_facts import read_engine_facts
-from ..serving.server import VllmServer
+from ..serving.server import ManagedServer
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
@@ -75,6 +75,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         self._tokenizers: dict[str, object] = {}
         self._prompts: dict[str, list] = {}
         # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.
+        # server -> (its steady state, how often it had been resumed when warmed)
         self._warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> engine facts
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
@@ -83,6 +84,8 @@ class Measurements(ReferenceRuns, BuildRuns):
         # --specdec-repeats auto: checks send draws again up to `max_repeats` a side (measure.sends_again).
         self.sequential, self.max_repeats, self.strict = False, repeats, False
         self.sends_again: collections.Counter[str] = collections.Counter()  # spec key -> draws sent again
+        # spec key -> times its reference's draws were sent again after SD's (the machine's move)
+        self.references_again: collections.Counter[str] = collections.Counter()
         self.warm_up_seconds = MAX_SECONDS
 
     def tokenizer(self, model: str):
@@ -115,13 +118,15 @@ class Measurements(ReferenceRuns, BuildRuns):
         return path
 
     def _warm_up(
-        self, server: VllmServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int
+        self, server: ManagedServer, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int
     ) -> SteadyState:
         # The first requests on a fresh server pay for lazy initialisation; a measured run must not.
         # Rounds of short requests until two agree (measure/warm_up.py); they use prompts of their own,
-        # never ones a measured run sends.
-        if server in self._warmed:
-            return self._warmed[server]
+        # never ones a measured run sends.  A server resumed from parking (serving.pool) is warmed again:
+        # one served again after idling read its first run cold (docs/benchmarks.md, idle_neighbour.py).
+        resumes = getattr(server, "resumes", 0)
+        if server in self._warmed and self._warmed[server][1] == resumes:
+            return self._warmed[server][0]
         prompts = self.prompts(spec.model, workload, pattern, seed + WARMUP_SEED_OFFSET)
         warm = [type(p)(p.text, p.prompt_len, min(p.output_len, WARMUP_TOKENS)) for p in prompts[:WARMUP_REQUESTS]]
 
@@ -145,7 +150,7 @@ class Measurements(ReferenceRuns, BuildRuns):
             requested_tokens=min(warm[0].output_len, WARMUP_TOKENS) if warm else None,
         )
         self.on_event(f"warm-up of {spec.label()}: {steady.describe()}")
-        self._warmed[server] = steady
+        self._warmed[server] = (steady, resumes)
         return steady
 
     def measure(
@@ -299,16 +304,7 @@ class Measurements(ReferenceRuns, BuildRuns):
     ) -> SpecDecResult:
         """SD's runs against the reference's on the same traffic, as one result."""
         tokenizer = self.tokenizer(spec.model)
-        # Repeat i of SD against repeat i of the reference: they sent the same prompts.
-        outputs_per_repeat = [
-            compare_outputs(
-                reference_runs[min(i, len(reference_runs) - 1)].records,
-                run.records,
-                decode=tokenizer.decode,
-                sampling=workload.sampling,
-            )
-            for i, run in enumerate(speculative_runs)
-        ]
+        outputs_per_repeat = _outputs_per_draw(reference_runs, speculative_runs, tokenizer, workload)
         server = self._servers.get(spec.key) or self.pool.get(spec)
         return SpecDecResult(
             spec=spec,
@@ -368,15 +364,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         )
         self._references[key] = reference_runs
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD again")
-        outputs = [
-            compare_outputs(
-                reference_runs[min(i, len(reference_runs) - 1)].records,
-                run.records,
-                decode=tokenizer.decode,
-                sampling=workload.sampling,
-            )
-            for i, run in enumerate(speculative_runs)
-        ]
+        outputs = _outputs_per_draw(reference_runs, speculative_runs, tokenizer, workload)
         again = replace(
             result,
             reference_runs=reference_runs,
@@ -396,3 +384,16 @@ class Measurements(ReferenceRuns, BuildRuns):
             )
         )
         return again
+
+
+def _outputs_per_draw(reference_runs: list, speculative_runs: list, tokenizer, workload: Workload) -> list:
+    """SD's outputs against the reference's, draw by draw: repeat i of each sent the same prompts."""
+    return [
+        compare_outputs(
+            reference_runs[min(i, len(reference_runs) - 1)].records,
+            run.records,
+            decode=tokenizer.decode,
+            sampling=workload.sampling,
+        )
+        for i, run in enumerate(speculative_runs)
+    ]

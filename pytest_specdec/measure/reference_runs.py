@@ -33,7 +33,7 @@ class ReferenceRuns:
         """One reference traffic of a target: what `reference_measurements` counts, measured once a session.
 
         The pattern's traffic, not its name: a sweep's ``concurrency_1`` and ``throughput_low`` with as many
-        prompts send the same requests the same way (the README's main job measured both, 23 s)."""
+        prompts send the same requests the same way (the README's main job measures both)."""
         traffic = {field: value for field, value in pattern.describe().items() if field != "name"}
         return json.dumps([spec.target, workload.describe(), traffic, seed, logprobs], sort_keys=True, default=str)
 

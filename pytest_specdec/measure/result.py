@@ -117,6 +117,10 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     # (None: no more can be had), the rule's error rates and cap, and each timing check's decision.
     timing_runs: list = field(default_factory=list, repr=False, compare=False)
     more_runs: Any = field(default=None, repr=False, compare=False)
+    # The reference's draws sent again after SD's (verdict.evidence: the machine's move between the two), and
+    # the callable that sends them while the servers can (None: they cannot be had).
+    reference_again_runs: list = field(default_factory=list, repr=False, compare=False)
+    again_reference: Any = field(default=None, repr=False, compare=False)
     rule: Any = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
@@ -127,7 +131,7 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     def __getstate__(self) -> dict:
         # The sampler is bound to this session's live servers: a result pickled for another process (kept
         # results, a worker's) carries what was measured, not a way to draw more.
-        return {**self.__dict__, "sampler": None, "more_runs": None}
+        return {**self.__dict__, "sampler": None, "more_runs": None, "again_reference": None}
 
     def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
         """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same

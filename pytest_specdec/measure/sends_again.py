@@ -7,6 +7,11 @@ the prompts, so its spread across the draws is its timing spread (verdict.sequen
 apart from the draws' first sends (`result.timing_runs`): acceptance and outputs are never counted twice on
 the same draw.  Under --specdec-baseline-from build:PATH more runs are new draws on both builds instead
 (measure.build_runs): the baseline build's runs are as noisy as this build's, and only new pairs narrow both.
+
+A check against the reference that only the machine's possible move since the reference's runs leaves
+undecided sends the reference's draws again after SD's (`again_reference`, once a result: one start of the
+reference's server where one server runs at a time), in either repeats mode: the two sends of each draw
+bracket SD's in time and measure the move (verdict.evidence).
 """
 
 from __future__ import annotations
@@ -17,6 +22,29 @@ from ..verdict.sequential import Rule
 def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logprobs=None):
     """Set `result`'s rule, strictness and (under auto repeats) its way to more runs; returns the result."""
     draws = len(result.speculative_runs)
+
+    def send_again(spec, run, what: str):
+        """Draw `run.repeat` sent once more on `spec`'s server, the draw's own prompts."""
+        (again,) = measurements.measure(
+            spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what=what, only_repeat=run.repeat
+        )
+        return again
+
+    def again_reference() -> bool:
+        """The reference's draws sent again, after SD's; False once they were (one bracket a result)."""
+        if result.reference_again_runs:
+            return False
+        measurements.on_event(
+            f"{result.spec.label()}: sending the reference's draws again after SD's: has the machine moved since "
+            "the reference's runs?"
+        )
+        for run in list(result.reference_runs):
+            what = "reference sent again after SD (the machine's move)"
+            result.reference_again_runs.append(send_again(result.spec.reference(), run, what))
+        measurements.references_again[result.spec.key] += 1
+        return True
+
+    result.again_reference = again_reference
     if not measurements.sequential:  # --specdec-repeats N: exactly N runs, decided on them or undecided
         result.rule = Rule(min_runs=draws, max_runs=draws)
         result.strict = measurements.strict
@@ -30,17 +58,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
             return False
         spec = result.spec
         for run in list(result.speculative_runs):
-            (again,) = measurements.measure(
-                spec,
-                workload,
-                pattern,
-                prompts,
-                seed=seed,
-                logprobs=logprobs,
-                what="SD sent again (timing)",
-                only_repeat=run.repeat,
-            )
-            result.timing_runs.append(again)
+            result.timing_runs.append(send_again(spec, run, "SD sent again (timing)"))
             measurements.sends_again[spec.key] += 1
         return True
 

@@ -11,7 +11,7 @@ from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
 from ..serving.pool import ServerPool
-from ..serving.server import VllmServer
+from ..serving.server import ManagedServer
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
 from .sends_again import arm
@@ -54,7 +54,7 @@ class SpecDecTest:
     def reference_spec(self) -> ServerSpec:
         return self.spec.reference()
 
-    def server(self) -> VllmServer:
+    def server(self) -> ManagedServer:
         """The server with the test's speculative config, started if needed.
 
         Reference runs other tests announced for this target are measured
@@ -63,7 +63,7 @@ class SpecDecTest:
         self.measurements.measure_planned_references(self.spec)
         return self.pool.get(self.spec)
 
-    def reference_server(self) -> VllmServer:
+    def reference_server(self) -> ManagedServer:
         """The same target and flags without speculation."""
         return self.pool.get(self.reference_spec)
 

@@ -3,16 +3,15 @@
 A server's first requests pay for lazy initialisation (kernel selection,
 allocator growth, CUDA graph capture, page faults), and on a GPU this lasted
 well past two requests: the first H100 run's reference server ran its first
-measured runs at 34.3 tok/s against 51.2 tok/s on a later server, and every
-speedup measured against it was inflated.  So a fresh server is sent rounds of
+measured runs a third slower than a later server did, and every speedup
+measured against it was inflated (docs/benchmarks.md, "Figures the code once quoted").  So a fresh server is sent rounds of
 short requests until it has stopped getting faster: two consecutive rounds
 that are neither faster than the best earlier round by more than the noise
 (still warming) nor far slower than it (a server that keeps slowing down is
 not steady either), bounded in rounds and seconds.  Plain agreement of two
 neighbouring rounds is not enough on a CPU: n-gram rounds of the same two
 prompts on the CPU build moved by up to 30% from round to round with no trend
-(measured here: 195, 171, 148, 196, 165, 151, 173 ms per token), so a 5%
-agreement never came, while no round after the fourth beat the best by more
+(docs/benchmarks.md, "Figures the code once quoted"), so a 5% agreement never came, while no round after the fourth beat the best by more
 than noise.  A server that never settles is recorded as such and its
 comparisons are flagged (`SteadyState.steady`).
 
@@ -33,8 +32,8 @@ MIN_ROUNDS = 3  # a first round, and two after it that no longer improve on the 
 MAX_ROUNDS = 8
 MAX_SECONDS = 180.0
 # A round still warms when it beats the best earlier round by more than this fraction (or the
-# spread inside the rounds, when larger): far below what cold start did on the H100 (34.3
-# against 51.2 tok/s, 33%), above the reference's round-to-round spread once warm here (1-2%).
+# spread inside the rounds, when larger): far below what a cold start did on the H100, above the
+# reference's round-to-round spread once warm on the CPU build (docs/benchmarks.md, "Figures the code once quoted").
 MIN_TOLERANCE = 0.05
 # A round this much slower than the best is a server slowing down, not noise: above the 32% the
 # CPU build's n-gram rounds spread with no trend, below a server that keeps getting slower.

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 
+from ..formatting import NOTHING, figure
 from ..measure.theory import falls_short
 
 
 UNAVAILABLE = "unavailable"
 
 
-def _fmt(value, spec: str, missing: str = "–") -> str:
-    return missing if value is None else format(value, spec)
+def _fmt(value, spec: str, missing: str = NOTHING) -> str:
+    return figure(value, spec, missing=missing)
 
 
 def _cell(row, name: str, spec: str, suffix: str = "") -> str:
@@ -107,6 +108,55 @@ def table_cells(row) -> tuple[str, ...]:
         row.get("runs") or "–",
         row["outcome"],
     )
+
+
+# The terminal's table: what a reader needs to see at a glance on a terminal of 120 columns; the full table
+# (TABLE_HEADER) is in summary.md, report.html and results.json, and on the terminal with -v.
+COMPACT_HEADER = ("test", "SD", "workload", "pattern", "speedup", "accept", "baseline", "runs", "outcome")
+# Cut when a row is too wide (cells end in "…"): the names, never the figures; first down to widths that keep
+# a test's name readable on 120 columns, then, on a narrower terminal, further.
+# The baseline column is never cut below "partly compared": its words are the verdict.
+_SHRINKABLE = ({0: 20, 1: 10, 2: 9, 3: 10, 6: 15, 7: 10}, {0: 12, 1: 8, 2: 8, 3: 8, 6: 15, 7: 9})
+TERMINAL_WIDTH = 120  # when the terminal's width is not known (a CI log)
+
+
+def compact_config(row) -> str:
+    """The SD column of the terminal's table: method and k, and the engine where it is not vLLM."""
+    method = row.get("method") or "no SD"
+    text = f"{method} k={row['k']}" if row.get("k") is not None else method
+    engine = row.get("engine")
+    return text + (f" on {engine}" if engine and engine != "vllm" else "")
+
+
+def compact_cells(row) -> tuple[str, ...]:
+    return (
+        row["test"].rsplit("::", 1)[-1],
+        compact_config(row),
+        row["workload"] or "–",
+        row["access_pattern"] or "–",
+        _speedup_text(row),
+        _cell(row, "acceptance_rate", ".0%"),
+        row["regression"],
+        row.get("runs") or "–",
+        row["outcome"],
+    )
+
+
+def fitted(rows: list[list[str]], width: int) -> list[list[str]]:
+    """`rows` with the name columns cut (ending in "…") until aligned lines fit in `width`, where they can."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    for floors in _SHRINKABLE:
+        while excess > 0:
+            room = {i: widths[i] - floor for i, floor in floors.items() if i < len(widths) and widths[i] > floor}
+            if not room:
+                break
+            widest = max(room, key=lambda i: widths[i])
+            others = max((widths[i] for i in room if i != widest), default=0)
+            cut = min(excess, room[widest], max(1, widths[widest] - others))
+            widths[widest] -= cut
+            excess -= cut
+    return [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(row, widths)] for row in rows]
 
 
 def aligned(rows: list[list[str]], rule: bool = True) -> list[str]:

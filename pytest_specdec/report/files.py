@@ -17,6 +17,7 @@ from .. import schemas
 from ..version import __version__
 from ..atomic import write_atomic
 from ..verdict.metric_names import speedup
+from .pr_comment import pr_comment, run_link
 from .tables import csv_text, markdown_summary
 
 SCHEMA_VERSION = 3  # 3: rows carry `builds` (a builds A/B); 2: speedups renamed
@@ -85,6 +86,7 @@ def write_report(directory: Path, rows: list[dict], fingerprint: dict | None = N
     images = render_plots(rows)  # drawn once: written as files and inlined in report.html
     plots = write_plots(rows, directory, images)
     written.append(write_atomic(directory / "summary.md", markdown_summary(rows, plots)))
+    written.append(write_atomic(directory / "pr-comment.md", pr_comment(rows, run_link())))
     written.append(
         write_html(
             directory / HTML_REPORT,

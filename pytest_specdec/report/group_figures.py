@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 from typing import Any, Callable
+from ..formatting import figure
 
 TITLES = {"category": "Per category", "turn": "Per turn"}
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
+    return figure(value, spec, suffix)
 
 
 def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .rows import CSV_COLUMNS
-from .cells import aligned
+from .cells import COMPACT_HEADER, TERMINAL_WIDTH, aligned, compact_cells, fitted
 from .cells import (  # re-exported: these lived here
     UNAVAILABLE as UNAVAILABLE,
     _fmt as _fmt,
@@ -46,18 +46,53 @@ from .sections import (  # re-exported: these lived here
 )
 
 
-def terminal_table(rows: list[dict]) -> list[str]:
-    """Aligned text lines: one row per test, as the terminal summary prints them."""
-    return aligned([TABLE_HEADER] + [table_cells(r) for r in rows])
+def terminal_table(rows: list[dict], width: int | None = None, full: bool = False) -> list[str]:
+    """Aligned text lines, one row per test, as the terminal summary prints them: the compact columns cut to
+    `width` (the terminal's; TERMINAL_WIDTH when None), or with `full` every column of the report's table."""
+    if full:
+        return aligned([TABLE_HEADER] + [table_cells(r) for r in rows])
+    cells = [list(COMPACT_HEADER)] + [list(compact_cells(r)) for r in rows]
+    return aligned(fitted(cells, width or TERMINAL_WIDTH))
+
+
+def undecided_lines(rows: list[dict]) -> list[str]:
+    """One line per check left undecided, partly compared or not compared, with what would decide it."""
+    lines = []
+    for row in rows:
+        name = row["test"].rsplit("::", 1)[-1]
+        for check, decision in (row.get("decisions") or {}).items():
+            if decision.get("outcome") == "undecided":
+                lines.append(f"{name}: {check} undecided ({decision.get('stopped')}): {decision.get('why')}")
+        gate_decided = any("against the baseline" in check for check in (row.get("decisions") or {}))
+        if row.get("regression") == "undecided" and not gate_decided:  # else named by its decision above
+            why = "; ".join(
+                f"{metric}: {reason}" for metric, reason in (row.get("regression_not_compared") or {}).items()
+            )
+            lines.append(f"{name}: baseline check undecided: {why or row.get('regression_comparison')}")
+    return lines
+
+
+def session_counts(rows: list[dict]) -> dict[str, int]:
+    """For the session's last line: the checks left undecided (none: left out).  Baselines compared in part
+    have their own section; the count is for what is not a pass."""
+    undecided = len(undecided_lines(rows))
+    return {"undecided": undecided} if undecided else {}
 
 
 def summary_sections(
-    rows: list[dict], report_message: str | None, written_baselines, stale_baselines, updating: bool, server_history
+    rows: list[dict],
+    report_message: str | None,
+    written_baselines,
+    stale_baselines,
+    updating: bool,
+    server_history,
+    width: int | None = None,
+    full: bool = False,
 ) -> list[tuple[str | None, list[str]]]:
     """The session's terminal summary: (section title or None, lines), in order."""
     sections: list[tuple[str | None, list[str]]] = []
     if rows:
-        sections.append(("specdec results", terminal_table(rows)))
+        sections.append(("specdec results", terminal_table(rows, width, full)))
     if capacities := capacity_lines(rows):
         sections.append(("specdec SLO capacity", capacities))
     from .group_figures import group_lines
@@ -74,7 +109,8 @@ def summary_sections(
             (
                 "specdec baselines: partly or not compared",
                 [
-                    f"{r['test']} [{r['regression']}]: " + " / ".join(r["regression_comparison"].splitlines()[:2])
+                    f"{r['test']} [{r['regression']}]: "
+                    + " / ".join((r["regression_comparison"] or "").splitlines()[:2])
                     for r in skipped
                 ],
             )
@@ -95,6 +131,8 @@ def summary_sections(
         )
     if server_history:
         sections.append(("specdec servers", [record.describe() for record in server_history]))
+    if undecided := undecided_lines(rows):  # last, where a reader of a green log looks: not passed
+        sections.append((f"specdec undecided: {len(undecided)} checks not passed", undecided))
     return sections
 
 
@@ -165,7 +203,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         ]
         out += [
             f"- {escape(r['test'])}: {escape(', '.join(r['regression_not_compared']))} "
-            f"({escape(r['regression_comparison'].splitlines()[0])})"
+            f"({escape(((r['regression_comparison'] or '').splitlines() or [''])[0])})"
             for r in skipped
         ] + [""]
     out += per_request_section(rows, escape)

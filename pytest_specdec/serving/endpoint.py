@@ -61,7 +61,7 @@ def check_endpoints(value) -> tuple[tuple[str, str], ...]:
 
 
 class ExternalServer:
-    """A running endpoint, with the parts of `VllmServer` that measuring uses."""
+    """A running endpoint, with the parts of `ManagedServer` that measuring uses."""
 
     command: list[str] = []  # nothing was launched
     log_path = None

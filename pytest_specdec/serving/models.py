@@ -11,8 +11,7 @@ Why float32, not bfloat16 (and why CPU servers of bundled models get
 weights down to bf16): on CPUs without native bf16 arithmetic (AVX2 only,
 such as many AMD EPYC hosts) bf16 matmuls are computed the slow way, a
 forward pass over k+1 positions costs several decode steps, and SD cannot
-pay (measured on one such host: 0.90-1.04x for n-gram on code edits with
-bf16).  float32 decodes a little slower but behaves alike on every x86 CPU.  A layer-truncated copy of it is a
+pay (docs/benchmarks.md, "Figures the code once quoted").  float32 decodes a little slower but behaves alike on every x86 CPU.  A layer-truncated copy of it is a
 realistic poor draft for ``draft_model`` runs: same tokenizer, fewer layers.
 
 Names, usable wherever a model is expected:

@@ -6,6 +6,18 @@ that is.  Tests are ordered by configuration (see the plugin) so that each
 distinct configuration starts once per session.  A configuration that failed
 to start fails again at once for later tests instead of costing another
 start-up.
+
+On a CPU the one that is running may be parked instead (`park_limit`): its
+processes stopped (`ManagedServer.pause`), so it takes no CPU and only
+memory, and a later test of its configuration resumes it in a moment where a
+start takes most of a minute on vLLM's CPU build.  A comparison measured
+again, the reference sent again after SD's runs and the closing drift check
+come back to servers that ran before, and each used to cost a start.  A
+server whose drafter learns from what it served (suffix decoding) is never
+parked: resumed, it would draft a repeated prompt from its own answer.  The
+memory a parked server holds is what limits it: none is parked while the
+machine has less than `park_min_available` bytes free.  A GPU's memory is
+claimed per server, so nothing is parked there.
 """
 
 from __future__ import annotations
@@ -27,6 +39,9 @@ from .ports import claim_port
 from .server import LaunchRequest, ManagedServer, ServerStartError
 
 DEFAULT_KV_CACHE_BYTES = 1024**3  # plenty for SmolLM2 on the CPU build
+# A vLLM CPU server of the bundled model holds about 4 GiB (API server, engine core, worker with its KV
+# cache): room for the next start after one more is parked.
+PARK_MIN_AVAILABLE = 8 * 1024**3
 
 Launcher = Callable[[LaunchRequest], list]
 EventSink = Callable[[str], None]
@@ -49,6 +64,7 @@ class StartRecord:
     log_path: Path
     startup_seconds: float | None
     error: str | None = None
+    resumes: int = 0  # times it was parked and resumed instead of started again
 
     def describe(self) -> str:
         """One line for the session's summary: the server, how its start ended, its log."""
@@ -59,7 +75,10 @@ class StartRecord:
             if self.startup_seconds is None
             else f"ready in {self.startup_seconds:.1f} s"
         )
-        return f"{self.spec.label()}: {outcome}; log {self.log_path}"
+        resumed = (
+            f"; resumed {self.resumes} time{'s' if self.resumes != 1 else ''} after parking" if self.resumes else ""
+        )
+        return f"{self.spec.label()}: {outcome}; log {self.log_path}{resumed}"
 
 
 class ServerPool:
@@ -78,6 +97,9 @@ class ServerPool:
         model_resolver: Callable[[str], str] = resolve_model,
         before_start: Callable[[ServerSpec], None] | None = None,
         python: str = sys.executable,
+        park_limit: int = 0,
+        park_min_available: int = PARK_MIN_AVAILABLE,
+        memory_available: Callable[[], int | None] | None = None,
     ):
         self.device = device
         # The Python whose environment holds the engine build to launch (another environment: another build).
@@ -95,7 +117,13 @@ class ServerPool:
         # (the plugin waits there for GPU memory to be released).
         self.before_start = before_start
         self.current: ManagedServer | None = None
+        # Servers set aside paused, by configuration, in the order parked: at most `park_limit` (0: stop instead).
+        self.park_limit = park_limit
+        self.park_min_available = park_min_available
+        self.memory_available = memory_available or available_memory
+        self.parked: collections.OrderedDict[str, ManagedServer] = collections.OrderedDict()
         self.starts: collections.Counter[str] = collections.Counter()
+        self.resumes: collections.Counter[str] = collections.Counter()
         self.history: list[StartRecord] = []
         self._failed: dict[str, Exception] = {}
         self._external_servers: dict[str, object] = {}
@@ -113,7 +141,18 @@ class ServerPool:
             self._stop_current()
         if spec.key in self._failed:
             raise ServerStartError(f"(failed earlier in this session) {self._failed[spec.key]}")
-        self._stop_current()
+        self._set_aside_current()
+        if (parked := self.parked.pop(spec.key, None)) is not None:
+            if parked.alive:
+                parked.resume()
+                self.resumes[spec.key] += 1
+                self._record(spec).resumes += 1
+                self.on_event(f"resumed {spec.label()}: parked, not started again")
+                self.current = parked
+                return parked
+            self.on_event(f"server for {spec.label()} died while parked (exit code {parked.process.poll()})")
+            parked.stop()
+        self._make_room()
         try:
             server = self._start(spec)
         except ServerStartError as exc:
@@ -245,18 +284,69 @@ class ServerPool:
         return server
 
     def stop_running(self) -> None:
-        """Stop the running server (if any); the next `get` starts afresh."""
+        """Stop every server of the pool, the running one and the parked ones: the next `get` starts afresh,
+        and nothing of the pool is left for a test that runs servers of its own."""
         self._stop_current()
+        while self.parked:
+            self._stop_parked()
 
     def _stop_current(self) -> None:
         if self.current is not None:
             server, self.current = self.current, None
             server.stop()
 
+    def _set_aside_current(self) -> None:
+        """Park the running server where parking is on and memory allows, else stop it."""
+        server = self.current
+        if server is None:
+            return
+        # A drafter that learned from earlier requests would draft a later test's repeated prompts from them:
+        # such a server starts afresh, as every server did before parking.
+        if self.park_limit < 1 or not server.alive or server.spec.remembers_requests or not self._memory_to_spare():
+            self._stop_current()
+            return
+        server.pause()
+        if not server.paused_processes:  # one process (llama.cpp): nothing stopped, so it would stay running
+            self._stop_current()
+            return
+        self.current = None
+        self.parked[server.spec.key] = server
+        while len(self.parked) > self.park_limit:
+            self._stop_parked()
+
+    def _memory_to_spare(self) -> bool:
+        available = self.memory_available()
+        return available is not None and available >= self.park_min_available
+
+    def _make_room(self) -> None:
+        """Before a start: stop parked servers (`_stop_parked` picks which) while memory is short."""
+        while self.parked and not self._memory_to_spare():
+            self._stop_parked()
+
+    def _stop_parked(self) -> None:
+        """Stop one parked server: the SD server parked longest ago, else the oldest reference.  References
+        are what later tests come back to (a comparison measured again, the machine's move, the drift check)."""
+        key = next((key for key, server in self.parked.items() if server.spec.speculative_config), None)
+        self.parked.pop(key if key is not None else next(iter(self.parked))).stop()
+
+    def _record(self, spec: ServerSpec) -> StartRecord:
+        return next(record for record in reversed(self.history) if record.spec.key == spec.key)
+
     def close(self) -> None:
-        """Stop every server this pool started; safe to call more than once."""
-        self._stop_current()
+        """Stop every server this pool started, parked ones too; safe to call more than once."""
+        self.stop_running()
         _live_pools.discard(self)
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can still give (MemAvailable), or None where /proc/meminfo does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _slug(text: str) -> str:

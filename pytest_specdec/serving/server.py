@@ -18,11 +18,13 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import httpx
 
+from ..deprecation import renamed
 from ..engines import engine_named
 from ..engines.counters import Sample, SpecDecodeCounters, parse_prometheus
 from ..engines.server_spec import DEFAULT_ENGINE, ServerSpec
@@ -161,6 +163,50 @@ class ManagedServer:
         self.started_at: float | None = None  # wall time of the launch
         self.startup_seconds: float | None = None
         self._log_file = None
+        self._paused: list[int] | None = None  # the processes `pause` stopped, until `resume`
+        self.resumes = 0  # times it ran again after a pause: a warm-up before it is no longer this one's
+
+    @property
+    def paused(self) -> bool:
+        return self._paused is not None
+
+    @property
+    def paused_processes(self) -> int:
+        """How many of its processes `pause` stopped (0: a server of one process, which keeps running)."""
+        return len(self._paused or ())
+
+    def pause(self) -> None:
+        """Stop every process of this server but the one this process launched (SIGSTOP): an idle server left
+        running takes CPU for seconds after its last request (vLLM's worker polls its queue), a stopped one
+        none, and it keeps its memory.
+
+        The launched process stays awake because it alone gets a signal when this process dies without
+        cleaning up (`_die_with_parent`): a stopped process would hold that SIGTERM.  Awake, it shuts its
+        engine down, and vLLM's force-kills each child still there 5 s after its own SIGTERM (`shutdown` in
+        vllm/v1/utils.py, 0.32): SIGKILL ends a stopped process too.  llama.cpp's server is one process:
+        pausing stops nothing of it, and the pool stops it instead (serving.pool)."""
+        if not self.alive or self.paused:
+            return
+        leader, self._paused = self.process.pid, []
+        for pid in tagged_pids(self.tag):
+            if pid != leader:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                self._paused.append(pid)
+
+    def resume(self) -> None:
+        """Wake what `pause` stopped (SIGCONT); nothing to do for a server that was not paused."""
+        if self._paused is None:
+            return
+        paused, self._paused = self._paused, None
+        self.resumes += 1
+        for pid in paused:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     @property
     def url(self) -> str:
@@ -288,6 +334,7 @@ class ManagedServer:
 
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL what is left; idempotent."""
+        self.resume()  # a stopped process holds a SIGTERM until it runs again: wake a paused server first
         try:
             # Every process of this server, read while their environments (their tags) are still readable.
             started = {pid: found[1] for pid in tagged_pids(self.tag) if (found := process_start(pid))}
@@ -322,9 +369,13 @@ class ManagedServer:
             pass
 
     def __repr__(self) -> str:
-        state = "running" if self.alive else "stopped"
+        state = ("paused" if self.paused else "running") if self.alive else "stopped"
         return f"<ManagedServer {self.spec.label()} {self.url} {state}>"
 
 
-# The name every server had while vLLM was the only engine; kept so imports of it keep working.
-VllmServer = ManagedServer
+def __getattr__(name: str):
+    # The name every server had while vLLM was the only engine: it still imports, with a warning.
+    if name == "VllmServer":
+        warnings.warn(renamed("VllmServer", "ManagedServer"), stacklevel=2)
+        return ManagedServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..formatting import figure
 from .metric_names import relative_change
 
 TIE_THRESHOLD = 0.05  # nats between the reference's top-2 logprobs below which a divergence is a numerical tie
@@ -47,15 +48,9 @@ class Row:
 
 
 def _fmt(value: float | None, percent: bool = False) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and math.isnan(value):
-        return "unavailable"
     if percent:
-        return f"{value:+.1%}"
-    if abs(value) >= 100:
-        return f"{value:.1f}"
-    return f"{value:.3f}"
+        return figure(value, "+.1%")
+    return figure(value, ".1f" if value is not None and abs(value) >= 100 else ".3f")
 
 
 def render_table(rows: Sequence[Row], required_label: str = "required", extra_columns: dict | None = None) -> str:

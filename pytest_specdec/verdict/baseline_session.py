@@ -47,8 +47,8 @@ class BaselineSession:
     def _settle_probe(self) -> None:
         """Time the machine probe once more before baselines are written, each figure keeping its best of both
         timings.  A baseline's probe is what every later session on the box is judged by: one recorded during a
-        neighbour's burst (17% low in a CI-like run here) made a later session on the same box read "machine
-        probe moved", and an engine made 43% slower passed with only acceptance compared."""
+        neighbour's burst made a later session on the same box read "machine probe moved", and an engine made
+        much slower passed with only acceptance compared (docs/benchmarks.md, "Figures the code once quoted")."""
         first = self.fingerprint.get(PROBE_FIELD)
         self.probe_again()  # a no-op once a check that disagreed took the session's last timing
         settled = self.fingerprint.get(PROBE_FIELD)

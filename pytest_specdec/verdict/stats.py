@@ -68,6 +68,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..formatting import figure
 from .metric_names import higher_is_better as _higher_is_better
 from .tolerances import _validate, default_tolerance
 
@@ -141,9 +142,7 @@ def median_ci(
 
 
 def _fmt(value: float) -> str:
-    if math.isnan(value):
-        return "n/a"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+    return figure(value)
 
 
 @dataclass(frozen=True)

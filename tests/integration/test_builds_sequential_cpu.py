@@ -8,8 +8,8 @@ the prompts do to SD's speed cancels and what is left is timing.
 
 - The planted SD-slow build (tests/planted_build.py's `SD_SLOWER`: the SD server's sampler sorts the whole
   vocabulary and carries a thousand candidates on, greedy tokens and drafts the same, the reference untouched;
-  SD x0.84 in output tok/s on this workload, benchmarks/planted_sd_slowdown.py) against the real one: the
-  test fails, naming the speedup and the sequential decision, and the row says the runs it took.
+  benchmarks/planted_sd_slowdown.py measures what it costs) against the real one: the test fails, naming the
+  speedup and the sequential decision, and the row says the runs it took.
 - The real build against itself (A/A): the gate passes.
 
 Every server runs one thread (``-t 1``).  On a 2-core box llama.cpp's default is a thread per core, and its
@@ -18,12 +18,12 @@ scheduler each time, and a server's output rate fell from 63 to 1.7 tok/s (a 3-p
 One thread loses its share of the box to a neighbour, not 30 times its speed.
 
 What a session costs: one server at a time, and both builds' reference and SD on every draw in A B B A order,
-so 1 + 3 per draw server starts, each warmed until steady (about 3 s here); about 22 s a draw.  SD's runs
-are paired by draw and both builds' references read apart (verdict.evidence), so two draws can decide when
-the runs agree, and most sessions take 4 draws.  Two sessions of each test here after the references were
-read apart (2026-11-28, 2-core AMD EPYC): the SD-slow build failed at 4 and 4 draws (94, 96 s; x0.866 and
-x0.793 against the real build), the real build against itself passed at 2 and 4 (51, 98 s; x1.018, x1.000).
-Paired per draw, they had taken 2-6 and 4-8.
+so 1 + 3 per draw server starts, each warmed until steady.  On one thread a server's warm-up and runs are
+mostly prefill, so the workload is random tokens on 32-token prompts (a code edit needs more than 72): a draw
+costs about half what 96-token code edits did, and the slowest 2-core boxes need the most draws
+(docs/benchmarks.md, "CI on a slow box").  What the prompts say does not matter here: both builds send the
+same ones, and the check is timing.  SD's runs are paired by draw and both builds' references read apart
+(verdict.evidence), so two draws can decide when the runs agree.
 
 The row's runs cell says how measuring stopped as its decision does: "N (decided at the minimum)" at two
 draws, "N (decided)" after more.
@@ -51,6 +51,13 @@ MIN_DRAWS, MAX_DRAWS = 2, 8  # --specdec-repeats auto: two draws a side, up to t
 # session saw a whole run start 8 ms late, its first two requests alike.  With three requests a run the p99
 # is the largest lag, and 50 ms is still under 2% of a run's three seconds.  The cause is not found (noted).
 CLIENT_LAG = "--specdec-max-dispatch-lag-ms=50"
+# The suite accepts the TTFT flag (`result.accept_flags`, which holds for both builds' comparisons): n-gram does
+# not touch prefill, so a TTFT ratio beyond 25% one request at a time reads as a cold side, but one thread
+# prefilling fresh 32-token prompts spreads TTFT more than that by itself.  Measured on the slow CI box
+# (2026-11-29): six interleaved rounds of three requests, each side's median TTFT 276-485 ms and the per-round
+# ratio 0.72x-1.44x with both servers warm; two CI runs in a row ended one of these tests undecided on that
+# flag alone, still standing after both sides were measured again.  What these tests decide is the output
+# throughput's speedup; a cold side still shows in its warm-up and in the ceiling check.
 
 SUITE = f"""
 import pytest
@@ -59,10 +66,12 @@ NGRAM = {{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3
 
 
 @pytest.mark.specdec(model="{BUNDLED}", engine="llamacpp", speculative_config=NGRAM, server_args=["-t", "1"])
-@pytest.mark.workload("code_edit", input_len=96, output_len=48)
+@pytest.mark.workload("random_s", input_len=32, output_len=48)
 @pytest.mark.access_pattern("throughput_low", num_prompts=3)
 def test_ngram_speedup(specdec):
-    specdec.run().assert_no_regression(metrics=["speedup_output_throughput"], tolerance=0.10)
+    result = specdec.run()
+    result.accept_flags("ttft_at_concurrency_1")  # one thread prefilling fresh 32-token prompts: see above
+    result.assert_no_regression(metrics=["speedup_output_throughput"], tolerance=0.10)
 """
 
 
@@ -103,9 +112,10 @@ def check_runs(row: dict, text: str, outcome: str) -> int:
     # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.evidence).
     assert decision["basis"].startswith("SD paired by draw, each build's references apart"), decision
     # Both builds' reference and SD on every draw, in A B B A order (each draw's second build starts where
-    # the first left off): one server start per side switch, 1 + 3 a draw, no more.
+    # the first left off): one server start or resume per side switch, 1 + 3 a draw, no more (a llama.cpp
+    # server is one process, which the pool stops rather than parks: serving.pool).
     assert row["builds"]["order"] == " ".join(["A B B A"] * (draws // 2)), row["builds"]["order"]
-    started = [line for line in text.splitlines() if line.startswith("[specdec] starting")]
+    started = [line for line in text.splitlines() if line.startswith(("[specdec] starting", "[specdec] resumed"))]
     assert len(started) == 1 + 3 * draws, "\n".join(started)
     return draws
 

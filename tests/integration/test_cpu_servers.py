@@ -41,8 +41,8 @@ def complete(server, prompt, max_tokens=32):
     return response.json()["choices"][0]
 
 
-def test_reference_server_answers_with_the_bundled_model(vllm_server, specdec_pool):
-    server = vllm_server(model=BUNDLED, server_args=EAGER)
+def test_reference_server_answers_with_the_bundled_model(specdec_server, specdec_pool):
+    server = specdec_server(model=BUNDLED, server_args=EAGER)
     # The agreement test's reference, still up: the tests with servers of their own (builds, gate, ...)
     # run after every pooled test (conftest.py), so nothing stopped it in between.
     assert specdec_pool.starts[server.spec.key] == 1, dict(specdec_pool.starts)
@@ -56,10 +56,10 @@ def prefix_cache_hits(server) -> float:
     return sum(s.value for s in server.metrics() if s.name == "vllm:prefix_cache_hits_total")
 
 
-def test_a_run_meets_no_prefix_an_earlier_run_left_in_vllms_cache(vllm_server):
+def test_a_run_meets_no_prefix_an_earlier_run_left_in_vllms_cache(specdec_server):
     # The shared reference has served other tests' runs: a run of prompts it had seen before was served from
     # its prefix cache while a fresh SD server prefilled them (TTFT 0.45x at concurrency 1 in the main job).
-    server = vllm_server(model=BUNDLED, server_args=EAGER)
+    server = specdec_server(model=BUNDLED, server_args=EAGER)
     # Long enough to fill cache blocks (only whole blocks are cached); the same prompt twice in one run.
     text = " ".join(f"line {i}: the quick brown fox jumps over the lazy dog." for i in range(60))
     twice, once = AccessPattern("c1", max_concurrency=1, num_prompts=2), AccessPattern("c1", num_prompts=1)
@@ -101,10 +101,10 @@ def test_a_second_test_with_the_same_config_reuses_the_server(specdec, specdec_p
     assert complete(server, REPETITIVE_CODE, max_tokens=8)["text"]
 
 
-def test_stopping_a_real_server_leaves_no_process(vllm_server, specdec_pool):
+def test_stopping_a_real_server_leaves_no_process(specdec_server, specdec_pool):
     # The reference: the n-gram group (moved to this module's n-gram test) ends with test_sampling_cpu.py's
     # draws on the reference's server, so this reuses the server that is up.
-    server = vllm_server(model=BUNDLED, server_args=EAGER)
+    server = specdec_server(model=BUNDLED, server_args=EAGER)
     pids = tagged_pids(server.tag)
     assert server.pid in pids and len(pids) >= 2  # the API server and vLLM's engine core
     # Each process's start time tells it from a process given its pid later (a reused pid is not a leak).
@@ -116,11 +116,11 @@ def test_stopping_a_real_server_leaves_no_process(vllm_server, specdec_pool):
     assert still_exiting(started) == [], {pid: process_start(pid) for pid in still_exiting(started)}
 
 
-def test_broken_speculative_config_fails_with_vllms_complaint(vllm_server):
+def test_broken_speculative_config_fails_with_vllms_complaint(specdec_server):
     broken = {**NGRAM, "prompt_lookup_min": 5, "prompt_lookup_max": 2}
     began = time.monotonic()
     with pytest.raises(ServerStartError) as info:
-        vllm_server(model=BUNDLED, speculative_config=broken, server_args=EAGER)
+        specdec_server(model=BUNDLED, speculative_config=broken, server_args=EAGER)
     message = str(info.value)
     assert "exited with code" in message and "during start-up" in message
     assert "prompt_lookup_min=5 must be <= prompt_lookup_max=2" in message  # vLLM's own words

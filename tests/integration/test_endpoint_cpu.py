@@ -141,6 +141,9 @@ def test_endpoint_mode_measures_servers_it_did_not_start(pytester, deployed):
         "no:cacheprovider",
         "--specdec-report",
         "report",
+        # One draw a side: this test judges no timing (two servers share the cores), only the kind of result.
+        "--specdec-repeats",
+        "1",
         "--specdec-endpoint",
         f"reference={deployed['reference']}",
         "--specdec-endpoint",

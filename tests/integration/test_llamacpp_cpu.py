@@ -65,14 +65,14 @@ def test_llamacpp_with_a_truncated_gguf_draft_accepts_little(main_job):
     assert result.acceptance_rate < 0.15  # the first 8 of 30 layers rarely predict the target's token
 
 
-def test_a_request_longer_than_one_slots_share_of_the_context_is_served(vllm_server, specdec_measurements):
+def test_a_request_longer_than_one_slots_share_of_the_context_is_served(specdec_server, specdec_measurements):
     """-np 16 -c 8192 without --kv-unified gave each slot 512 tokens: a 700-token prompt failed on
     llama.cpp only.  One server start (1-2 s here), one request."""
     from pytest_specdec.load.client import generate_load
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
 
-    server = vllm_server(model=BUNDLED, engine="llamacpp", speculative_config=NGRAM)
+    server = specdec_server(model=BUNDLED, engine="llamacpp", speculative_config=NGRAM)
     workload = resolve_workload("random_s", {"input_len": 700, "output_len": 8})
     pattern = resolve_pattern("throughput_low", {"num_prompts": 1})
     prompts = specdec_measurements.prompts(BUNDLED, workload, pattern, seed=0)

@@ -53,7 +53,7 @@ def test_without_a_device_flag_specdec_tests_skip_naming_both_flags(pytester):
         def test_sd(specdec):
             raise AssertionError("must not run")
 
-        def test_vllm_server(vllm_server):
+        def test_specdec_server(specdec_server):
             raise AssertionError("must not run")
 
         def test_plain():
@@ -75,8 +75,8 @@ def test_cpu_run_skips_tests_that_require_a_gpu(pytester):
         def test_gpu_only(specdec):
             raise AssertionError("must not run")
 
-        def test_factory(vllm_server):
-            vllm_server(model="m", requires_gpu=True)
+        def test_factory(specdec_server):
+            specdec_server(model="m", requires_gpu=True)
             raise AssertionError("must not run")
         """
     )
@@ -158,13 +158,34 @@ def test_bad_ini_values_name_the_setting(pytester):
     result.stderr.fnmatch_lines(["*ini setting specdec_cpu_kv_cache_bytes: expected a size*"])
 
 
+def test_the_old_server_fixture_and_class_names_still_work_with_a_warning(pytester):
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest_specdec
+
+        def test_old(vllm_server):
+            server = vllm_server(model="m")
+            assert isinstance(server, pytest_specdec.VllmServer) and pytest_specdec.VllmServer is pytest_specdec.ManagedServer
+        """
+    )
+    result = pytester.runpytest("--specdec-cpu", "-W", "default")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*SpecdecDeprecationWarning: the vllm_server fixture is now specdec_server*",
+            "*SpecdecDeprecationWarning: VllmServer is now ManagedServer*",
+        ]
+    )
+
+
 def test_options_and_ini_reach_the_launch(pytester):
     pytester.makeconftest(FAKE_CONFTEST)
     pytester.makeini("[pytest]\nspecdec_cpu_kv_cache_bytes = 512MiB\nspecdec_startup_timeout = 30\n")
     pytester.makepyfile(
         """
-        def test_a(vllm_server):
-            vllm_server(model="m")
+        def test_a(specdec_server):
+            specdec_server(model="m")
         """
     )
     pytester.runpytest("--specdec-cpu", "--specdec-log-dir=logs").assert_outcomes(passed=1)
@@ -425,8 +446,8 @@ def test_interrupted_run_stops_its_servers(pytester, signum):
         """
         import time
 
-        def test_long(vllm_server):
-            vllm_server(model="m")
+        def test_long(specdec_server):
+            specdec_server(model="m")
             time.sleep(120)
         """
     )
@@ -481,8 +502,8 @@ def test_xdist_workers_claim_distinct_ports(pytester):
         import pytest
 
         @pytest.mark.parametrize("model", ["a", "b", "c", "d"])
-        def test_server(vllm_server, model):
-            server = vllm_server(model=model)
+        def test_server(specdec_server, model):
+            server = specdec_server(model=model)
             with open(f"port-{model}", "w") as f:
                 f.write(str(server.port))
         """
@@ -494,7 +515,7 @@ def test_xdist_workers_claim_distinct_ports(pytester):
 
 def test_server_starts_are_announced_on_the_terminal_but_not_under_quiet(pytester):
     pytester.makeconftest(FAKE_CONFTEST)
-    pytester.makepyfile("def test_a(vllm_server):\n    vllm_server(model='m')\n")
+    pytester.makepyfile("def test_a(specdec_server):\n    specdec_server(model='m')\n")
     result = pytester.runpytest("--specdec-cpu")
     result.stdout.fnmatch_lines(
         [
@@ -720,8 +741,8 @@ def test_failing_test_under_x_still_stops_the_server(pytester):
     pytester.makeconftest(FAKE_CONFTEST)
     pytester.makepyfile(
         """
-        def test_fails(vllm_server):
-            server = vllm_server(model="m")
+        def test_fails(specdec_server):
+            server = specdec_server(model="m")
             with open("pid.txt", "w") as f:
                 f.write(str(server.pid))
             assert False, "an ordinary failure of this test"

@@ -44,12 +44,13 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
     result.stdout.fnmatch_lines(
         [
             "*= specdec results =*",
-            "test*SD config*workload*pattern*speedup*expected*accept*length*TPOT*TTFT*same output*baseline*outcome",
-            "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*1.50x*1.00x*100%*not checked*passed",
+            "test*SD*workload*pattern*speedup*accept*baseline*runs*outcome",
+            "test_fast*ngram k=4*code_edit*throughput_low*1.50x*60%*not checked*passed",
             "test_slow*ngram k=4*code_edit*throughput_low*0.67x*failed",
             "report: written * files to */out; summary appended to *step_summary.md",
         ]
     )
+    assert "SD config" not in result.stdout.str()  # the full table is the report's (and -v's)
     out = suite.path / "out"
     document = json.loads((out / "results.json").read_text())
     rows = {row["test"].split("::")[1]: row for row in document["results"]}
@@ -65,6 +66,16 @@ def test_report_directory_and_terminal_table(suite, monkeypatch):
     assert (out / "speedup_heatmap.png").read_bytes().startswith(b"\x89PNG")
     appended = summary.read_text()
     assert appended.startswith("earlier\n## pytest-specdec results") and "| test_slow |" in appended
+
+
+def test_the_full_table_on_the_terminal_with_verbose(suite):
+    result = suite.runpytest("--specdec-cpu", "-p", "no:cacheprovider", "-v")
+    result.stdout.fnmatch_lines(
+        [
+            "test*SD config*workload*pattern*speedup*expected*accept*length*TPOT*TTFT*same output*baseline*outcome",
+            "test_fast*ngram k=4*code_edit*throughput_low*1.50x*3.40x*60%*3.40*1.50x*1.00x*100%*not checked*passed",
+        ]
+    )
 
 
 def test_rows_from_xdist_workers_reach_one_report(suite):

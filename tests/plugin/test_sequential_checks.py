@@ -105,6 +105,11 @@ def test_undecided_at_the_cap_is_not_a_pass_and_strict_fails_it(tmp_path):
     assert decision["outcome"] == "undecided" and decision["stopped"] == "undecided at the cap (2 runs a side)"
     assert "would decide it" in decision["why"]
     assert "undecided" in run.stdout  # the terminal table's outcome column
+    # The session ends by naming the check and what would decide it, and counts it in its last line.
+    lines = run.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "specdec undecided: 1 checks not passed" in line)
+    assert lines[at + 1].startswith("test_pair: speedup") and "would decide it" in lines[at + 1], lines[at:]
+    assert "1 passed, 1 undecided in" in lines[-1], lines[-1]
     strict_dir = tmp_path / "strict"
     strict_dir.mkdir()
     run, row, _, _ = _session(

@@ -101,7 +101,7 @@ def test_without_the_servers_arrays_the_chunk_estimate_is_used_and_labelled():
     assert analysis.best_k == 1 and analysis.estimate_check is None
     row = row_for("t.py::test", SPEC, result.workload, result.pattern, outcome="passed", result=result)
     assert row["per_step_source"] == "estimate" and row["per_request"]["estimated"] is True
-    assert "~1" in terminal_table([row])[2]  # the table marks an estimated best k
+    assert "~1" in terminal_table([row], full=True)[2]  # the table marks an estimated best k
 
 
 def test_no_per_step_data_leaves_the_figures_unavailable_and_the_checks_failing():

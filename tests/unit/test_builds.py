@@ -302,6 +302,22 @@ def test_a_flagged_baseline_build_leaves_its_speedups_uncompared(tmp_path):
     assert "acceptance_rate" in {f["figure"] for f in check.figures}
 
 
+def test_a_flag_the_test_accepted_is_accepted_on_the_baseline_builds_comparison_too(tmp_path):
+    result = pair()
+    result.builds.flagged = {"baseline": ["ttft_at_concurrency_1: TTFT speedup 0.78x one request at a time"]}
+    result.builds.flagged_kinds = {"this": [], "baseline": ["ttft_at_concurrency_1"]}
+    result.accepted_flags = ("ttft_at_concurrency_1",)
+    check = gate(tmp_path)
+    check.check(result)
+    assert check.outcome == "passed" and check.not_compared == {}
+    # A flag of another kind still leaves the speedups uncompared, and so does one whose kind is not known.
+    for kinds in ({"baseline": ["ttft_at_concurrency_1", "above_ceiling"]}, None):
+        result.builds.flagged_kinds = kinds
+        check = gate(tmp_path)
+        check.check(result)
+        assert check.outcome == "undecided" and "speedup_output_throughput" in check.not_compared
+
+
 def test_engine_facts_that_differ_besides_the_version_are_named():
     result = pair(
         this_facts={"async_scheduling": True, "version": "b9000"},

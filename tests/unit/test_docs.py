@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 INDEX = DOCS / "index.md"
+WORKFLOW = DOCS / "specdec-workflow.yml"
 README_MAX_LINES = 400
 
 FLAGS = {name for name, _ in COMMAND_LINE_OPTIONS} | set(DEPRECATED_FLAGS)
@@ -314,3 +315,26 @@ def test_the_options_page_lists_every_option_and_ini_key():
         keys |= {name for name in INI if re.fullmatch(r"specdec_\w+_path", name)}
     missing = sorted(FLAGS - flags) + sorted(INI - keys)
     assert not missing, f"docs/options.md: no row for {', '.join(missing)}"
+
+
+def test_the_ci_workflow_parses_and_names_only_options_that_exist():
+    import yaml
+
+    document = yaml.safe_load(WORKFLOW.read_text())
+    steps = document["jobs"]["specdec"]["steps"]
+    commands = "\n".join(step.get("run", "") for step in steps)
+    flags = FLAG.findall(commands)
+    unknown = sorted(set(flags) - FLAGS)
+    assert not unknown, f"{WORKFLOW.relative_to(ROOT)}: not options of the plugin: {unknown}"
+    assert {"--specdec-gpu", "--specdec-strict", "--specdec-report", "--specdec-history"} <= set(flags), flags
+    triggers = document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert {"pull_request", "schedule"} <= set(triggers)
+    assert document["permissions"]["pull-requests"] == "write"
+    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert "specdec-report/" in upload["with"]["path"] and upload["if"] == "always()"
+    post = next(step for step in steps if "pr-comment.md" in step.get("run", ""))
+    assert "--edit-last" in post["run"] and "--create-if-none" in post["run"] and "GH_TOKEN" in post["env"]
+    # The page shows the workflow's own command, not a copy that drifted.
+    run = next(step for step in steps if "--specdec-gpu" in step.get("run", ""))
+    page = (DOCS / "ci.md").read_text()
+    assert " ".join(run["run"].split()) in " ".join(page.split())

@@ -13,7 +13,7 @@ from pytest_specdec.engines import trtllm
 from pytest_specdec.report.rows import row_for
 from pytest_specdec.serving.engine_facts import read_engine_facts
 from pytest_specdec.serving.ports import claim_port
-from pytest_specdec.serving.server import VllmServer
+from pytest_specdec.serving.server import ManagedServer
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
 
@@ -72,7 +72,7 @@ def test_readiness_waits_for_the_name_the_engine_serves(tmp_path):
     # A server that lists only the basename: ready under that name, where the marker's name never appears.
     claim = claim_port()
     command = [sys.executable, FAKE, "--port", str(claim.port), "--served-model-name", "llama-3.1-8b-fp8"]
-    server = VllmServer(
+    server = ManagedServer(
         ServerSpec("nvidia/Llama-3.1-8B"),
         command,
         claim,

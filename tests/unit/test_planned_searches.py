@@ -3,7 +3,7 @@
 The reference's side of a capacity search does not depend on SD's, so the session announces it with the
 reference runs it plans (`capacity_sides.plan_capacity`), and the batch that measures them while the
 reference's server is up runs it too: two server starts fewer for a capacity test whose group starts with
-another test (the README's main job: an n-gram group of six tests, the capacity test third).
+another test (the README's main job: an n-gram group of three tests, the capacity test second).
 """
 
 import pytest

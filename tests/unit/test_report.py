@@ -162,7 +162,7 @@ def rows():
 
 
 def test_terminal_table_has_one_aligned_row_per_result():
-    lines = terminal_table(rows())
+    lines = terminal_table(rows(), full=True)
     assert len(lines) == 4  # header, rule, two rows
     assert lines[0].split()[:5] == ["test", "SD", "config", "workload", "pattern"]
     assert "test_ngram" in lines[2] and "1.50x" in lines[2] and "4.00x" in lines[2] and "75%" in lines[2]

@@ -1,4 +1,4 @@
-"""Process handling of VllmServer and ServerPool, with a stand-in process.
+"""Process handling of ManagedServer and ServerPool, with a stand-in process.
 
 What vLLM itself serves is tested against vLLM in tests/integration.
 """
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_specdec.serving.ports import claim_port
 from pytest_specdec.serving.pool import ServerPool
-from pytest_specdec.serving.server import ServerStartError, VllmServer, tagged_pids
+from pytest_specdec.serving.server import ManagedServer, ServerStartError, tagged_pids
 from pytest_specdec.config.spec import ServerSpec
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
@@ -24,7 +24,7 @@ def fake_command(port, model="m", mode="ok"):
 
 def start_fake(tmp_path, mode="ok", timeout=20.0, stop_timeout=5.0):
     claim = claim_port()
-    server = VllmServer(
+    server = ManagedServer(
         ServerSpec("m"),
         fake_command(claim.port, mode=mode),
         claim,
@@ -221,3 +221,150 @@ def test_a_process_still_exiting_is_told_from_a_reused_pid_and_a_zombie():
     assert still_exiting({child.pid: child_start[1]}) == [] if child_start else True
     child.wait()
     assert process_start(child.pid) is None
+
+
+def process_state(pid):
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def parking_pool(tmp_path, limit=2, available=64 * 1024**3, mode="child"):
+    memory = {"available": available}
+    pool = ServerPool(
+        "cpu",
+        tmp_path,
+        launcher=lambda launch: fake_command(launch.port, launch.spec.model, mode),
+        startup_timeout=20,
+        stop_timeout=5,
+        model_resolver=lambda name: name,
+        park_limit=limit,
+        memory_available=lambda: memory["available"],
+    )
+    return pool, memory
+
+
+def test_a_parked_server_is_resumed_for_its_configuration_not_started_again(tmp_path):
+    events = []
+    pool, _ = parking_pool(tmp_path)
+    pool.on_event = events.append
+    try:
+        a, b = ServerSpec("a"), ServerSpec("b")
+        first = pool.get(a)
+        deadline = time.monotonic() + 10
+        while len(tagged_pids(first.tag)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the forked child (an engine core's stand-in)
+        (child,) = [pid for pid in tagged_pids(first.tag) if pid != first.pid]
+        second = pool.get(b)
+        # Parked: every process but the one launched is stopped (no CPU), and the server is kept.
+        assert first.alive and first.paused and second.alive and not second.paused
+        assert process_state(child) == "T" and process_state(first.pid) != "T"
+        assert list(pool.parked) == [a.key]
+        assert pool.get(ServerSpec("a", origin="another test")) is first
+        assert not first.paused and process_state(child) != "T"
+        assert list(pool.parked) == [b.key] and second.paused
+        assert pool.starts == {a.key: 1, b.key: 1} and pool.resumes == {a.key: 1}
+        assert f"resumed {a.label()}: parked, not started again" in events
+        assert pool.history[0].describe().endswith("; resumed 1 time after parking")
+        assert "resumed" not in pool.history[1].describe()
+    finally:
+        pool.close()
+    # Closing stops the parked server too, its stopped child included (a SIGTERM waits on a stopped process).
+    assert not first.alive and not second.alive
+    assert tagged_pids(first.tag) == [] and tagged_pids(second.tag) == []
+
+
+def test_parking_keeps_at_most_its_limit_and_stops_what_memory_cannot_hold(tmp_path):
+    pool, memory = parking_pool(tmp_path, limit=1)
+    try:
+        a, b, c = ServerSpec("a"), ServerSpec("b"), ServerSpec("c")
+        first, second = pool.get(a), pool.get(b)
+        third = pool.get(c)  # b parked, a (the oldest) stopped: one parked at most
+        assert list(pool.parked) == [b.key] and not first.alive and second.paused
+        memory["available"] = 1024**3  # short of memory: the next one is stopped, and the parked one too
+        fourth = pool.get(a)
+        assert not third.alive and not second.alive and pool.parked == {} and fourth.alive
+        assert pool.starts == {a.key: 2, b.key: 1, c.key: 1} and not pool.resumes
+    finally:
+        pool.close()
+
+
+def test_beyond_its_limit_the_pool_stops_a_parked_sd_server_before_a_reference(tmp_path):
+    pool, _ = parking_pool(tmp_path, limit=2)
+    try:
+        ngram = {"method": "ngram", "num_speculative_tokens": 4}
+        reference, first, second, third = (
+            ServerSpec("a"),
+            ServerSpec("a", speculative_config=ngram),
+            ServerSpec("a", speculative_config={**ngram, "num_speculative_tokens": 3}),
+            ServerSpec("a", speculative_config={**ngram, "num_speculative_tokens": 2}),
+        )
+        kept = pool.get(reference)
+        for spec in (first, second, third):
+            pool.get(spec)
+        # The reference was parked first, yet the SD server parked first is the one stopped.
+        assert list(pool.parked) == [reference.key, second.key] and kept.alive
+        assert pool.get(reference) is kept
+    finally:
+        pool.close()
+
+
+def test_stop_running_stops_the_parked_servers_too(tmp_path):
+    # A test with servers of its own stops the pool first (the main job, the builds tests): a parked server
+    # would still hold its memory and its processes beside them.
+    pool, _ = parking_pool(tmp_path)
+    try:
+        first = pool.get(ServerSpec("a"))
+        second = pool.get(ServerSpec("b"))
+        assert first.paused and list(pool.parked) == [ServerSpec("a").key]
+        pool.stop_running()
+        assert pool.current is None and pool.parked == {} and not first.alive and not second.alive
+        assert tagged_pids(first.tag) == [] and tagged_pids(second.tag) == []
+    finally:
+        pool.close()
+
+
+def test_without_parking_the_pool_stops_what_it_leaves(tmp_path):
+    pool, _ = parking_pool(tmp_path, limit=0)
+    try:
+        first = pool.get(ServerSpec("a"))
+        pool.get(ServerSpec("b"))
+        assert not first.alive and pool.parked == {}
+    finally:
+        pool.close()
+    # A server of one process (llama.cpp's) has nothing to stop but the process it would keep running: the
+    # pool stops it as before.
+    single, _ = parking_pool(tmp_path, mode="ok")
+    try:
+        first = single.get(ServerSpec("a"))
+        single.get(ServerSpec("b"))
+        assert not first.alive and single.parked == {}
+    finally:
+        single.close()
+
+
+def test_a_server_whose_drafter_remembers_requests_is_stopped_not_parked(tmp_path):
+    pool, _ = parking_pool(tmp_path)
+    try:
+        suffix = ServerSpec("a", speculative_config={"method": "suffix", "num_speculative_tokens": 4})
+        ngram = ServerSpec("a", speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+        assert suffix.remembers_requests and not ngram.remembers_requests and not suffix.reference().remembers_requests
+        first = pool.get(suffix)
+        pool.get(ngram)
+        assert not first.alive and pool.parked == {}
+        pool.get(suffix)
+        assert list(pool.parked) == [ngram.key] and pool.starts[suffix.key] == 2
+    finally:
+        pool.close()
+
+
+def test_a_parked_server_that_died_is_started_again(tmp_path):
+    pool, _ = parking_pool(tmp_path)
+    try:
+        a = ServerSpec("a")
+        first = pool.get(a)
+        pool.get(ServerSpec("b"))
+        os.kill(first.pid, 9)
+        first.process.wait(timeout=5)
+        again = pool.get(a)
+        assert again is not first and again.alive and pool.starts[a.key] == 2 and not pool.resumes
+    finally:
+        pool.close()

@@ -86,3 +86,17 @@ def test_the_dispatch_lag_limit_is_read_as_milliseconds():
         parse_milliseconds("fast")
     with pytest.raises(argparse.ArgumentTypeError, match="greater than 0"):
         parse_milliseconds("0")
+
+
+def test_parked_cpu_servers_default_to_two_take_zero_and_refuse_a_negative(tmp_path):
+    from pytest_specdec.config.units import parse_count
+
+    assert _resolve(tmp_path=tmp_path).cpu_parked_servers == 2
+    assert _resolve({"specdec_cpu_parked_servers": 0}, tmp_path=tmp_path).cpu_parked_servers == 0
+    assert _resolve(ini={"specdec_cpu_parked_servers": "1"}, tmp_path=tmp_path).cpu_parked_servers == 1
+    assert parse_count("0") == 0
+    for bad in ("-1", "two"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_count(bad)
+    with pytest.raises(ValueError, match="ini setting specdec_cpu_parked_servers: must be 0 or more"):
+        _resolve(ini={"specdec_cpu_parked_servers": "-2"}, tmp_path=tmp_path)

@@ -120,7 +120,7 @@ def test_without_token_ids_outputs_are_compared_as_text_never_100_percent_by_def
     assert result.outputs.basis == "text" and result.match_rate == 0.0
     same = make_result(ref_records=ref, sd_records=ref)  # 100% by text says so in every report
     row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="passed", result=same)
-    assert row["match_basis"] == "text" and "100% as text" in terminal_table([row])[2]
+    assert row["match_basis"] == "text" and "100% as text" in terminal_table([row], full=True)[2]
     assert dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))["match_basis"] == "text"
     with pytest.raises(
         AssertionError,
@@ -162,7 +162,7 @@ def test_one_token_outputs_leave_no_blank_and_no_zero_in_the_reports():
     assert "more than one output token" in row["unavailable"]["speedup_median_tpot"]
     line = dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))
     assert line["speculative_median_tpot_ms"] == "unavailable" and line["speedup_median_tpot"] == "unavailable"
-    assert "unavailable" in terminal_table([row])[2]
+    assert "unavailable" in terminal_table([row], full=True)[2]
 
 
 def one_event(index, tokens=8):
@@ -360,7 +360,7 @@ def test_an_impossible_acceptance_length_does_not_crash_the_report():
     lost = make_result(counters=SpecDecodeCounters.unavailable("no counters at x"))
     row = row_for("t.py::test", SPEC, {"name": "w"}, {"name": "p"}, outcome="failed", result=lost, cost_ratio=0.0)
     assert row["acceptance_rate"] is None and row["unavailable"]["acceptance_rate"] == "no counters at x"
-    assert "unavailable" in terminal_table([row])[2]
+    assert "unavailable" in terminal_table([row], full=True)[2]
     assert csv_text([row]).splitlines()[1].count("unavailable") >= 2
 
 
@@ -466,7 +466,7 @@ def test_a_client_bound_run_shows_client_bound_not_a_speedup_and_its_lag_in_ever
     )
     assert row["speculative"]["p99_dispatch_lag_ms"] == pytest.approx(50.0)
     assert row["reference"]["p99_dispatch_lag_ms"] == pytest.approx(0.0)
-    assert "client-bound" in terminal_table([row])[2] and "1.50x" not in terminal_table([row])[2]
+    assert "client-bound" in terminal_table([row], full=True)[2] and "1.50x" not in terminal_table([row], full=True)[2]
     assert "| test | ngram k=4 | w | p | client-bound |" in markdown_summary([row])
     line = dict(zip(*[r.split(",") for r in csv_text([row]).splitlines()]))
     assert float(line["speculative_p99_dispatch_lag_ms"]) == pytest.approx(50.0)

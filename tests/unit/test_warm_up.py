@@ -42,6 +42,13 @@ def test_each_new_server_is_warmed_once_and_not_kept_alive(monkeypatch, tmp_path
     for _ in range(3):
         measurements._warm_up(FakeServer(), SPEC, workload, pattern, 0)
     assert sent == [measuring.WARMUP_REQUESTS] * 12
+    # A server resumed from parking (serving.pool) is warmed again, once per resume.
+    parked = FakeServer()
+    measurements._warm_up(parked, SPEC, workload, pattern, 0)
+    parked.resumes = 1
+    measurements._warm_up(parked, SPEC, workload, pattern, 0)
+    measurements._warm_up(parked, SPEC, workload, pattern, 0)
+    assert sent == [measuring.WARMUP_REQUESTS] * 18
 
 
 def _round(ms_per_token: float, spread: float = 0.0, tokens: int = 16):

@@ -1,5 +1,6 @@
 """One schedule sent by several client processes, against the streaming test server of test_client."""
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -140,3 +141,20 @@ def test_a_run_that_shares_the_servers_cache_or_an_engine_without_salts_sends_no
 def test_vllms_validation_of_a_salt_is_the_fakes():
     assert vllm_refusal({"cache_salt": ""}) and vllm_refusal({"cache_salt": "a/b"}) and vllm_refusal({"cache_salt": 7})
     assert vllm_refusal({"cache_salt": "x" * 129}) and vllm_refusal({}) is None
+
+
+def test_a_run_freezes_what_the_process_held_before_it_and_lifts_the_freeze_after(server):
+    # A full collection of the session's process stalled the event loop for seconds: during a run the
+    # collector walks only what the run makes.
+    held = gc.get_freeze_count()
+    seen = []
+
+    def respond(payload):
+        seen.append(gc.get_freeze_count())
+        return stream([[1], [2]])
+
+    server.respond = respond
+    run = generate_load(server.url, "m", [P("x", 1, 2)], AccessPattern("c", num_prompts=3, max_concurrency=2))
+    assert all(r.success for r in run.records)
+    assert len(seen) == 3 and all(count > held for count in seen), (held, seen)
+    assert gc.get_freeze_count() == held
