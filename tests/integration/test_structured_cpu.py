@@ -41,10 +41,10 @@ def check_valid_with_free_figures(result) -> dict:
     return figures
 
 
-# With a server of its own at the end (conftest.py): its free reference is not announced at collection, so
-# among the pooled n-gram tests it restarted the reference and then the n-gram server the others share, which
-# test_measure_cpu.py counts as started once.
-@pytest.mark.own_servers
+# Among the pooled n-gram tests: its free reference is not announced at collection, so it goes back to the
+# reference's server and then to the n-gram server the others share.  On --specdec-cpu both are parked, not
+# stopped, and come back resumed (serving.pool), so test_measure_cpu.py still counts each started once; before
+# parking this test ran last with two vLLM starts of its own (30-60 s each).
 @pytest.mark.specdec(model=BUNDLED, speculative_config=VLLM_NGRAM, server_args=["--enforce-eager"])
 @pytest.mark.workload("structured", output_len=48)
 @SIX
