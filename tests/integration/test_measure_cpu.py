@@ -152,10 +152,14 @@ def test_reference_runs_are_shared_across_configs(specdec, specdec_measurements,
     # other traffics of this target, test_openai_chat_cpu.py's chat among them, are counted under their own keys).
     key = specdec_measurements.reference_key(specdec.spec, specdec.workload, specdec.pattern)
     assert specdec_measurements.reference_measurements[key] == 1
-    # One start per SD config, and for each comparison of it flagged cold and measured again, a resume of the
-    # parked server (n-gram) or, for a drafter that remembers what it served (suffix), a fresh start.
+    # One start per SD config. A drafter that remembers what it served (suffix) is never parked: each comparison
+    # of it flagged cold and measured again starts it afresh.  N-gram is parked, never started again: it comes
+    # back resumed for each such comparison and for the group's other tests that return to it (the constrained
+    # test's free run, test_structured_cpu.py), so its resumes are at least its comparisons measured again.
     for result in (ngram, suffix):
         key = result.spec.key
         again = specdec_measurements.remeasures[key]
-        assert specdec_pool.starts[key] + specdec_pool.resumes[key] == 1 + again
-        assert specdec_pool.resumes[key] == 0 if result.spec.remembers_requests else specdec_pool.starts[key] == 1
+        if result.spec.remembers_requests:
+            assert (specdec_pool.starts[key], specdec_pool.resumes[key]) == (1 + again, 0)
+        else:
+            assert specdec_pool.starts[key] == 1 and specdec_pool.resumes[key] >= again
