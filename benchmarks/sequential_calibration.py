@@ -183,12 +183,20 @@ def run_cell(draws: Draws, kind: str, truth: float, tolerance: float | None, rul
         outcomes.append(decision.outcome)
         runs.append(decision.runs)
     return {
+        **shares(outcomes, runs),
+        "p95": float(np.quantile(runs, 0.95, method="inverted_cdf")),
+        "today_failed": today_failed / n,
+    }
+
+
+def shares(outcomes: list, runs: list) -> dict:
+    """Each outcome's share of the sessions, and the runs a side they took on average."""
+    n = len(outcomes)
+    return {
         "passed": outcomes.count(PASSED) / n,
         "failed": outcomes.count(FAILED) / n,
         "undecided": outcomes.count(UNDECIDED) / n,
         "runs": statistics.fmean(runs),
-        "p95": float(np.quantile(runs, 0.95, method="inverted_cdf")),
-        "today_failed": today_failed / n,
     }
 
 
@@ -228,13 +236,7 @@ def condition_cell(rng, n: int, sigma: float, content: float, kind: str, truth: 
                 decision = build_check(sd[:, 0], draws.ref[i], base, base_ref[i], tolerance_zone(tolerance), rule)
         outcomes.append(decision.outcome)
         runs.append(decision.runs)
-    return {
-        "passed": outcomes.count(PASSED) / n,
-        "failed": outcomes.count(FAILED) / n,
-        "undecided": outcomes.count(UNDECIDED) / n,
-        "runs": statistics.fmean(runs),
-        "again": again / n,
-    }
+    return {**shares(outcomes, runs), "again": again / n}
 
 
 def conditions(sessions: int, seed: int, content: float, rule: Rule) -> None:

@@ -323,22 +323,18 @@ def test_stop_running_stops_the_parked_servers_too(tmp_path):
 
 
 def test_without_parking_the_pool_stops_what_it_leaves(tmp_path):
-    pool, _ = parking_pool(tmp_path, limit=0)
-    try:
-        first = pool.get(ServerSpec("a"))
-        pool.get(ServerSpec("b"))
-        assert not first.alive and pool.parked == {}
-    finally:
-        pool.close()
+    def stops_what_it_leaves(pool):
+        try:
+            first = pool.get(ServerSpec("a"))
+            pool.get(ServerSpec("b"))
+            assert not first.alive and pool.parked == {}
+        finally:
+            pool.close()
+
+    stops_what_it_leaves(parking_pool(tmp_path, limit=0)[0])
     # A server of one process (llama.cpp's) has nothing to stop but the process it would keep running: the
     # pool stops it as before.
-    single, _ = parking_pool(tmp_path, mode="ok")
-    try:
-        first = single.get(ServerSpec("a"))
-        single.get(ServerSpec("b"))
-        assert not first.alive and single.parked == {}
-    finally:
-        single.close()
+    stops_what_it_leaves(parking_pool(tmp_path, mode="ok")[0])
 
 
 def test_a_server_whose_drafter_remembers_requests_is_stopped_not_parked(tmp_path):
