@@ -641,10 +641,12 @@ def make_handler(state: State):
                             },
                         }
                     )
+            # Counted before the stream ends, as vLLM's output loop records its metrics before the API server
+            # writes the last chunk: a client that has its reply reads counters that include it.
+            state.count(count)
             self._event(b"[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-            state.count(count)
 
         def _sglang_generate(self, request: dict) -> None:
             """SGLang's native /generate, streamed: running totals of text and output_ids, and meta_info
@@ -685,10 +687,12 @@ def make_handler(state: State):
                     }
                 )
                 time.sleep(chunk_s(state.mode, number, state.chunk_s))
+            # Counted before the stream ends, as vLLM's output loop records its metrics before the API server
+            # writes the last chunk: a client that has its reply reads counters that include it.
+            state.count(count)
             self._event(b"[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-            state.count(count)
 
     return Handler
 
