@@ -49,7 +49,7 @@ from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.serving.endpoint import ExternalServer
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.engines.vllm_bench import bench_serve_flags, run_vllm_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -3,10 +3,10 @@
 For each model-free method (n-gram, suffix decoding) this measures, on the
 bundled model and a scaled-down `code_edit`, the reference once and SD at
 k = 1..K (one server each, one at a time), then predicts every k' <= K from
-the k = K run alone (`measure/acceptance.py`: accepted spans cut at k', the
+the k = K run alone (`analysis/acceptance.py`: accepted spans cut at k', the
 step's cost over a plain step taken as per-token, since one k cannot split it)
 and again with the step cost fitted from the k = K and k = 2 runs
-(`measure/step_cost.py`: a fixed and a per-token part), and prints, per
+(`analysis/step_cost.py`: a fixed and a per-token part), and prints, per
 method, k / predicted / measured, whether the prediction ranks the measured
 k's correctly, and whether the k it recommends is within 5% of the measured
 best.
@@ -28,9 +28,9 @@ from pathlib import Path
 from pytest_specdec import Measurements, ServerPool, ServerSpec
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.acceptance import request_length_distribution
-from pytest_specdec.measure.analysis import request_steps
-from pytest_specdec.measure.theory import theory_for
+from pytest_specdec.analysis.acceptance import request_length_distribution
+from pytest_specdec.analysis.inside_acceptance import request_steps
+from pytest_specdec.analysis.theory import theory_for
 
 MODEL = "specdec:smollm2-135m"
 EAGER = ("--enforce-eager",)

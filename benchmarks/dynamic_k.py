@@ -28,7 +28,7 @@ from pytest_specdec import Measurements, ServerPool, ServerSpec
 from pytest_specdec.config.spec import parse_specdec_marker
 from pytest_specdec.load.patterns import concurrency_sweep
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.dynamic_k import (
+from pytest_specdec.analysis.dynamic_k import (
     check_no_fall_across_switches,
     levels_around_switches,
     measurements_from,

@@ -32,7 +32,7 @@ from pytest_specdec import Measurements, ServerPool, ServerSpec
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {

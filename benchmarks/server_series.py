@@ -29,8 +29,8 @@ from pytest_specdec.engines import engine_named
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.measure.series_figures import series_figures
+from pytest_specdec.analysis.metrics import summarize
+from pytest_specdec.analysis.series_figures import series_figures
 from pytest_specdec.report.series_report import series_plot
 from pytest_specdec.serving.metrics_page import MetricsPage
 from pytest_specdec.serving.server_series import SeriesSampler

@@ -36,16 +36,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_specdec.measure.acceptance import (  # noqa: E402
+from pytest_specdec.analysis.acceptance import (  # noqa: E402
     RequestSteps,
     StepTiming,
 )
-from pytest_specdec.measure.predictions import (  # noqa: E402
+from pytest_specdec.analysis.predictions import (  # noqa: E402
     oracle_speedup,
     predict_speedups,
     run_drafted_step_ms,
 )
-from pytest_specdec.measure.step_cost import fit_step_cost  # noqa: E402
+from pytest_specdec.analysis.step_cost import fit_step_cost  # noqa: E402
 
 DATASETS = ("instructcoder", "cnn", "sharegpt", "gsm8k")
 METHODS = {"ngram": "acc_ngram", "eagle3": "acc_eagle"}

@@ -6,7 +6,7 @@ Importing this package never imports vllm or torch.
 from . import _compat
 
 from .engines.counters import SpecDecodeCounters
-from .measure.metrics import RunMetrics
+from .analysis.metrics import RunMetrics
 from .serving.models import ModelNameError, ModelUnavailableError
 from .load.patterns import AccessPattern, PatternError, concurrency_sweep
 from .serving.pool import ServerPool
@@ -15,7 +15,7 @@ from .measure.measurements import Measurements, RunError
 from .measure.specdec_test import SpecDecTest
 from .serving.server import LaunchRequest, ManagedServer, ServerStartError
 from .config.spec import MarkerError, ServerSpec
-from .measure.theory import cost_per_million_tokens, expected_speedup
+from .analysis.theory import cost_per_million_tokens, expected_speedup
 from .load.workloads import Prompt, Workload, WorkloadError
 
 from .version import __version__

@@ -1,7 +1,7 @@
 """Old module paths (pytest-specdec 0.1 had one flat package) keep importing, with a warning.
 
 ``import pytest_specdec.theory`` still works and returns
-`pytest_specdec.measure.theory`, after a `SpecdecDeprecationWarning` that
+`pytest_specdec.analysis.theory`, after a `SpecdecDeprecationWarning` that
 names the new path.  Only imports are redirected: the modules are the new
 ones, not copies.
 """
@@ -29,9 +29,9 @@ MOVED = {
     "patterns": "load.patterns",
     "client": "load.client",
     "runner": "measure.measurements",
-    "metrics": "measure.metrics",
+    "metrics": "analysis.metrics",
     "result": "measure.result",
-    "theory": "measure.theory",
+    "theory": "analysis.theory",
     "vllm_bench": "measure.reproduce",
     "assertions": "verdict.assertions",
     "stats": "verdict.stats",
@@ -48,6 +48,22 @@ MOVED = {
     "measure.derived": "verdict.metric_names",
     "report.progress": "measure.progress",
     "load.replay": "measure.replay",
+    # The analyses left the measurement loop's folder (0.2 development): pure functions of measured runs.
+    "measure.acceptance": "analysis.acceptance",
+    "measure.cost_ratio": "analysis.cost_ratio",
+    "measure.diagnosis": "analysis.diagnosis",
+    "measure.theory": "analysis.theory",
+    "measure.predictions": "analysis.predictions",
+    "measure.step_cost": "analysis.step_cost",
+    "measure.step_figures": "analysis.step_figures",
+    "measure.goodput": "analysis.goodput",
+    "measure.metrics": "analysis.metrics",
+    "measure.outputs": "analysis.outputs",
+    "measure.series_figures": "analysis.series_figures",
+    "measure.energy_figures": "analysis.energy_figures",
+    "measure.drift": "analysis.drift",
+    "measure.dynamic_k": "analysis.dynamic_k",
+    "measure.analysis": "analysis.inside_acceptance",
 }
 PACKAGE = __name__.rpartition(".")[0]
 

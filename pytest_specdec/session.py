@@ -95,7 +95,7 @@ class SpecdecSession(SessionReport):
         # Plain -n would start a target's servers on several workers: our scheduler keeps targets whole.
         self.groups_dir: str | None = None
         self.hook_errors = HookErrors()  # exceptions session-level hooks caught, for the summary
-        self.drift_checks: list = []  # measure.drift.DriftCheck, one per reference traffic (--specdec-drift-check)
+        self.drift_checks: list = []  # analysis.drift.DriftCheck, one per reference traffic (--specdec-drift-check)
         self.drift_skipped: str | None = None  # why the drift check did not run although it was asked for
         self.interrupted: str | None = None  # set by the plugin when the run is interrupted (Ctrl-C, SIGTERM)
         self.history = HistoryRecorder(settings.history, self.rootpath) if settings.history.url else None

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .config.spec import canonical_id
 from .hook_errors import failure_text, test_failure
 from .measure.specdec_test import SpecDecTest
-from .measure.drift import drift_sections, flag_drifted_rows
+from .analysis.drift import drift_sections, flag_drifted_rows
 from .report.files import write_session_report
 from .report.rows import rows_for_test
 from .report.tables import session_counts, summary_sections

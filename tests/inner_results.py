@@ -9,7 +9,7 @@ RESULTS_CONFTEST = '''
 import os
 import pytest
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 
 

@@ -12,7 +12,7 @@ output throughput at the first level after the switch is more than 10% below the
 
 import pytest
 
-from pytest_specdec.measure.dynamic_k import assert_no_fall_across_switches, levels_around_switches
+from pytest_specdec.analysis.dynamic_k import assert_no_fall_across_switches, levels_around_switches
 
 MODEL = "specdec:smollm2-135m"
 EAGER = ["--enforce-eager"]

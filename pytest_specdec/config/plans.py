@@ -187,7 +187,7 @@ def parse_slo_marker(args, kwargs) -> tuple[dict[str, float], float]:
     ``*_x`` objectives are multiples of the reference's unloaded median, resolved
     to milliseconds when the test measures (see goodput.resolve_slo).
     """
-    from ..measure.goodput import parse_objectives
+    from ..analysis.goodput import parse_objectives
 
     if args:
         raise ValueError(

@@ -309,7 +309,7 @@ def resolve_settings(
 def _slo_from_ini(raw: str) -> dict[str, float]:
     if not raw or not raw.strip():
         return {}
-    from ..measure.goodput import parse_objectives
+    from ..analysis.goodput import parse_objectives
 
     try:
         return parse_objectives(raw)

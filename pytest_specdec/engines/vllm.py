@@ -63,7 +63,7 @@ def build_command(launch: LaunchRequest) -> list[str]:
         command += ["--speculative-config", json.dumps(dict(launch.speculative_config), sort_keys=True)]
         if launch.per_request_metrics and not has_flag(spec.server_args, PER_REQUEST_METRICS_FLAG):
             # Each response then carries its per-step accepted/proposed arrays: the
-            # per-request analyses (measure/acceptance.py) use them instead of an estimate.
+            # per-request analyses (analysis/acceptance.py) use them instead of an estimate.
             command += [PER_REQUEST_METRICS_FLAG, "detailed"]
     command += list(spec.server_args)
     return command

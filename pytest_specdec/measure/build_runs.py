@@ -183,7 +183,7 @@ class BuildRuns:
         new prompts on every side, in the same A B B A order, appended to both results with their outputs.
         New draws, not the same ones sent again: both builds' reference and SD are timed on each, and the
         pairs' spread is what the gate decides on, with no drift between sessions to cancel."""
-        from .outputs import compare_outputs
+        from ..analysis.outputs import compare_outputs
 
         comparison = result.builds
         specs = {THIS: result.spec, BASELINE: comparison.baseline_result.spec}

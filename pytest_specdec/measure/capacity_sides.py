@@ -13,7 +13,7 @@ from ..engines.server_spec import ServerSpec
 from ..load.capacity import CapacitySearch, Probe, search_capacity
 from ..load.patterns import CATALOG
 from ..load.saturation import over_saturation
-from .goodput import SLOPercentiles, is_relative, parse_objectives, resolve_slo
+from ..analysis.goodput import SLOPercentiles, is_relative, parse_objectives, resolve_slo
 from .result import Run
 
 # Four requests one at a time: enough for a median, seconds on a CPU. The same run as a

@@ -15,7 +15,7 @@ returns a :class:`Flag` naming the cause:
 - ``above_ceiling``: a decode speedup above the tokens each forward pass yielded
   (the measured acceptance, undrafted steps included, at a free draft: c = 0);
 - ``server_load``: one side's server preempted or queued requests during its runs and the other's did not
-  (their series, measure.series_figures): that side's latencies include the wait.
+  (their series, analysis.series_figures): that side's latencies include the wait.
 
 The last three say a side was cold or drifting (:data:`COLD_KINDS`): such a
 comparison is measured again, both sides warmed again and run again, before
@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from ..engines.server_spec import DEFAULT_ENGINE
 from ..serving.engine_facts import Confound, SDCost, confounds, sd_costs
-from .series_figures import series_figures
+from ..analysis.series_figures import series_figures
 
 # Methods whose drafting happens after prefill, on the host: at concurrency 1 the SD side's TTFT
 # is the reference's.  Draft models and EAGLE heads add their own prefill (TTFT may only grow).

@@ -19,13 +19,13 @@ from ..atomic import write_atomic
 from ..load.client import count_output_tokens, generate_load
 from ..engines.counters import CounterError, counters_from_requests
 from .fairness import cold_flags
-from .metrics import summarize
+from ..analysis.metrics import summarize
 from ..load.patterns import AccessPattern
 from ..serving.pool import ServerPool
 from .progress import QuietProgress
 from .reproduce import reproduce_commands
 from .result import Run, SpecDecResult, compare_outputs, repeat_seed
-from .theory import cost_ratio_for
+from ..analysis.theory import cost_ratio_for
 from .reference_runs import WARMUP_REQUESTS, WARMUP_SEED_OFFSET, WARMUP_TOKENS, ReferenceRuns  # warm-up: own prompts
 from .build_runs import BuildRuns
 from .run_checks import RunError, check_run  # noqa: F401 - RunError is raised from here too

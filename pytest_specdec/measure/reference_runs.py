@@ -110,8 +110,8 @@ class ReferenceRuns:
         )
 
     def check_drift(self) -> list:
-        """Each reference traffic of the session measured once more, against its first run (measure.drift)."""
-        from .drift import compare
+        """Each reference traffic of the session measured once more, against its first run (analysis.drift)."""
+        from ..analysis.drift import compare
 
         checks = []
         for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():

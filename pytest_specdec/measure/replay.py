@@ -75,7 +75,7 @@ def replay_main(argv: Sequence[str]) -> int:
     except (OSError, ValueError, PatternError, TypeError) as exc:
         print(f"pytest-specdec replay: error: {exc}", file=sys.stderr)
         return 2
-    from .metrics import summarize
+    from ..analysis.metrics import summarize
     from ..load.client import generate_load
 
     load = generate_load(

@@ -11,7 +11,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.server_spec import ServerSpec
+from ..engines import engine_named
+from ..engines.server_spec import DEFAULT_ENGINE, ServerSpec
 from ..engines.counters import SpecDecodeCounters
 from ..verdict.metric_names import (
     SPEEDUP_METRICS,
@@ -22,17 +23,18 @@ from ..verdict.metric_names import (
     speedup_name,
 )
 from ..load.workloads import REPEAT_SEED_STRIDE, repeat_seed  # noqa: F401 - re-exported
-from .metrics import RunMetrics
+from ..analysis.metrics import RunMetrics
 
 # Output comparison lives in `outputs`; these names stay importable from here.
-from .outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
-from .analysis import ANALYSIS_FIGURES
+from ..analysis.outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
+from ..analysis.inside_acceptance import ANALYSIS_FIGURES, analyse, diagnosis as causes_of
+from ..analysis.diagnosis import describe
 from .groups import GroupedFigures
 from .fairness import FairComparison
 from .result_checks import ResultChecks
 from .decided import DecidedFigures
 from .validity import ConstrainedFigures
-from .goodput import goodput as goodput_of, is_relative
+from ..analysis.goodput import goodput as goodput_of, is_relative
 
 
 @dataclass
@@ -136,7 +138,7 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
         """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same
         config at other k (one k cannot split a step's cost into a fixed and a per-token part; see
-        measure.step_cost).  Returns self; the analyses are computed again."""
+        analysis.step_cost).  Returns self; the analyses are computed again."""
         self.step_cost_runs = tuple(others)
         self._analyses.clear()
         return self
@@ -144,21 +146,15 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     def analysis(self, repeat: int | None = None):
         """The per-request analyses (`analysis.AcceptanceAnalysis`) of every SD repeat, or of one."""
         if repeat not in self._analyses:
-            from .analysis import analyse
-
-            self._analyses[repeat] = analyse(self, repeat)
+            self._analyses[repeat] = analyse(self, engine_named(getattr(self.spec, "engine", DEFAULT_ENGINE)), repeat)
         return self._analyses[repeat]
 
     def diagnosis(self) -> list:
         """Why SD did not pay: `diagnosis.Cause`s, each with the figure behind it."""
-        from .analysis import diagnosis
-
-        return diagnosis(self, self.sweep_speedups or None)
+        return causes_of(self, self.sweep_speedups or None)
 
     def why_sd_did_not_pay(self) -> str:
         """The causes the measured figures point at, each with its number, as a failure message says them."""
-        from .diagnosis import describe
-
         return "why SD did not pay:\n" + describe(self.diagnosis())
 
     def repeat_seeds(self) -> list[int]:

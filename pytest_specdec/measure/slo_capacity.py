@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 from ..engines.server_spec import ServerSpec
 from ..load.capacity import Capacity, CapacityRatio, ratio_of
-from .goodput import describe_objectives, resolve_slo
+from ..analysis.goodput import describe_objectives, resolve_slo
 from .capacity_sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, unloaded_reference: importable here)
     CLIENT_BOUND_ATTEMPTS,
     UNLOADED,
@@ -43,7 +43,7 @@ from .capacity_sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, un
     unloaded_reference,
 )
 from .result import Run
-from .theory import cost_per_million_tokens
+from ..analysis.theory import cost_per_million_tokens
 
 CAPACITY_METRICS = ("capacity_ratio",)
 

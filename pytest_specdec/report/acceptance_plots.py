@@ -1,4 +1,4 @@
-"""Figures of the per-request acceptance analyses (see `measure.analysis`).
+"""Figures of the per-request acceptance analyses (see `analysis.inside_acceptance`).
 
 - `request_length_plot`: the per-request acceptance length (tokens per drafted
   step) as a box per result, whiskers at the 5th and 95th percentiles, as the

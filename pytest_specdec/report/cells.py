@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ..formatting import NOTHING, figure
-from ..measure.theory import falls_short
+from ..analysis.theory import falls_short
 
 
 UNAVAILABLE = "unavailable"

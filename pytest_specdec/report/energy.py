@@ -1,4 +1,4 @@
-"""Energy per output token with and without SD (a row's ``energy``, measure.energy_figures), for summary.md
+"""Energy per output token with and without SD (a row's ``energy``, analysis.energy_figures), for summary.md
 and report.html: a table where the hardware counted it, one line with the reason where it did not."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..measure.energy_figures import energy_figures
+from ..analysis.energy_figures import energy_figures
 from ..measure.result import why_no_value
 from ..measure.validity import constraint_properties
 
@@ -24,7 +24,7 @@ def junit_properties(result) -> dict:
     for key, value in result.derived().items():
         props[f"specdec_{key}"] = _figure(value, 4, lambda: result.unavailable(key))
     if hasattr(result, "analysis"):  # whether best_k, the oracle and per-request figures are the server's or estimated
-        from ..measure.analysis import cost_ratio_of
+        from ..analysis.inside_acceptance import cost_ratio_of
 
         props["specdec_per_step_source"] = result.analysis().source or f"unavailable: {result.analysis().problem}"
         props["specdec_oracle_speedup_label"] = result.analysis().oracle

@@ -189,7 +189,7 @@ def _oracle_gap(row) -> str:
 
 
 def fairness_lines(rows: list[dict]) -> list[str]:
-    """One line per fairness flag of each row (measure.fairness, measure.drift), for the terminal and summary.md."""
+    """One line per fairness flag of each row (measure.fairness, analysis.drift), for the terminal and summary.md."""
     return (
         [
             f"{r['test']} ({_speedup_text(r)}): {flag.get('describe') or flag.get('message')}"

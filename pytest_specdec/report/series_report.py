@@ -1,4 +1,4 @@
-"""What each server was doing during a test's runs (a row's ``server_series``, measure.series_figures): a table
+"""What each server was doing during a test's runs (a row's ``server_series``, analysis.series_figures): a table
 for summary.md and report.html, and a figure of KV cache usage and requests waiting over time, per side."""
 
 from __future__ import annotations

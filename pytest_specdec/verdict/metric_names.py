@@ -25,7 +25,7 @@ import warnings
 SPEEDUP_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_e2el_ms")
 SPEEDUP_PREFIX = "speedup_"
 # Figures of the SD side that are ratios already (they travel across machines): acceptance,
-# output match, the per-request acceptance lengths and what they predict (measure.analysis),
+# output match, the per-request acceptance lengths and what they predict (analysis.inside_acceptance),
 # and SD against the reference under an SLO (goodput, capacity).
 SD_RATIO_METRICS = (
     "acceptance_rate",

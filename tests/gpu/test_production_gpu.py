@@ -22,8 +22,8 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.energy_figures import describe_energy, energy_figures
-from pytest_specdec.measure.series_figures import describe_series, series_figures
+from pytest_specdec.analysis.energy_figures import describe_energy, energy_figures
+from pytest_specdec.analysis.series_figures import describe_series, series_figures
 
 MODEL = "specdec:smollm2-135m"
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}

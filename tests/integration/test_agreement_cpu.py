@@ -54,7 +54,7 @@ import pytest
 from pytest_specdec.load.client import generate_load
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 
 BUNDLED = "specdec:smollm2-135m"
 AGREEMENT = Path(__file__).resolve().parents[2] / "benchmarks" / "agreement.py"

@@ -36,7 +36,7 @@ import pytest
 
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.files import load_report, report_title
 from pytest_specdec.report.html import TrendFigure, render_html, write_html

@@ -242,7 +242,7 @@ def test_a_side_cold_for_one_run_is_measured_again_before_any_verdict(tmp_path, 
 # limit (the reference's first repeat); every run after it is the real client's. Injected, because no fake
 # server can make this process's own client late on demand.
 LATE_CLIENT_CONFTEST = """
-import pytest_specdec.measure.metrics as metrics
+import pytest_specdec.analysis.metrics as metrics
 
 _real = metrics.RunMetrics.client_bound
 _late = []

@@ -159,7 +159,7 @@ from types import SimpleNamespace
 
 import pytest
 from pytest_specdec.load.client import RequestRecord
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.acceptance import (
+from pytest_specdec.analysis.acceptance import (
     Percentiles,
     RequestSteps,
     StepTiming,
@@ -14,7 +14,7 @@ from pytest_specdec.measure.acceptance import (
     steps_from_server,
     why_no_prediction,
 )
-from pytest_specdec.measure.predictions import best_k, oracle_speedup, predict_speedups
+from pytest_specdec.analysis.predictions import best_k, oracle_speedup, predict_speedups
 
 NAN = math.nan
 # tokens per step 4, 1, 3, 2 (sum 10); 12 output tokens: 1 prefill + 10 + 1 undrafted step

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.plots import write_plots
 from pytest_specdec.report.rows import row_for

@@ -17,7 +17,7 @@ from pytest_specdec.engines.per_request import ACCEPTED, DRAFTED, STEPS
 from pytest_specdec.engines.server_spec import ServerSpec
 from pytest_specdec.history.options import HistorySettings, parse_baseline_source, parse_build_path
 from pytest_specdec.measure.build_runs import Build, BuildComparison
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.builds import builds_cell, builds_lines, builds_markdown, builds_section
 from pytest_specdec.report.files import load_report, report_document, validate_report, write_report

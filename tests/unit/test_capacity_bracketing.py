@@ -192,7 +192,7 @@ def test_over_saturation_needs_both_in_flight_requests_and_ttft_to_keep_rising()
 def test_an_over_saturated_probe_fails_with_that_reason_even_where_its_tpot_held():
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
-    from pytest_specdec.measure.metrics import summarize
+    from pytest_specdec.analysis.metrics import summarize
     from pytest_specdec.measure.result import Run
     from pytest_specdec.measure.slo_capacity import measure_capacity
 

@@ -27,7 +27,7 @@ from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.load.client import RequestRecord
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run
 from pytest_specdec.measure.slo_capacity import UNLOADED, measure_capacity
 

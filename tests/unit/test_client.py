@@ -448,7 +448,7 @@ def test_dispatch_lag_is_small_for_a_client_with_time_to_spare(server):
 
 def test_a_starved_client_shows_its_lag_and_trips_the_client_bound_verdict(server):
     from pytest_specdec.config.spec import ServerSpec
-    from pytest_specdec.measure.metrics import summarize
+    from pytest_specdec.analysis.metrics import summarize
     from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 
     server.respond = lambda p: stream([[1], [2]], first=0.01)

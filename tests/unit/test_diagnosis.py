@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.diagnosis import Cause, describe, diagnose
-from pytest_specdec.measure.theory import falls_short
+from pytest_specdec.analysis.diagnosis import Cause, describe, diagnose
+from pytest_specdec.analysis.theory import falls_short
 from pytest_specdec.report.tables import below_theory
 
 NAN = math.nan

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import MarkerError, ServerSpec, check_k_schedule
-from pytest_specdec.measure.dynamic_k import (
+from pytest_specdec.analysis.dynamic_k import (
     KMeasurement,
     Switch,
     assert_no_fall_across_switches,
@@ -21,7 +21,7 @@ from pytest_specdec.measure.dynamic_k import (
     schedule_of,
     switch_points,
 )
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.measure.sweep import SweepResult
 

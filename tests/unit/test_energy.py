@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from pytest_specdec.measure.energy_figures import describe_energy, energy_figures
+from pytest_specdec.analysis.energy_figures import describe_energy, energy_figures
 from pytest_specdec.serving.energy import POWERCAP, EnergyReading, NvmlEnergy, RaplEnergy, energy_meter
 
 FAKE_NVML = "specdec_fake_pynvml"

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_specdec.measure import fairness
 from pytest_specdec.engines.counters import SpecDecodeCounters, parse_prometheus
-from pytest_specdec.measure.drift import compare
+from pytest_specdec.analysis.drift import compare
 from pytest_specdec.engines.vllm import ENGINE
 from pytest_specdec.engines.vllm_facts import facts_from_env, facts_from_log, facts_from_metrics
 from pytest_specdec.serving.engine_facts import confounds, merge, sd_costs

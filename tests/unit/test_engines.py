@@ -14,7 +14,7 @@ from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_ma
 from pytest_specdec.engines import ENGINE_MODULES, engine_named
 from pytest_specdec.engines.base import LaunchRequest
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.serving.pool import ServerPool
 from pytest_specdec.serving.server import ServerStartError

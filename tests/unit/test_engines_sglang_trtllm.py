@@ -14,7 +14,7 @@ from pytest_specdec.engines import EngineConfigError, LaunchRequest, engine_name
 from pytest_specdec.engines.sglang import ENGINE as SGLANG
 from pytest_specdec.engines.trtllm import ENGINE as TRTLLM
 from pytest_specdec.engines.trtllm import iteration_counters
-from pytest_specdec.measure.acceptance import steps_from_server
+from pytest_specdec.analysis.acceptance import steps_from_server
 
 PYTHON = "/venv/bin/python"
 TARGET = "sd-target"

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_specdec.measure.goodput import (
+from pytest_specdec.analysis.goodput import (
     SLO_KEYS,
     SLOPercentiles,
     describe_objectives,

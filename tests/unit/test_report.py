@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
-from pytest_specdec.measure.theory import cost_ratio_for
+from pytest_specdec.analysis.metrics import summarize
+from pytest_specdec.analysis.theory import cost_ratio_for
 from pytest_specdec.report.rows import CSV_COLUMNS, row_for
 from pytest_specdec.report.files import (
     ReportError,

@@ -14,7 +14,7 @@ from pytest_specdec.load.client import RequestOptions, completion_body
 from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.sampling import GREEDY, Sampling, SamplingError, request_seed
 from pytest_specdec.load.workloads import WorkloadError, resolve_workload
-from pytest_specdec.measure.outputs import compare_outputs
+from pytest_specdec.analysis.outputs import compare_outputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import trtllm_refusal  # noqa: E402 - the strict fake's copy of trtllm-serve's validation
@@ -137,7 +137,7 @@ def test_rejection_sample_method_is_vllms_and_other_engines_refuse_it_by_name(en
 
 
 def _sampled_result(workload, outputs=None):
-    from pytest_specdec.measure.outputs import OutputComparison
+    from pytest_specdec.analysis.outputs import OutputComparison
     from pytest_specdec.measure.result import SpecDecResult
 
     spec = ServerSpec(model="m", speculative_config={"method": "ngram", "num_speculative_tokens": 4})

@@ -14,7 +14,7 @@ from pytest_specdec.config.units import parse_interval
 from pytest_specdec.engines import engine_named
 from pytest_specdec.measure.fairness import flags
 from pytest_specdec.measure.run_watch import RunWatch
-from pytest_specdec.measure.series_figures import load_flags, series_figures
+from pytest_specdec.analysis.series_figures import load_flags, series_figures
 from pytest_specdec.report.series_report import series_markdown, series_plot, series_section
 from pytest_specdec.serving.server_series import SERIES, SeriesSampler, ServerSeries, read_series
 from tests.metrics_http import serve_metrics

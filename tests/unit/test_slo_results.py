@@ -10,7 +10,7 @@ import pytest
 
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.load.capacity import CapacitySearch, Probe, search_capacity
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.measure.slo_capacity import CapacityResult, probe_seed
 from pytest_specdec.measure.sweep import SweepResult

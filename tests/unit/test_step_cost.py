@@ -12,9 +12,9 @@ import math
 
 import pytest
 
-from pytest_specdec.measure.acceptance import RequestSteps, StepTiming, why_no_prediction
-from pytest_specdec.measure.predictions import oracle_label, oracle_speedup, predict_speedups, spans
-from pytest_specdec.measure.step_cost import ONE_K, TWO_K, StepCost, fit_step_cost
+from pytest_specdec.analysis.acceptance import RequestSteps, StepTiming, why_no_prediction
+from pytest_specdec.analysis.predictions import oracle_label, oracle_speedup, predict_speedups, spans
+from pytest_specdec.analysis.step_cost import ONE_K, TWO_K, StepCost, fit_step_cost
 
 T_REF = 10.0
 # Positions after the prefill's token: 9 8 7 6 5 4 3 2 1 | 2 1

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.verdict.metric_names import higher_is_better
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs

@@ -3,8 +3,8 @@ import doctest
 
 import pytest
 
-from pytest_specdec.measure import theory
-from pytest_specdec.measure.theory import (
+from pytest_specdec.analysis import theory
+from pytest_specdec.analysis.theory import (
     Theory,
     alpha_from_acceptance_length,
     cost_per_million_tokens,
@@ -331,7 +331,7 @@ def test_theory_efficiency_and_frozen():
 
 # --- undrafted steps, break-evens, the shortfall test ------------------------------------------------
 
-from pytest_specdec.measure.theory import (  # noqa: E402
+from pytest_specdec.analysis.theory import (  # noqa: E402
     break_even_length,
     expected_decode_speedup,
     falls_short,

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.files import report_document, validate_report
 from pytest_specdec.report.rows import SATURATION, SLO_CAPACITY, operating_point, row_for

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.measure.analysis import cost_ratio_of, step_counts, theory_figures
+from pytest_specdec.analysis.inside_acceptance import cost_ratio_of, step_counts, theory_figures
 from pytest_specdec.engines.counters import SpecDecodeCounters
-from pytest_specdec.measure.metrics import summarize
+from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.measure.theory import (
+from pytest_specdec.analysis.theory import (
     GIVEN,
     MEASURED,
     METHOD_DEFAULT,

@@ -76,14 +76,14 @@ def test_old_speedup_spellings_still_work_with_a_warning():
 
 def test_old_module_paths_import_the_new_modules_with_a_warning(monkeypatch):
     import pytest_specdec
-    import pytest_specdec.measure.theory as theory
+    import pytest_specdec.analysis.theory as theory
 
     monkeypatch.delitem(sys.modules, "pytest_specdec.theory", raising=False)
     monkeypatch.delattr(pytest_specdec, "theory", raising=False)
 
-    with pytest.warns(SpecdecDeprecationWarning, match="pytest_specdec.theory moved to pytest_specdec.measure.theory"):
+    with pytest.warns(SpecdecDeprecationWarning, match="pytest_specdec.theory moved to pytest_specdec.analysis.theory"):
         from pytest_specdec import theory as old  # noqa: F401 - the import is the test
-    assert old is theory and old.__spec__.name == "pytest_specdec.measure.theory"
+    assert old is theory and old.__spec__.name == "pytest_specdec.analysis.theory"
 
 
 @pytest.mark.parametrize(
@@ -93,6 +93,10 @@ def test_old_module_paths_import_the_new_modules_with_a_warning(monkeypatch):
         ("measure.derived", "verdict.metric_names"),
         ("report.progress", "measure.progress"),
         ("load.replay", "measure.replay"),
+        # Documented paths (docs/goodput.md, docs/reports.md) from before the analyses had a folder of their own.
+        ("measure.dynamic_k", "analysis.dynamic_k"),
+        ("measure.theory", "analysis.theory"),
+        ("measure.analysis", "analysis.inside_acceptance"),
     ],
 )
 def test_a_module_moved_between_layers_still_imports_by_its_old_path_with_a_warning(monkeypatch, old, new):

@@ -36,10 +36,8 @@ from .acceptance import (
 from .predictions import best_k, oracle_label, oracle_speedup, predict_speedups, run_drafted_step_ms
 from .cost_ratio import MODEL_FREE
 from .step_cost import ONE_K, StepCost, fit_step_cost
-from ..engines import engine_named
 from .diagnosis import Cause, diagnose
 from .theory import shortfall_margin
-from ..engines.server_spec import DEFAULT_ENGINE
 from .step_figures import (  # re-exported: these lived here
     _json as _json,
     _k as _k,
@@ -144,8 +142,9 @@ def request_steps(record, k: int, estimate: bool = True) -> tuple[RequestSteps |
     return server, steps_from_chunks(chunks, k) if chunks and estimate else None
 
 
-def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
-    """The per-request analyses of `result` (every SD repeat pooled, or repeat `repeat` alone)."""
+def analyse(result, engine, repeat: int | None = None) -> AcceptanceAnalysis:
+    """The per-request analyses of `result` (every SD repeat pooled, or repeat `repeat` alone). `engine` is the
+    engine that served it (`engines.Engine`): whether its streamed events are steps, and its name."""
     k = _k(result)
     if k is None:
         return AcceptanceAnalysis(None, "no draft length k (num_speculative_tokens) in the speculative config")
@@ -156,7 +155,6 @@ def analyse(result, repeat: int | None = None) -> AcceptanceAnalysis:
     speculative_runs = [sd for _, sd in pairs]
     steps: list[RequestSteps] = []
     checks = []
-    engine = engine_named(getattr(result.spec, "engine", DEFAULT_ENGINE))
     for run in speculative_runs:
         for record in run.records:
             if not record.success:
