@@ -135,7 +135,7 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    rows, failure = item.config.stash[session_key].report_rows(item.nodeid, report)
+    rows, failure = item.config.stash[session_key].report.report_rows(item.nodeid, report)
     if failure:  # the plugin's own error fails this test, never the session (INTERNALERROR)
         report.outcome, report.longrepr = "failed", failure
     if rows is not None:
@@ -150,7 +150,7 @@ class _ReportCollector:
         self.session = session
 
     def pytest_runtest_logreport(self, report):
-        self.session.record(report.nodeid, getattr(report, "specdec_rows", None))
+        self.session.report.record(report.nodeid, getattr(report, "specdec_rows", None))
 
     def pytest_deselected(self, items):
         self.session.deselected += len(items)
@@ -163,7 +163,7 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     stopped = session.shouldstop or session.shouldfail
     completed = not stopped and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-    config.stash[session_key].finish(
+    config.stash[session_key].report.finish(
         completed=completed,
         whole_suite=config.args_source != pytest.Config.ArgsSource.ARGS,
         args=config.args,
@@ -172,12 +172,12 @@ def pytest_sessionfinish(session, exitstatus):
         ),
         outcome="passed" if exitstatus == pytest.ExitCode.OK else "failed" if completed else "interrupted",
     )
-    if config.stash[session_key].failed_at_end and exitstatus == pytest.ExitCode.OK:
+    if config.stash[session_key].report.failed_at_end and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a broken report or a regressing change point is not green
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    config.stash[session_key].write_summary(terminalreporter)
+    config.stash[session_key].report.write_summary(terminalreporter)
 
 
 @pytest.fixture(scope="session")
@@ -232,7 +232,7 @@ def specdec(request, specdec_measurements, specdec_baselines):
         pytest.fail("the specdec fixture needs @pytest.mark.specdec(model=..., speculative_config=...)", pytrace=False)
     yield test
     call = getattr(request.node, "callspec", None)  # parametrized: its id and values, as pytest-benchmark keeps them
-    session.export(
+    session.report.export(
         test,
         request.node.name,
         request.node.nodeid,

@@ -53,7 +53,7 @@ SKIP_NO_DEVICE = (
 SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
 
 
-class SpecdecSession(SessionReport):
+class SpecdecSession:
     """The state of one specdec session, and every decision hooks used to make inline."""
 
     def __init__(
@@ -99,6 +99,7 @@ class SpecdecSession(SessionReport):
         self.drift_skipped: str | None = None  # why the drift check did not run although it was asked for
         self.interrupted: str | None = None  # set by the plugin when the run is interrupted (Ctrl-C, SIGTERM)
         self.history = HistoryRecorder(settings.history, self.rootpath) if settings.history.url else None
+        self.report = SessionReport(self)  # each test's rows, the exports, and the report and summary at the end
 
     # --- set-up and tear-down ---------------------------------------------------------------
     def start(self, *, xdist_load_scheduling: bool = False) -> None:

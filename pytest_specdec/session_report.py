@@ -1,13 +1,13 @@
 """What a session records and writes: each test's rows, exports, and at the end the report and summary.
 
-A mixin of `session.SpecdecSession` (which holds the settings, the pool, the
-measurements and the baselines), kept apart so each stays one readable module.
+A part of `session.SpecdecSession` (`session.report`), which holds the settings, the pool, the measurements
+and the baselines: the session measures, this records and writes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .config.spec import canonical_id
 from .hook_errors import failure_text, test_failure
@@ -18,6 +18,9 @@ from .report.rows import rows_for_test
 from .report.tables import session_counts, summary_sections
 from .verdict.inventory import remove_baselines, unused_baselines_under
 
+if TYPE_CHECKING:  # the session holds this part; the part reads what the session measured
+    from .session import SpecdecSession
+
 SKIP_NO_DEVICE = (
     "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) or --specdec-cpu (vLLM's CPU build)"
 )
@@ -26,6 +29,9 @@ SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run w
 
 class SessionReport:
     """The results side of `SpecdecSession`."""
+
+    def __init__(self, session: SpecdecSession):
+        self.session = session
 
     def export(
         self,
@@ -45,17 +51,17 @@ class SessionReport:
 
     def rows_for(self, nodeid: str, when: str, outcome: str, failure: str | None = None) -> list[dict] | None:
         """The report rows a test's phase produced (the call, or a set-up that failed), else None."""
-        plan = self.plans.get(nodeid)
+        plan = self.session.plans.get(nodeid)
         if plan is None or not plan.ok or outcome == "skipped":
             return None
         if when == "call" or (when == "setup" and outcome == "failed"):
             return rows_for_test(
                 canonical_id(nodeid),
                 plan,
-                self.tests.get(nodeid),
+                self.session.tests.get(nodeid),
                 "error" if when == "setup" else outcome,
-                resolve=self._pool.model_resolver if self._pool else None,
-                gpu_usd_per_hour=self.settings.gpu_usd_per_hour,
+                resolve=self.session._pool.model_resolver if self.session._pool else None,
+                gpu_usd_per_hour=self.session.settings.gpu_usd_per_hour,
                 failure=failure,
             )
         return None
@@ -69,9 +75,9 @@ class SessionReport:
 
     def record(self, nodeid: str, rows: Iterable[dict] | None) -> None:
         """A test report arrived (here or, under xdist, from a worker)."""
-        with self.hook_errors.guard(f"recording the report of {nodeid}"):
-            self.seen.add(canonical_id(nodeid))
-            self.rows.extend(rows or ())
+        with self.session.hook_errors.guard(f"recording the report of {nodeid}"):
+            self.session.seen.add(canonical_id(nodeid))
+            self.session.rows.extend(rows or ())
 
     # --- the end ----------------------------------------------------------------------------
 
@@ -89,57 +95,73 @@ class SessionReport:
         `completed`: the session ran to its end (no stop, no -x); `whole_suite`: pytest was given paths only
         (no node ids) and nothing was deselected by -k/-m.  Exceptions are kept in `hook_errors`, not raised.
         """
-        with self.hook_errors.guard("finishing the session (baselines, report files)"):
+        with self.session.hook_errors.guard("finishing the session (baselines, report files)"):
             self._finish(completed, whole_suite, args, results_hook)
-        if self.history is not None and not self.is_worker:
-            with self.hook_errors.guard(f"recording the session in the history {self.settings.history.url}"):
-                self.history.finish(self.rows, self.fingerprint, outcome)
+        if self.session.history is not None and not self.session.is_worker:
+            with self.session.hook_errors.guard(
+                f"recording the session in the history {self.session.settings.history.url}"
+            ):
+                self.session.history.finish(self.session.rows, self.session.fingerprint, outcome)
 
     def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
-        if self._baselines is not None:
-            self._baselines.flush()
-        flag_drifted_rows(self.rows, self.drift_checks)
-        if self.is_worker:
+        if self.session._baselines is not None:
+            self.session._baselines.flush()
+        flag_drifted_rows(self.session.rows, self.session.drift_checks)
+        if self.session.is_worker:
             return  # the controller reports and decides about stale baselines
-        if self.settings.device is not None or self.rows:
+        if self.session.settings.device is not None or self.session.rows:
             if results_hook is not None:
-                results_hook(self.rows, self.settings.report_dir)
+                results_hook(self.session.rows, self.session.settings.report_dir)
             # A shard ran all it was given unless a -k/-m deselection or a stop cut it short.
-            self._write_report(completed and self.deselected == self.shard_deselected)
-        if not (whole_suite and completed and not self.deselected):
+            self._write_report(completed and self.session.deselected == self.session.shard_deselected)
+        if not (whole_suite and completed and not self.session.deselected):
             return
         roots = [Path(arg.split("::")[0]).resolve() for arg in args]
-        self.stale = unused_baselines_under(self.settings.baseline_dir, self.seen, roots, self.rootpath)
-        if self.stale and self.settings.update_baselines:
-            remove_baselines(self.stale)
+        self.session.stale = unused_baselines_under(
+            self.session.settings.baseline_dir, self.session.seen, roots, self.session.rootpath
+        )
+        if self.session.stale and self.session.settings.update_baselines:
+            remove_baselines(self.session.stale)
 
     def _write_report(self, complete: bool) -> None:
-        if self.settings.report_dir is not None:
-            self.report_message = write_session_report(
-                self.settings.report_dir, self.rows, self.fingerprint, self.seen, complete, self.settings.baseline_dir
+        if self.session.settings.report_dir is not None:
+            self.session.report_message = write_session_report(
+                self.session.settings.report_dir,
+                self.session.rows,
+                self.session.fingerprint,
+                self.session.seen,
+                complete,
+                self.session.settings.baseline_dir,
             )
 
-    failed_at_end = property(lambda self: bool(self.hook_errors) or bool(self.history and self.history.failed))
+    failed_at_end = property(
+        lambda self: bool(self.session.hook_errors) or bool(self.session.history and self.session.history.failed)
+    )
 
     def guarded_summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """`summary_sections`, the drift check, and every error a guarded hook caught (the summary's too)."""
         sections: list[tuple[str | None, list[str]]] = []
-        with self.hook_errors.guard("writing the terminal summary"):
+        with self.session.hook_errors.guard("writing the terminal summary"):
             sections = self.summary_sections()
-        history = [("specdec history", self.history.summary_lines())] if self.history else []
-        return sections + drift_sections(self.drift_checks, self.drift_skipped) + history + self.hook_errors.sections()
+        history = [("specdec history", self.session.history.summary_lines())] if self.session.history else []
+        return (
+            sections
+            + drift_sections(self.session.drift_checks, self.session.drift_skipped)
+            + history
+            + self.session.hook_errors.sections()
+        )
 
     def summary_sections(self) -> list[tuple[str | None, list[str]]]:
         """(section title or None, lines) for the terminal summary, in order."""
         return summary_sections(
-            self.rows,
-            self.report_message,
-            self._baselines.written if self._baselines is not None else [],
-            self.stale,
-            self.settings.update_baselines,
-            self._pool.history if self._pool is not None else [],
-            self.settings.terminal_width,
-            self.settings.full_table,
+            self.session.rows,
+            self.session.report_message,
+            self.session._baselines.written if self.session._baselines is not None else [],
+            self.session.stale,
+            self.session.settings.update_baselines,
+            self.session._pool.history if self.session._pool is not None else [],
+            self.session.settings.terminal_width,
+            self.session.settings.full_table,
         )
 
     def write_summary(self, terminal) -> None:
@@ -151,5 +173,5 @@ class SessionReport:
             for line in lines:
                 red = line.lstrip().startswith(("report: ERROR", "ERROR:", "DRIFT:", "FAILED:"))
                 terminal.write_line(line, red=red)
-        for what, count in session_counts(self.rows).items():
+        for what, count in session_counts(self.session.rows).items():
             terminal.stats.setdefault(what, []).extend([what] * count)

@@ -4,8 +4,8 @@ A stored baseline compares with another day, and on these machines another
 day is another speed: the same n-gram config on the same prompts paid very
 different speedups on boxes of one kind with acceptance unchanged (docs/benchmarks.md, "Figures the code once quoted").  What
 holds is the comparison the plugin already makes for SD against no SD: both
-sides in one session, on one machine, interleaved.  `BuildRuns` (a mixin of
-`measurements.Measurements`) does that across builds (``--specdec-baseline-from
+sides in one session, on one machine, interleaved.  `BuildRuns` (a part of
+`measurements.Measurements`, `measurements.builds`) does that across builds (``--specdec-baseline-from
 build:PATH``): repeat r runs this build's reference and SD and the baseline
 build's, in the order A B B A A B ..., one server at a time, the same prompts
 and arrivals on every side, so the gate compares the two builds repeat by
@@ -16,14 +16,19 @@ left off (SD, then its reference), which saves a server start per repeat.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 
 from ..engines import engine_named
 from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
+
 from ..serving.engine_facts import confounds
 from .fairness import cold_flags
+
+if TYPE_CHECKING:  # the measurements hold this part; the part measures through them
+    from .measurements import Measurements
 
 THIS, BASELINE = "this", "baseline"
 # Facts that name the build itself, not a way it runs: their change is the upgrade, not a confound.
@@ -115,7 +120,11 @@ def _with_served_version(build: Build, result) -> Build:
 
 
 class BuildRuns:
-    """The builds A/B side of `Measurements` (which holds the pool, the prompts and `measure`)."""
+    """The builds A/B side of `Measurements` (`measurements.builds`), which holds the pool, the prompts and
+    `measure`."""
+
+    def __init__(self, measurements: Measurements):
+        self.measurements = measurements
 
     def run_builds(
         self,
@@ -132,13 +141,13 @@ class BuildRuns:
         """This build's `SpecDecResult` with ``builds``: the baseline build's result on the same traffic,
         every repeat of both measured in one session (see the module's doc for the order)."""
         specs = {THIS: spec.on_build(this.path), BASELINE: spec.on_build(baseline.path)}
-        prompts = self.prompts(spec.model, workload, pattern, seed)
+        prompts = self.measurements.prompts(spec.model, workload, pattern, seed)
         runs: dict[str, tuple[list, list]] = {THIS: ([], []), BASELINE: ([], [])}
         order: list[str] = []
-        for repeat in range(self.repeats):
+        for repeat in range(self.measurements.repeats):
             self._build_repeat(specs, repeat, runs, order, workload, pattern, prompts, seed, logprobs)
         results = {
-            side: self._result(specs[side], workload, pattern, prompts, *runs[side], seed, logprobs, slo)
+            side: self.measurements.result_of(specs[side], workload, pattern, prompts, *runs[side], seed, logprobs, slo)
             for side in (THIS, BASELINE)
         }
         flagged, kinds = {}, {}
@@ -150,10 +159,10 @@ class BuildRuns:
                 kinds[side].append("client-bound")
             if why:  # their speedups are not compared (the gate's rule for a flagged comparison)
                 flagged[side] = why
-                self.on_event(f"{spec.label()} ({side} build): " + "; ".join(why))
+                self.measurements.on_event(f"{spec.label()} ({side} build): " + "; ".join(why))
         result = results[THIS]
         result.builds = BuildComparison(this, baseline, results[BASELINE], order, flagged, kinds)
-        self.on_event(result.builds.describe(result))
+        self.measurements.on_event(result.builds.describe(result))
         return result
 
     def _build_repeat(self, specs, repeat, runs, order, workload, pattern, prompts, seed, logprobs) -> None:
@@ -165,7 +174,7 @@ class BuildRuns:
             steps = [(0, side_spec.reference(), "reference"), (1, side_spec, "SD")]
             for slot, step_spec, what in steps if position == 0 else reversed(steps):
                 runs[side][slot].extend(
-                    self.measure(
+                    self.measurements.measure(
                         step_spec,
                         workload,
                         pattern,
@@ -200,7 +209,7 @@ class BuildRuns:
                     compare_outputs(
                         reference.records,
                         speculative.records,
-                        decode=self.tokenizer(result.spec.model).decode,
+                        decode=self.measurements.tokenizer(result.spec.model).decode,
                         sampling=workload.sampling,
                     )
                 )

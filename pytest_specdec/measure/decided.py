@@ -1,6 +1,6 @@
 """A result's timing checks decided by the sequential rule (verdict.sequential), on its live servers.
 
-A mixin of `result.SpecDecResult`.  Under ``--specdec-repeats auto`` a check that is undecided on the draws
+A part of `result.SpecDecResult` (`result.decided`).  Under ``--specdec-repeats auto`` a check that is undecided on the draws
 `run()` measured asks for one more send of every draw on SD's server (`more_runs`, set by the specdec fixture
 while the servers are up) and looks again, up to the cap.  Sends of a draw after its first are timing only:
 they live in `timing_runs`, apart from the runs acceptance and outputs are counted on, so a figure that does
@@ -9,6 +9,8 @@ not depend on timing is never measured twice on the same draw.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import replace
 from typing import Callable
@@ -16,6 +18,9 @@ from typing import Callable
 from ..verdict.metric_names import higher_is_better
 from ..verdict.evidence import UNMEASURED_MOVE, Evidence, sends_timing
 from ..verdict.sequential import UNDECIDED, Decision, Rule, decide_until
+
+if TYPE_CHECKING:  # the result holds this part; the part reads the result's fields
+    from .result import SpecDecResult
 
 # Draws whose speedups differ by more than this (and by more than twice one run's timing spread) are said not
 # to stand for the workload: n-gram's four-prompt draws of code edits differed by about 30% on the CPU build.
@@ -32,9 +37,12 @@ def _signed_log(metric: str, value: float) -> float:
 class DecidedFigures:
     """Evidence per draw, the decision loop, and what the row says about runs and spread."""
 
+    def __init__(self, result: SpecDecResult):
+        self.result = result
+
     def runs_per_side(self) -> int:
         """SD runs this result took: each draw's first send and every send again."""
-        return len(self.speculative_runs) + len(self.timing_runs)
+        return len(self.result.speculative_runs) + len(self.result.timing_runs)
 
     def speedup_evidence(
         self, metric: str = "output_throughput", baseline=None, known_var: float = 0.0, sign=1, baseline_reference=None
@@ -45,13 +53,13 @@ class DecidedFigures:
         `sign` -1 for a check that the speedup is at most a bound."""
 
         def sends_of(draw: int, first) -> tuple[float, ...]:
-            runs = [first] + [run for run in self.timing_runs if run.repeat == draw]
+            runs = [first] + [run for run in self.result.timing_runs if run.repeat == draw]
             return tuple(sign * _signed_log(metric, run.metrics.as_dict().get(metric, math.nan)) for run in runs)
 
         def usable(values, i) -> bool:  # a per-draw figure given: a positive value on draw i
             return values is None or (values[i] is not None and math.isfinite(values[i]) and values[i] > 0)
 
-        pairs = self.repeat_pairs()
+        pairs = self.result.repeat_pairs()
         keep = [
             i
             for i, (ref, _) in enumerate(pairs)
@@ -68,8 +76,8 @@ class DecidedFigures:
             else None
         )
         again = None
-        if baseline is None and self.reference_again_runs:  # the reference's draws sent again after SD's
-            by_repeat = {run.repeat: run for run in self.reference_again_runs}
+        if baseline is None and self.result.reference_again_runs:  # the reference's draws sent again after SD's
+            by_repeat = {run.repeat: run for run in self.result.reference_again_runs}
             values = [
                 sign * _signed_log(metric, by_repeat[pairs[i][0].repeat].metrics.as_dict().get(metric, math.nan))
                 if pairs[i][0].repeat in by_repeat
@@ -89,9 +97,9 @@ class DecidedFigures:
 
     def sequential_rule(self) -> Rule:
         return (
-            self.rule
-            if self.rule is not None
-            else Rule(min_runs=len(self.speculative_runs), max_runs=len(self.speculative_runs))
+            self.result.rule
+            if self.result.rule is not None
+            else Rule(min_runs=len(self.result.speculative_runs), max_runs=len(self.result.speculative_runs))
         )
 
     def decide(self, name: str, evidence: Callable[[], Evidence], bad: float, good: float, sign: int = 1) -> Decision:
@@ -99,25 +107,28 @@ class DecidedFigures:
         servers can (`more_runs`); the decision is kept for the row and the reports (`sign` -1: the evidence
         was negated, for a check that a figure is at most a bound)."""
         decision = replace(
-            decide_until(evidence, self.more_runs, bad, good, self.sequential_rule(), self.again_reference), sign=sign
+            decide_until(
+                evidence, self.result.more_runs, bad, good, self.sequential_rule(), self.result.again_reference
+            ),
+            sign=sign,
         )
-        self.decisions[name] = decision
+        self.result.decisions[name] = decision
         return decision
 
     def undecided(self) -> dict[str, Decision]:
         """The checks this result left undecided: not a pass; --specdec-strict fails them."""
-        return {name: d for name, d in self.decisions.items() if d.outcome == UNDECIDED}
+        return {name: d for name, d in self.result.decisions.items() if d.outcome == UNDECIDED}
 
     def runs_note(self) -> str:
         """The row's runs cell: runs a side, and why measuring stopped."""
         runs = self.runs_per_side()
-        if not self.decisions:
+        if not self.result.decisions:
             return f"{runs} (no timing check)"
         if self.undecided():
             return f"{runs} (undecided)"
         # Each decision says where it stopped; a builds A/B's extra draws grow speculative_runs itself, so the
         # count of draws cannot tell the minimum from more.
-        if all(d.stopped == "decided at the minimum" for d in self.decisions.values()):
+        if all(d.stopped == "decided at the minimum" for d in self.result.decisions.values()):
             return f"{runs} (decided at the minimum)"
         return f"{runs} (decided)"
 
@@ -138,7 +149,7 @@ class DecidedFigures:
         if offset is not None:  # a server that remembers (prefix cache, suffix decoding) serves it faster again
             parts.append(f"first sends {math.expm1(offset):+.1%} against their sends again (the figure is the first's)")
         if content is not None and content > max(2 * (timing or 0.0), REPRESENTS):
-            prompts = (getattr(self, "pattern", None) or {}).get("num_prompts")
+            prompts = (getattr(self.result, "pattern", None) or {}).get("num_prompts")
             per_draw = f" of {prompts} prompts" if prompts else ""
             parts.append(
                 f"the draws differ by more than timing explains: the checks judge these {len(firsts)} draws"

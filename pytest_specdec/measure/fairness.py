@@ -34,6 +34,8 @@ its warm-up, and the mechanism figure (measure.mechanism) applies them on equal 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import statistics
 from dataclasses import asdict, dataclass
@@ -42,6 +44,9 @@ from typing import Any, Sequence
 from ..engines.server_spec import DEFAULT_ENGINE
 from ..serving.engine_facts import Confound, SDCost, confounds, sd_costs
 from ..analysis.series_figures import series_figures
+
+if TYPE_CHECKING:  # the result holds this part; the part reads the result's fields
+    from .result import SpecDecResult
 
 # Methods whose drafting happens after prefill, on the host: at concurrency 1 the SD side's TTFT
 # is the reference's.  Draft models and EAGLE heads add their own prefill (TTFT may only grow).
@@ -243,45 +248,49 @@ def as_rows(result) -> dict[str, Any]:
 class FairComparison:
     """`SpecDecResult`'s fairness methods: the flags, the confounds, the checks, and the flags a test accepts."""
 
+    def __init__(self, result: SpecDecResult):
+        self.result = result
+
     def fairness_flags(self) -> list[Flag]:
         """Reasons this comparison may not measure SD alone; empty when none was found."""
-        return flags(self)
+        return flags(self.result)
 
     def unfair_speedup(self) -> str | None:
         """Why the speedups are not compared: still cold or drifting after a second measurement (or None)."""
-        return unfair_speedup(self)
+        return unfair_speedup(self.result)
 
     def accept_flags(self, *kinds: str):
         """Compare speedups although these cold or drifting flags stayed after the second measurement."""
         unknown = sorted(set(kinds) - set(COLD_KINDS))
         if unknown:
             raise ValueError(f"accept_flags takes the kinds {', '.join(COLD_KINDS)}, got {', '.join(unknown)}")
-        self.accepted_flags = tuple(sorted({*self.accepted_flags, *kinds}))
-        return self
+        self.result.accepted_flags = tuple(sorted({*self.result.accepted_flags, *kinds}))
+        return self.result
 
     def confounds(self) -> list[Confound]:
         """Engine facts that differ between the sides, other than the SD config (serving.engine_facts)."""
-        return engine_confounds(self)
+        return engine_confounds(self.result)
 
     def sd_costs(self) -> list[SDCost]:
         """What the engine turned off on the SD side because of the method (its own log says so): SD's cost."""
-        return engine_costs(self)
+        return engine_costs(self.result)
 
     def assert_no_confounds(self, allow: Sequence[str] = ()):
         """Both sides ran the same engine path: no engine fact differs except those in `allow`."""
         found = [c for c in self.confounds() if c.fact not in set(allow)]
         if found:
             raise AssertionError(
-                f"the reference and SD ran different engine paths for {self.spec.label()}, so the "
+                f"the reference and SD ran different engine paths for {self.result.spec.label()}, so the "
                 "speedup measures more than SD:\n" + "\n".join(f"  - {c.describe()}" for c in found)
             )
-        return self
+        return self.result
 
     def assert_fair_comparison(self, allow: Sequence[str] = ()):
         """No fairness flag (confound, cold server, TTFT at concurrency 1, speedup above its ceiling) but `allow`'s kinds."""
         found = [f for f in self.fairness_flags() if f.kind not in set(allow)]
         if found:
             raise AssertionError(
-                f"not a fair comparison for {self.spec.label()}:\n" + "\n".join(f"  - {f.describe()}" for f in found)
+                f"not a fair comparison for {self.result.spec.label()}:\n"
+                + "\n".join(f"  - {f.describe()}" for f in found)
             )
-        return self
+        return self.result

@@ -26,6 +26,8 @@ request's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import random
 import statistics
@@ -33,6 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engines.per_request import ACCEPTED, DRAFTED, STEPS
+
+if TYPE_CHECKING:  # the result holds this part; the part reads the result's fields
+    from .result import SpecDecResult
 
 GROUPINGS = {
     "category": lambda record: getattr(record, "category", None),
@@ -209,16 +214,16 @@ def _count(group: GroupFigures) -> str:
 
 
 class GroupedFigures:
-    """Per-category and per-turn figures and their checks, for `SpecDecResult` (which has both sides' runs)."""
+    """Per-category and per-turn figures and their checks: a part of `SpecDecResult` (which has both sides' runs)."""
 
-    reference_runs: list
-    speculative_runs: list
+    def __init__(self, result: SpecDecResult):
+        self.result = result
 
     def by(self, grouping: str) -> list[GroupFigures]:
         """The result broken down by ``"category"`` or ``"turn"`` (empty when no request carries one)."""
         if grouping not in GROUPINGS:
             raise ValueError(f"grouping must be one of {', '.join(GROUPINGS)}, got {grouping!r}")
-        return breakdown(self.reference_runs, self.speculative_runs, GROUPINGS[grouping])
+        return breakdown(self.result.reference_runs, self.result.speculative_runs, GROUPINGS[grouping])
 
     def assert_group(
         self,
@@ -250,7 +255,7 @@ class GroupedFigures:
         if failed:
             table = "\n".join(f"  {label}: {value:.3f} < required {floor:.3f}" for label, value, floor in failed)
             raise AssertionError(f"{grouping} {name!r} ({group.requests} requests) fell short:\n{table}")
-        return self
+        return self.result
 
     def assert_category(self, name: str, **floors):
         return self.assert_group("category", name, **floors)

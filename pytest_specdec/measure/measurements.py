@@ -40,7 +40,10 @@ from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
 
-class Measurements(ReferenceRuns, BuildRuns):
+class Measurements:
+    """Measures runs on the pool's servers: the test's SD runs, with the reference's (`references`, shared by
+    a target's configurations) and a baseline build's (`builds`) as parts of their own."""
+
     def __init__(
         self,
         pool: ServerPool,
@@ -66,12 +69,8 @@ class Measurements(ReferenceRuns, BuildRuns):
         self.on_event = on_event or (lambda message: None)
         # A progress.LiveProgress on a terminal; QuietProgress elsewhere.
         self.progress = progress or QuietProgress()
-        self.reference_measurements: collections.Counter[str] = collections.Counter()  # per reference_key
-        self._references: dict[str, list[Run]] = {}
-        self._reference_jobs: dict[str, tuple] = {}  # key -> what measuring it again needs (drift check)
-        self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
-        self._planned_searches: dict[str, dict[str, Callable[[], Any]]] = {}  # target -> key -> search
-        self._searches: dict[str, Any] = {}  # key -> a planned search's result (reference_search)
+        self.references = ReferenceRuns(self)
+        self.builds = BuildRuns(self)
         self._tokenizers: dict[str, object] = {}
         self._prompts: dict[str, list] = {}
         # Servers held weakly, not by id(): a stopped server's id can be reused by the next one.
@@ -87,6 +86,38 @@ class Measurements(ReferenceRuns, BuildRuns):
         # spec key -> times its reference's draws were sent again after SD's (the machine's move)
         self.references_again: collections.Counter[str] = collections.Counter()
         self.warm_up_seconds = MAX_SECONDS
+
+    # The parts' methods the session, the tests and the capacity search call on the measurements.
+    reference_key = staticmethod(ReferenceRuns.reference_key)
+
+    @property
+    def reference_measurements(self) -> collections.Counter[str]:
+        """How often each reference traffic (`reference_key`) was measured this session."""
+        return self.references.reference_measurements
+
+    def plan_reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, seed: int = 0) -> None:
+        self.references.plan_reference(spec, workload, pattern, seed)
+
+    def measure_planned_references(self, spec: ServerSpec) -> None:
+        self.references.measure_planned_references(spec)
+
+    def plan_reference_search(self, spec: ServerSpec, key: str, search: Callable[[], Any]) -> None:
+        self.references.plan_reference_search(spec, key, search)
+
+    def reference_search(self, spec: ServerSpec, key: str, search: Callable[[], Any]) -> Any:
+        return self.references.reference_search(spec, key, search)
+
+    def reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, prompts: list, **kwargs):
+        return self.references.reference(spec, workload, pattern, prompts, **kwargs)
+
+    def check_drift(self) -> list:
+        return self.references.check_drift()
+
+    def run_builds(self, *args, **kwargs):
+        return self.builds.run_builds(*args, **kwargs)
+
+    def more_build_draws(self, *args, **kwargs):
+        return self.builds.more_build_draws(*args, **kwargs)
 
     def tokenizer(self, model: str):
         """The target's tokenizer (transformers is imported only here, at run time)."""
@@ -283,7 +314,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         prompts = self.prompts(spec.model, workload, pattern, seed)
         reference_runs = self.reference(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs)
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD")
-        result = self._result(spec, workload, pattern, prompts, reference_runs, speculative_runs, seed, logprobs, slo)
+        result = self.result_of(spec, workload, pattern, prompts, reference_runs, speculative_runs, seed, logprobs, slo)
         cold, held_back = cold_flags(result), result.client_bound()
         if cold or held_back:  # a client that fell behind measured its own pace, not the server's: again too
             result = self._measure_again(
@@ -299,7 +330,7 @@ class Measurements(ReferenceRuns, BuildRuns):
             )
         return result
 
-    def _result(
+    def result_of(
         self, spec, workload, pattern, prompts, reference_runs, speculative_runs, seed, logprobs, slo
     ) -> SpecDecResult:
         """SD's runs against the reference's on the same traffic, as one result."""
@@ -362,7 +393,7 @@ class Measurements(ReferenceRuns, BuildRuns):
         reference_runs = self.measure(
             spec.reference(), workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference again"
         )
-        self._references[key] = reference_runs
+        self.references.replace(key, reference_runs)
         speculative_runs = self.measure(spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="SD again")
         outputs = _outputs_per_draw(reference_runs, speculative_runs, tokenizer, workload)
         again = replace(

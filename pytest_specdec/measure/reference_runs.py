@@ -1,20 +1,24 @@
 """Reference runs shared by every SD configuration of a target: planned, measured once, drift-checked.
 
-A mixin of `measurements.Measurements`: the reference's traffic is measured
-once per (target, workload, the pattern's traffic, seed) and reused, and the session's end
-measures the first of them again (`check_drift`).
+A part of `measurements.Measurements` (`measurements.references`), which measures for it: the reference's
+traffic is measured once per (target, workload, the pattern's traffic, seed) and reused, and the session's
+end measures the first of them again (`check_drift`).
 """
 
 from __future__ import annotations
 
+import collections
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..load.patterns import AccessPattern
 from .result import Run
 from .warm_up import REQUESTS_PER_ROUND
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
+
+if TYPE_CHECKING:  # the measurements hold this part; the part measures through them
+    from .measurements import Measurements
 
 WARMUP_REQUESTS = REQUESTS_PER_ROUND
 DEATH_GRACE_S = 3.0
@@ -24,7 +28,16 @@ WARMUP_SEED_OFFSET = 104729
 
 
 class ReferenceRuns:
-    """The reference side of `Measurements` (which holds the pool, the runs and the planned keys)."""
+    """The reference side of `Measurements`: the runs it measured, the runs and searches planned, by key."""
+
+    def __init__(self, measurements: Measurements):
+        self.measurements = measurements  # measures, builds the prompts, reports events
+        self.reference_measurements: collections.Counter[str] = collections.Counter()  # per reference_key
+        self._references: dict[str, list[Run]] = {}
+        self._reference_jobs: dict[str, tuple] = {}  # key -> what measuring it again needs (drift check)
+        self._planned: dict[str, list[tuple[ServerSpec, Workload, AccessPattern, int]]] = {}
+        self._planned_searches: dict[str, dict[str, Callable[[], Any]]] = {}  # target -> key -> search
+        self._searches: dict[str, Any] = {}  # key -> a planned search's result (reference_search)
 
     @staticmethod
     def reference_key(
@@ -59,7 +72,7 @@ class ReferenceRuns:
             key = self.reference_key(*job, None)
             if key not in self._references:
                 job_spec, workload, pattern, seed = job
-                prompts = self.prompts(job_spec.model, workload, pattern, seed)
+                prompts = self.measurements.prompts(job_spec.model, workload, pattern, seed)
                 self._measure_reference(key, job_spec, workload, pattern, prompts, seed, None)
         for key, search in self._planned_searches.pop(spec.target, {}).items():
             if key not in self._searches:
@@ -105,9 +118,13 @@ class ReferenceRuns:
         reference = spec.reference()
         self.reference_measurements[key] += 1
         self._reference_jobs[key] = (spec, workload, pattern, prompts, seed, logprobs)
-        self._references[key] = self.measure(
+        self._references[key] = self.measurements.measure(
             reference, workload, pattern, prompts, seed=seed, logprobs=logprobs, what="reference"
         )
+
+    def replace(self, key: str, runs: list[Run]) -> None:
+        """The reference's runs of `key` measured again (a flagged comparison): later tests reuse these."""
+        self._references[key] = runs
 
     def check_drift(self) -> list:
         """Each reference traffic of the session measured once more, against its first run (analysis.drift)."""
@@ -115,7 +132,7 @@ class ReferenceRuns:
 
         checks = []
         for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():
-            (again,) = self.measure(
+            (again,) = self.measurements.measure(
                 spec.reference(),
                 workload,
                 pattern,
@@ -126,7 +143,7 @@ class ReferenceRuns:
                 repeats=1,
             )
             check = compare(spec.target, f"{workload.name}/{pattern.name} (seed {seed})", self._references[key], again)
-            self.on_event(f"drift check: {check.describe()}")
+            self.measurements.on_event(f"drift check: {check.describe()}")
             checks.append(check)
         return checks
 

@@ -6,10 +6,11 @@ single noisy repeat cannot drag far.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..engines import engine_named
 from ..engines.server_spec import DEFAULT_ENGINE, ServerSpec
@@ -36,6 +37,18 @@ from .decided import DecidedFigures
 from .validity import ConstrainedFigures
 from ..analysis.goodput import goodput as goodput_of, is_relative
 
+if TYPE_CHECKING:  # the types of the parts a result carries; their modules need no result at run time
+    from ..analysis.cost_ratio import CostRatio
+    from ..serving.energy import EnergyReading
+    from ..serving.server_series import ServerSeries
+    from ..verdict.distribution import DistributionTest
+    from ..verdict.gate import RegressionGate
+    from ..verdict.sequential import Rule
+    from .build_runs import BuildComparison
+    from .distribution_samples import Drawer
+    from .mechanism import Mechanism
+    from .warm_up import SteadyState
+
 
 @dataclass
 class Run:
@@ -48,10 +61,10 @@ class Run:
     counters: SpecDecodeCounters | None  # SD counter deltas for this run; None for the reference
     server_command: list[str]
     started_at: float  # wall clock
-    warm_up: Any = None  # warm_up.SteadyState: what warming this run's server took, and whether it settled
+    warm_up: SteadyState | None = None  # what warming this run's server took, and whether it settled
     engine_facts: dict | None = None  # what the server revealed it runs (serving.engine_facts)
-    energy: Any = None  # serving.energy.EnergyReading around the run's requests; None: not read
-    series: Any = None  # serving.server_series.ServerSeries: the server's metrics during the run; None: not read
+    energy: EnergyReading | None = None  # the energy counters around the run's requests; None: not read
+    series: ServerSeries | None = None  # the server's metrics during the run; None: not read
 
 
 def why_no_value(metric: str) -> str:
@@ -72,9 +85,25 @@ def _median_metric(runs: list[Run], metric: str) -> float:
     return statistics.median(values) if values else math.nan
 
 
+def _forwarded(part: str, method: Callable) -> Callable:
+    """`method` of the result's part `part`, callable on the result itself: the documented API
+    (`result.assert_speedup(...)`, `result.fairness_flags()`, ...) keeps its names, signatures and docs."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        return method(getattr(self, part), *args, **kwargs)
+
+    return call
+
+
 @dataclass
-class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFigures, DecidedFigures):
-    """The reference and SD runs of one test, with the figures derived from them."""
+class SpecDecResult:
+    """The reference and SD runs of one test, with the figures derived from them.
+
+    Composed of parts, each in its own module and each handed this result: `checks` (the `assert_*` checks),
+    `decided` (timing checks decided by the sequential rule), `fairness` (flags and confounds), `groups`
+    (per-category and per-turn figures) and `constraints` (structured-output validity). Their public methods
+    are callable on the result too, under the same names."""
 
     spec: ServerSpec
     workload: dict[str, Any]
@@ -86,7 +115,7 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     seed: int = 0
     server_log: str = ""
     # Set by the plugin (or a script) to compare with stored baselines.
-    gate: Any = field(default=None, repr=False, compare=False)
+    gate: RegressionGate | None = field(default=None, repr=False, compare=False)
     # SD repeat i's outputs against reference repeat i (`outputs` is repeat 0's).
     outputs_per_repeat: list[OutputComparison] = field(default_factory=list)
     # p99 dispatch lag (ms) above which a run measured the client, not the server (see client_bound).
@@ -94,7 +123,7 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     # The draft/target cost ratio c estimated at measure time, labelled (theory.cost_ratio_for, a theory.CostRatio;
     # a bare number is taken as "given"); None: not estimated.  Only a fallback: the reports measure c from the
     # run's own step times (analysis.cost_ratio_of) and say which they used (`cost_ratio_source`).
-    cost_ratio: Any = None
+    cost_ratio: CostRatio | float | None = None
     # The test's service-level objectives ({"tpot": ms, ...}, vllm bench serve's keys) for goodput; {} if none.
     slo: dict = field(default_factory=dict)
     # (concurrency, speedup) of every level when this result is one level of a sweep, for the diagnosis.
@@ -107,23 +136,23 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
     earlier_runs: tuple = field(default=(), repr=False, compare=False)
     accepted_flags: tuple = ()
     # --specdec-baseline-from build:PATH: the baseline build measured beside it (build_runs.BuildComparison).
-    builds: Any = field(default=None, repr=False, compare=False)
+    builds: BuildComparison | None = field(default=None, repr=False, compare=False)
     # Draws sampled continuations from the test's two servers (distribution_samples.drawer_for), set by
     # `SpecDecTest.run`; `distribution` is the last `assert_same_distribution`'s test, for the report.
-    sampler: Any = field(default=None, repr=False, compare=False)
-    distribution: Any = field(default=None, repr=False, compare=False)
+    sampler: Drawer | None = field(default=None, repr=False, compare=False)
+    distribution: DistributionTest | None = field(default=None, repr=False, compare=False)
     # With @pytest.mark.specdec_mechanism: SD against a reference on its own engine path (measure.mechanism).
-    mechanism: Any = field(default=None, repr=False, compare=False)
+    mechanism: Mechanism | None = field(default=None, repr=False, compare=False)
     # --specdec-repeats auto (measure.decided): SD's sends of a draw after its first (timing only: acceptance and
     # outputs are never counted from them), a callable that sends every draw once more while the servers are up
     # (None: no more can be had), the rule's error rates and cap, and each timing check's decision.
     timing_runs: list = field(default_factory=list, repr=False, compare=False)
-    more_runs: Any = field(default=None, repr=False, compare=False)
+    more_runs: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     # The reference's draws sent again after SD's (verdict.evidence: the machine's move between the two), and
     # the callable that sends them while the servers can (None: they cannot be had).
     reference_again_runs: list = field(default_factory=list, repr=False, compare=False)
-    again_reference: Any = field(default=None, repr=False, compare=False)
-    rule: Any = field(default=None, repr=False, compare=False)
+    again_reference: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
+    rule: Rule | None = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -134,6 +163,58 @@ class SpecDecResult(GroupedFigures, FairComparison, ResultChecks, ConstrainedFig
         # The sampler is bound to this session's live servers: a result pickled for another process (kept
         # results, a worker's) carries what was measured, not a way to draw more.
         return {**self.__dict__, "sampler": None, "more_runs": None, "again_reference": None}
+
+    @property
+    def checks(self) -> ResultChecks:
+        return ResultChecks(self)
+
+    @property
+    def decided(self) -> DecidedFigures:
+        return DecidedFigures(self)
+
+    @property
+    def fairness(self) -> FairComparison:
+        return FairComparison(self)
+
+    @property
+    def groups(self) -> GroupedFigures:
+        return GroupedFigures(self)
+
+    @property
+    def constraints(self) -> ConstrainedFigures:
+        return ConstrainedFigures(self)
+
+    assert_speedup = _forwarded("checks", ResultChecks.assert_speedup)
+    assert_acceptance = _forwarded("checks", ResultChecks.assert_acceptance)
+    assert_best_k = _forwarded("checks", ResultChecks.assert_best_k)
+    assert_outputs_equivalent = _forwarded("checks", ResultChecks.assert_outputs_equivalent)
+    assert_same_distribution = _forwarded("checks", ResultChecks.assert_same_distribution)
+    assert_no_regression = _forwarded("checks", ResultChecks.assert_no_regression)
+    runs_per_side = _forwarded("decided", DecidedFigures.runs_per_side)
+    speedup_evidence = _forwarded("decided", DecidedFigures.speedup_evidence)
+    sequential_rule = _forwarded("decided", DecidedFigures.sequential_rule)
+    decide = _forwarded("decided", DecidedFigures.decide)
+    undecided = _forwarded("decided", DecidedFigures.undecided)
+    runs_note = _forwarded("decided", DecidedFigures.runs_note)
+    spread_note = _forwarded("decided", DecidedFigures.spread_note)
+    fairness_flags = _forwarded("fairness", FairComparison.fairness_flags)
+    unfair_speedup = _forwarded("fairness", FairComparison.unfair_speedup)
+    accept_flags = _forwarded("fairness", FairComparison.accept_flags)
+    confounds = _forwarded("fairness", FairComparison.confounds)
+    sd_costs = _forwarded("fairness", FairComparison.sd_costs)
+    assert_no_confounds = _forwarded("fairness", FairComparison.assert_no_confounds)
+    assert_fair_comparison = _forwarded("fairness", FairComparison.assert_fair_comparison)
+    by = _forwarded("groups", GroupedFigures.by)
+    assert_group = _forwarded("groups", GroupedFigures.assert_group)
+    assert_category = _forwarded("groups", GroupedFigures.assert_category)
+    validity = _forwarded("constraints", ConstrainedFigures.validity)
+    assert_outputs_valid = _forwarded("constraints", ConstrainedFigures.assert_outputs_valid)
+    constraint_figures = _forwarded("constraints", ConstrainedFigures.constraint_figures)
+
+    @property
+    def constrained(self) -> bool:
+        """Whether any request of the reference carried a constraint (a JSON schema, a regex, a grammar)."""
+        return self.constraints.constrained
 
     def fit_step_cost_with(self, *others: "SpecDecResult") -> "SpecDecResult":
         """Fit the step cost behind best k, the predictions and the oracle from this run and runs of the same

@@ -3,12 +3,14 @@ figures of one row.
 
 `check_output` is the one validator (``jsonschema`` for schemas and tool-call arguments, ``re.fullmatch`` for
 a regex, equality for a choice); `side_validity` applies it to a side's runs; `ConstrainedFigures` is the
-result's mixin that fails a test on an invalid output (naming the request, the side, the output and the
+result's part (`result.constraints`) that fails a test on an invalid output (naming the request, the side, the output and the
 validator's message) and puts both runs' figures in one row.  A reference-side invalid output is the engine's
 constrained decoding (or a max_tokens too small for the answer), not SD: the message says so.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import json
 import math
@@ -22,6 +24,9 @@ GRAMMAR_REJECTED_UNAVAILABLE = (
     "unavailable: the engine reports no count of drafts its grammar rejected (vLLM 0.32 drops them from the "
     "drafted count before counting)"
 )
+
+if TYPE_CHECKING:  # the result holds this part; the part reads the result's fields
+    from .result import SpecDecResult
 _EXCERPT = 200
 
 
@@ -132,23 +137,28 @@ def _max_tokens(workload: Any) -> int | None:
 
 
 class ConstrainedFigures:
-    """A result's constraint checks and figures (a mixin of `result.SpecDecResult`)."""
+    """A result's constraint checks and figures: a part of `result.SpecDecResult`."""
+
+    def __init__(self, result: SpecDecResult):
+        self.result = result
 
     def validity(self, side: str = "speculative") -> SideValidity:
-        runs = self.speculative_runs if side == "speculative" else self.reference_runs
-        return side_validity(side, runs, _max_tokens(self.workload))
+        runs = self.result.speculative_runs if side == "speculative" else self.result.reference_runs
+        return side_validity(side, runs, _max_tokens(self.result.workload))
 
     @property
     def constrained(self) -> bool:
         # Records made before constraints existed (saved runs, callers' own records) carry none.
-        return any(getattr(r, "constraint", None) is not None for run in self.reference_runs for r in run.records)
+        return any(
+            getattr(r, "constraint", None) is not None for run in self.result.reference_runs for r in run.records
+        )
 
     def assert_outputs_valid(self):
         """Every constrained output, on both sides, meets its constraint; returns the result."""
-        message = validity_failure(self.validity("reference"), self.validity("speculative"), self.spec.label())
+        message = validity_failure(self.validity("reference"), self.validity("speculative"), self.result.spec.label())
         if message is not None:
             raise AssertionError(message)
-        return self
+        return self.result
 
     def constraint_figures(self) -> dict | None:
         """The row's constraint entry: the constraints, validity per side, and the same prompts' free figures
@@ -156,13 +166,18 @@ class ConstrainedFigures:
         if not self.constrained:
             return None
         labels = sorted(
-            {r.constraint.label() for run in self.reference_runs for r in run.records if getattr(r, "constraint", None)}
+            {
+                r.constraint.label()
+                for run in self.result.reference_runs
+                for r in run.records
+                if getattr(r, "constraint", None)
+            }
         )
-        free = getattr(self, "unconstrained", None)
+        free = getattr(self.result, "unconstrained", None)
         figures = {
             "constraints": labels,
             "validity": {side: self.validity(side).as_dict() for side in ("reference", "speculative")},
-            "constrained": _figures(self),
+            "constrained": _figures(self.result),
             "unconstrained": _figures(free) if free is not None else None,
             "grammar_rejected_drafts": GRAMMAR_REJECTED_UNAVAILABLE,
         }

@@ -12,11 +12,9 @@ from pytest_specdec.engines.server_spec import ServerSpec
 from pytest_specdec.measure.reference_runs import ReferenceRuns
 
 
-class Runs(ReferenceRuns):
+def Runs() -> ReferenceRuns:  # noqa: N802 (stands for the part, as the tests read it)
     """The reference side of Measurements with the state it keeps, and nothing measured."""
-
-    def __init__(self):
-        self._planned, self._planned_searches, self._searches, self._references = {}, {}, {}, {}
+    return ReferenceRuns(measurements=None)
 
 
 def spec(model: str) -> ServerSpec:

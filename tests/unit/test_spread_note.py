@@ -1,6 +1,7 @@
 """measure.decided's spread cell: content between draws, timing as the rule reads it, first sends, workload."""
 
 import math
+from types import SimpleNamespace
 
 from pytest_specdec.measure.decided import DecidedFigures
 from pytest_specdec.verdict.sequential import Evidence
@@ -10,8 +11,8 @@ class Figures(DecidedFigures):
     """A result's spread cell over given evidence (log speedups per send; the reference at 0)."""
 
     def __init__(self, sends, num_prompts=4):
+        super().__init__(SimpleNamespace(pattern={"num_prompts": num_prompts}))
         self.evidence = Evidence(tuple(tuple(math.log(v) for v in s) for s in sends), reference=(0.0,) * len(sends))
-        self.pattern = {"num_prompts": num_prompts}
 
     def speedup_evidence(self, metric="output_throughput", **_):
         return self.evidence

@@ -258,18 +258,18 @@ def test_per_turn_figures_are_ordered_by_turn_and_unavailable_without_sd_figures
 
 
 def test_a_category_check_names_what_fell_short():
-    class Result(GroupedFigures):
-        reference_runs = runs([record(i, tpot_ms=40.0, category=c) for i, c in enumerate("ab")])
-        speculative_runs = runs([record(0, accepted=7, category="a"), record(1, accepted=1, category="b")])
-
-    result = Result()
-    assert result.assert_category("a", min_rate=0.8, min_speedup=1.5) is result
+    result = SimpleNamespace(
+        reference_runs=runs([record(i, tpot_ms=40.0, category=c) for i, c in enumerate("ab")]),
+        speculative_runs=runs([record(0, accepted=7, category="a"), record(1, accepted=1, category="b")]),
+    )
+    groups = GroupedFigures(result)
+    assert groups.assert_category("a", min_rate=0.8, min_speedup=1.5) is result
     with pytest.raises(AssertionError, match=r"category 'b' \(1 requests\) fell short:\n  acceptance_rate: 0.125"):
-        result.assert_category("b", min_rate=0.5)
+        groups.assert_category("b", min_rate=0.5)
     with pytest.raises(AssertionError, match="no category 'c' in this result; it has: a, b"):
-        result.assert_category("c", min_rate=0.1)
+        groups.assert_category("c", min_rate=0.1)
     with pytest.raises(ValueError, match="grouping must be one of category, turn"):
-        result.by("workload")
+        groups.by("workload")
 
 
 def test_groups_reach_the_summary_the_terminal_and_a_plot():
