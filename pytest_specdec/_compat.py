@@ -64,6 +64,12 @@ MOVED = {
     "measure.drift": "analysis.drift",
     "measure.dynamic_k": "analysis.dynamic_k",
     "measure.analysis": "analysis.inside_acceptance",
+    # Capacity in one folder (0.2 development): the search, its probes and ratio, and both sides' searches.
+    "load.capacity": "measure.capacity.search",
+    "load.capacity_probes": "measure.capacity.probes",
+    "load.capacity_ratio": "measure.capacity.ratio",
+    "measure.capacity_sides": "measure.capacity.sides",
+    "measure.slo_capacity": "measure.capacity.slo",
 }
 PACKAGE = __name__.rpartition(".")[0]
 

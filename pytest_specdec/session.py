@@ -30,7 +30,7 @@ from .load.patterns import AccessPattern
 from .load.workloads import Workload
 from .measure.build_runs import build_of
 from .measure.measurements import Measurements
-from .measure.capacity_sides import plan_capacity
+from .measure.capacity.sides import plan_capacity
 from .measure.specdec_test import SpecDecTest
 from .measure.progress import Terminal, progress_for
 from .serving.gpus import (

@@ -1,6 +1,6 @@
 """Where a concurrency sweep's speedup drops below 1: the concurrency at which SD stops paying.
 
-Re-exported by load/capacity.py, where it lived first.
+Re-exported by measure/capacity/search.py (it lived in the capacity search first).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ OVERRIDABLE = (
     "think_time_s",
 )
 SEARCH_ONLY = ("search_start", "max_load", "bracket_probes", "bisect_probes", "max_probes", "resolution")
-# What an SLO capacity search varies (see load/capacity.py): the request rate, or the concurrency.
+# What an SLO capacity search varies (see measure/capacity/search.py): the request rate, or the concurrency.
 SEARCH_OVER = ("request_rate", "max_concurrency")
 _SWEEP_NAME = re.compile(r"^concurrency_(\d+)$")
 
@@ -81,7 +81,7 @@ class AccessPattern:
     doubling, never above ``max_load``, at most ``bracket_probes`` probes),
     then bisects it and probes the boundary again (at most ``bisect_probes``).
     ``max_probes``, when set, caps both phases together, per side (see
-    load/capacity.py).  ``resolution`` is how narrow bisection makes a
+    measure/capacity/search.py).  ``resolution`` is how narrow bisection makes a
     bracket (relative, default 0.1); half of it widens each bracket for probe
     noise, so a capacity check decides a threshold only that far from the
     ratio: a finer resolution decides closer calls, at the cost of probes.

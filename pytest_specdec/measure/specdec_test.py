@@ -96,7 +96,7 @@ class SpecDecTest:
                 f"{result.builds.baseline_result.acceptance_rate:.0%}"
             )
         elif self.pattern.search:
-            from .slo_capacity import measure_capacity
+            from .capacity.slo import measure_capacity
 
             result = measure_capacity(
                 self.measurements, self.spec, self.workload, self.pattern, self.slo, self.slo_percentile, seed=seed

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..load.capacity import Crossover, crossover
+from ..load.crossover import Crossover, crossover
 from ..verdict.metric_names import geometric_mean, speedup_name
 from .result import SpecDecResult
 

@@ -225,7 +225,7 @@ def _heatmap_data(rows: Iterable[Row]):
 
 def _crossover(at: dict[int, list[Row]], levels: list[int]) -> float | None:
     """The interpolated concurrency where the sweep's median speedup crosses 1, if it does."""
-    from ..load.capacity import crossover
+    from ..load.crossover import crossover
 
     speedups = [(c, _median(r.get("speedup_output_throughput") for r in at[c])) for c in levels]
     found = crossover([(c, math.nan if s is None else s) for c, s in speedups])

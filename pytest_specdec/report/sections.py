@@ -13,7 +13,7 @@ def sweep_crossover(group: list[dict]):
     """Where a sweep's throughput speedup crosses 1 (`load.capacity.crossover`), from its rows."""
     import statistics
 
-    from ..load.capacity import crossover
+    from ..load.crossover import crossover
 
     by_level: dict[int, list[float]] = {}
     for r in group:  # several rows may share a level (other tests of the same config): their median

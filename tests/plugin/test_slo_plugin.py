@@ -12,8 +12,8 @@ import pytest
 CONFTEST = '''
 import os
 import pytest
-from pytest_specdec.load.capacity import CapacitySearch, Probe, search_capacity
-from pytest_specdec.measure.slo_capacity import CapacityResult
+from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, search_capacity
+from pytest_specdec.measure.capacity.slo import CapacityResult
 
 
 def side(limit, tpot_at_limit=50.0):

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pytest_specdec.load.capacity import (
+from pytest_specdec.measure.capacity.search import (
     Capacity,
     CapacitySearch,
     Probe,

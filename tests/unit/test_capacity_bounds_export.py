@@ -6,8 +6,8 @@ import io
 import math
 
 from pytest_specdec.history.records import figures_of
-from pytest_specdec.load.capacity import CapacitySearch, Probe, search_capacity
-from pytest_specdec.measure.slo_capacity import CapacityResult
+from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, search_capacity
+from pytest_specdec.measure.capacity.slo import CapacityResult
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.report.exports import junit_properties
 from pytest_specdec.report.rows import row_for

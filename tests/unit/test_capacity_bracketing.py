@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.load.capacity import CapacitySearch, Probe, ratio_of, search_capacity
+from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, ratio_of, search_capacity
 from pytest_specdec.load.client import RequestRecord
 from pytest_specdec.load.saturation import over_saturation
-from pytest_specdec.measure.slo_capacity import CapacityResult
+from pytest_specdec.measure.capacity.slo import CapacityResult
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 PATTERN = {"name": "slo_capacity", "search": "request_rate", "max_load": None, "bracket_probes": 8}
@@ -194,7 +194,7 @@ def test_an_over_saturated_probe_fails_with_that_reason_even_where_its_tpot_held
     from pytest_specdec.load.workloads import resolve_workload
     from pytest_specdec.analysis.metrics import summarize
     from pytest_specdec.measure.result import Run
-    from pytest_specdec.measure.slo_capacity import measure_capacity
+    from pytest_specdec.measure.capacity.slo import measure_capacity
 
     class Server:  # prefill 0.25 s one at a time: the queue grows above 4 req/s; TPOT is 30 ms at every load
         max_dispatch_lag_ms = 10.0

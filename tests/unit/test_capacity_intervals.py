@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from pytest_specdec.load.capacity import CapacitySearch, Probe, ratio_of, search_capacity
+from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, ratio_of, search_capacity
 
 SEARCHES = 400
 RESOLUTION = CapacitySearch("request_rate", start=1.0).resolution  # 10%: the stated resolution

@@ -29,7 +29,7 @@ from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run
-from pytest_specdec.measure.slo_capacity import UNLOADED, measure_capacity
+from pytest_specdec.measure.capacity.slo import UNLOADED, measure_capacity
 
 SPEC = ServerSpec("specdec:smollm2-135m", {"method": "ngram", "num_speculative_tokens": 4}, ("--enforce-eager",))
 WORKLOAD = resolve_workload("code_edit", {"input_len": 192, "output_len": 64})

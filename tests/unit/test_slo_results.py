@@ -9,10 +9,10 @@ import math
 import pytest
 
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.load.capacity import CapacitySearch, Probe, search_capacity
+from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, search_capacity
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.measure.slo_capacity import CapacityResult, probe_seed
+from pytest_specdec.measure.capacity.slo import CapacityResult, probe_seed
 from pytest_specdec.measure.sweep import SweepResult
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
@@ -247,7 +247,7 @@ class StallingMeasurements:
 def _stalled_search(stalled, **pattern):
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
-    from pytest_specdec.measure.slo_capacity import measure_capacity
+    from pytest_specdec.measure.capacity.slo import measure_capacity
 
     measurements = StallingMeasurements(stalled)
     found = measure_capacity(
@@ -262,7 +262,7 @@ def _stalled_search(stalled, **pattern):
 
 
 def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_search():
-    from pytest_specdec.measure.slo_capacity import CLIENT_BOUND_ATTEMPTS
+    from pytest_specdec.measure.capacity.slo import CLIENT_BOUND_ATTEMPTS
 
     # From 4 req/s up the client sends SD's requests 30 ms late, run after run.
     found, measurements = _stalled_search(lambda side, load, attempt: side == "SD" and load >= 4, max_probes=6)
@@ -355,7 +355,7 @@ class ModelServers:
 def _search(slo, servers=None, **pattern):
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
-    from pytest_specdec.measure.slo_capacity import measure_capacity
+    from pytest_specdec.measure.capacity.slo import measure_capacity
 
     servers = servers or ModelServers()
     found = measure_capacity(
@@ -417,7 +417,7 @@ def test_the_unloaded_reference_is_measured_once_per_server_and_workload_and_sha
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
     from pytest_specdec.measure.measurements import Measurements
-    from pytest_specdec.measure.slo_capacity import unloaded_reference
+    from pytest_specdec.measure.capacity.slo import unloaded_reference
 
     measurements = Measurements(SimpleNamespace(), Path("."))
     measured = []

@@ -31,10 +31,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..engines.server_spec import ServerSpec
-from ..load.capacity import Capacity, CapacityRatio, ratio_of
-from ..analysis.goodput import describe_objectives, resolve_slo
-from .capacity_sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, unloaded_reference: importable here)
+from ...engines.server_spec import ServerSpec
+from .search import Capacity, CapacityRatio, ratio_of
+from ...analysis.goodput import describe_objectives, resolve_slo
+from .sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, unloaded_reference: importable here)
     CLIENT_BOUND_ATTEMPTS,
     UNLOADED,
     probe_seed,
@@ -42,8 +42,8 @@ from .capacity_sides import (  # noqa: F401 (CLIENT_BOUND_ATTEMPTS, UNLOADED, un
     search_side,
     unloaded_reference,
 )
-from .result import Run
-from ..analysis.theory import cost_per_million_tokens
+from ..result import Run
+from ...analysis.theory import cost_per_million_tokens
 
 CAPACITY_METRICS = ("capacity_ratio",)
 
@@ -194,7 +194,7 @@ class CapacityResult:
         A ratio that is only a bound passes only when the bound decides it (a
         lower bound >= `min_ratio`); otherwise the check fails as undecidable.
         """
-        from ..verdict.assertions import Row, failure_message
+        from ...verdict.assertions import Row, failure_message
 
         if isinstance(min_ratio, bool) or not isinstance(min_ratio, (int, float)) or min_ratio <= 0:
             raise ValueError(f"assert_capacity(min_ratio=...) must be a number > 0, got {min_ratio!r}")

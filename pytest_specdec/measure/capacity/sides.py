@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
-from ..engines.server_spec import ServerSpec
-from ..load.capacity import CapacitySearch, Probe, search_capacity
-from ..load.patterns import CATALOG
-from ..load.saturation import over_saturation
-from ..analysis.goodput import SLOPercentiles, is_relative, parse_objectives, resolve_slo
-from .result import Run
+from ...engines.server_spec import ServerSpec
+from .search import CapacitySearch, Probe, search_capacity
+from ...load.patterns import CATALOG
+from ...load.saturation import over_saturation
+from ...analysis.goodput import SLOPercentiles, is_relative, parse_objectives, resolve_slo
+from ..result import Run
 
 # Four requests one at a time: enough for a median, seconds on a CPU. The same run as a
 # `throughput_low` test of this workload with num_prompts=4 measures, so a suite with both

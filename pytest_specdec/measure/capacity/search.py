@@ -14,7 +14,7 @@ search has budgets, one per phase, because each phase fails differently:
    counts (a tie counts as a failure), and the result says so.
 
 A ratio of two capacities where either side is a bound is a bound too
-(:class:`CapacityRatio`, load/capacity_ratio.py); a check it cannot decide is
+(:class:`CapacityRatio`, measure/capacity/ratio.py); a check it cannot decide is
 ``undecidable``, never a pass. :func:`crossover` (load/crossover.py) reads a
 concurrency sweep's speedups for where SD stops paying.
 
@@ -34,10 +34,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..formatting import quantity
-from .capacity_ratio import CapacityRatio, capacity_ratio, ratio_of
-from .crossover import Crossover, crossover
-from .capacity_probes import (  # re-exported: these lived here
+from ...formatting import quantity
+from .ratio import CapacityRatio, capacity_ratio, ratio_of
+from ...load.crossover import Crossover, crossover
+from .probes import (  # re-exported: these lived here
     OVER as OVER,
     _UNIT as _UNIT,
     STOPPED as STOPPED,
