@@ -35,8 +35,8 @@ MOVED = {
     "vllm_bench": "measure.reproduce",
     "assertions": "verdict.assertions",
     "stats": "verdict.stats",
-    "gate": "verdict.gate",
-    "baselines": "verdict.baselines",
+    "gate": "verdict.gate.regression",
+    "baselines": "verdict.gate.baselines",
     "fingerprint": "verdict.fingerprint",
     "report_plots": "report.plots",
     "progress": "measure.progress",
@@ -70,6 +70,15 @@ MOVED = {
     "load.capacity_ratio": "measure.capacity.ratio",
     "measure.capacity_sides": "measure.capacity.sides",
     "measure.slo_capacity": "measure.capacity.slo",
+    # The gate in one folder (0.2 development): `pytest_specdec.verdict.gate` is that folder now, and its
+    # package re-exports `RegressionGate` and `BaselineSession` from where the module had them.
+    "verdict.gate_sequential": "verdict.gate.speedups",
+    "verdict.gate_outcome": "verdict.gate.outcome",
+    "verdict.gate_table": "verdict.gate.table",
+    "verdict.baseline_session": "verdict.gate.baseline_session",
+    "verdict.baselines": "verdict.gate.baselines",
+    "verdict.staleness": "verdict.gate.staleness",
+    "verdict.inventory": "verdict.gate.inventory",
 }
 PACKAGE = __name__.rpartition(".")[0]
 

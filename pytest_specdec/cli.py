@@ -58,7 +58,7 @@ def _merge_parser() -> argparse.ArgumentParser:
 def merge_main(argv: Sequence[str]) -> int:
     from .report.files import ReportError
     from .report.merge import MergeError, merge
-    from .verdict.baselines import BaselineError
+    from .verdict.gate.baselines import BaselineError
 
     options = _merge_parser().parse_args(list(argv))
     try:

@@ -44,7 +44,7 @@ from .serving.gpus import (
 )
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import ManagedServer
-from .verdict.gate import BaselineSession, RegressionGate
+from .verdict.gate.regression import BaselineSession, RegressionGate
 from .verdict.machine import run_probe, session_fingerprint
 
 SKIP_NO_DEVICE = (

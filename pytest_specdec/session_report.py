@@ -16,7 +16,7 @@ from .analysis.drift import drift_sections, flag_drifted_rows
 from .report.files import write_session_report
 from .report.rows import rows_for_test
 from .report.tables import session_counts, summary_sections
-from .verdict.inventory import remove_baselines, unused_baselines_under
+from .verdict.gate.inventory import remove_baselines, unused_baselines_under
 
 if TYPE_CHECKING:  # the session holds this part; the part reads what the session measured
     from .session import SpecdecSession

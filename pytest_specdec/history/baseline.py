@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..verdict.baselines import Baseline, BaselineMissing
+from ..verdict.gate.baselines import Baseline, BaselineMissing
 from .changepoints import detect_series, stable_segment
 from .records import RATIO_FIGURES, fingerprint_key
 from .store import HistoryStore

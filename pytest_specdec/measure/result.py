@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the types of the parts a result carries; their modules need
     from ..serving.energy import EnergyReading
     from ..serving.server_series import ServerSeries
     from ..verdict.distribution import DistributionTest
-    from ..verdict.gate import RegressionGate
+    from ..verdict.gate.regression import RegressionGate
     from ..verdict.sequential import Rule
     from .build_runs import BuildComparison
     from .distribution_samples import Drawer

@@ -127,7 +127,7 @@ class ResultChecks:
         if self.result.gate is None:
             raise RuntimeError(
                 "assert_no_regression needs a baseline gate: use the specdec fixture, "
-                "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate"
+                "or set result.gate to a pytest_specdec.verdict.gate.regression.RegressionGate"
             )
         self.result.gate.check(self.result, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
         return self.result

@@ -185,7 +185,7 @@ def write_session_report(
     report_dir: Path, rows: list[dict], fingerprint: dict, seen: Iterable[str], complete: bool, baseline_dir: Path
 ) -> str:
     """Every report file of a session, the shard files and the CI step summary; what happened, in words."""
-    from ..verdict.inventory import list_baselines
+    from ..verdict.gate.inventory import list_baselines
 
     recorded = {row["test"] for row in rows if row["regression"] == "recorded"}
     baseline_files = [path for test_id, path in list_baselines(baseline_dir).items() if test_id in recorded]

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..verdict.baselines import Baseline, BaselineError, baseline_filename, write_baseline
-from ..verdict.inventory import list_baselines, remove_baselines
+from ..verdict.gate.baselines import Baseline, BaselineError, baseline_filename, write_baseline
+from ..verdict.gate.inventory import list_baselines, remove_baselines
 from ..verdict.fingerprint import fingerprint_differences
 from .files import (
     SCHEMA_VERSION,

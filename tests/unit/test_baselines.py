@@ -11,7 +11,7 @@ import pytest
 
 from pytest_specdec import atomic
 
-from pytest_specdec.verdict.baselines import (
+from pytest_specdec.verdict.gate.baselines import (
     Baseline,
     BaselineError,
     BaselineMissing,
@@ -21,7 +21,7 @@ from pytest_specdec.verdict.baselines import (
     load_schema,
     write_baseline,
 )
-from pytest_specdec.verdict.inventory import list_baselines, remove_baselines, stale_baselines
+from pytest_specdec.verdict.gate.inventory import list_baselines, remove_baselines, stale_baselines
 from pytest_specdec.verdict.fingerprint import (
     collect_fingerprint,
     fingerprint_differences,

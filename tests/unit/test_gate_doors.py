@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from pytest_specdec.verdict.gate import BaselineSession
-from pytest_specdec.verdict.gate_outcome import outcome_of
+from pytest_specdec.verdict.gate.regression import BaselineSession
+from pytest_specdec.verdict.gate.outcome import outcome_of
 from pytest_specdec.verdict.machine import PROBE_MAX_TIMINGS
 from pytest_specdec.verdict.stats import compare_intervals
 

@@ -6,7 +6,7 @@ import math
 import jsonschema
 import pytest
 
-from pytest_specdec.verdict.baselines import Baseline, BaselineError, baseline_filename, write_baseline
+from pytest_specdec.verdict.gate.baselines import Baseline, BaselineError, baseline_filename, write_baseline
 from pytest_specdec.cli import main
 from pytest_specdec.report.merge import MergeError, merge_baselines, merge_reports
 from pytest_specdec.report.files import ReportError, load_report, report_schema, write_report

@@ -14,9 +14,9 @@ from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.rows import row_for
 from pytest_specdec.report.tables import csv_text, terminal_table
-from pytest_specdec.verdict.baselines import Baseline
+from pytest_specdec.verdict.gate.baselines import Baseline
 from pytest_specdec.verdict.detection import detection, flag_rate
-from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
 from pytest_specdec.verdict.stats import compare_samples
 
 URL = "http://10.0.0.7:8000/metrics"
@@ -228,7 +228,7 @@ FINGERPRINT = {
 
 def gate_with_baseline(tmp_path, derived, repeats=1):
     """A gate over a stored baseline whose repeats have the `derived` figures (a dict, or one per repeat)."""
-    from pytest_specdec.verdict.baselines import write_baseline
+    from pytest_specdec.verdict.gate.baselines import write_baseline
 
     per_repeat = derived if isinstance(derived, list) else [derived] * repeats
     session = BaselineSession(base_dir=tmp_path, update=False, fingerprint=FINGERPRINT)

@@ -21,7 +21,7 @@ from pytest_specdec.verdict.metric_names import (
     speedup_name,
 )
 from pytest_specdec.report.files import load_report, validate_report
-from pytest_specdec.verdict.baselines import SCHEMA_VERSION, load_baseline
+from pytest_specdec.verdict.gate.baselines import SCHEMA_VERSION, load_baseline
 from pytest_specdec.verdict.tolerances import canonical_keys, parse_tolerance_lines
 
 V1 = Path(__file__).resolve().parent.parent / "data" / "v1"
@@ -112,7 +112,7 @@ def test_a_version_1_baseline_is_read_as_version_2(tmp_path):
     shutil.copy(V1 / "baseline.json", tmp_path / "stored.json")
     stored = json.loads((tmp_path / "stored.json").read_text())
     assert stored["schema_version"] == 1 and "speedup_median_tpot_ms" in stored["repeats"][0]["derived"]
-    from pytest_specdec.verdict.baselines import baseline_filename
+    from pytest_specdec.verdict.gate.baselines import baseline_filename
 
     (tmp_path / "stored.json").rename(tmp_path / baseline_filename(V1_TEST))
     baseline = load_baseline(tmp_path, V1_TEST)
@@ -158,8 +158,8 @@ def test_merging_a_version_1_shard_says_it_was_read_as_the_current_version(tmp_p
 def test_a_version_1_baseline_gets_a_note_in_the_gate(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    import pytest_specdec.verdict.gate as gate_module
-    from pytest_specdec.verdict.baselines import baseline_filename
+    import pytest_specdec.verdict.gate.regression as gate_module
+    from pytest_specdec.verdict.gate.baselines import baseline_filename
 
     stored = json.loads((V1 / "baseline.json").read_text())
     (tmp_path / baseline_filename(V1_TEST)).write_text(json.dumps(stored))

@@ -15,10 +15,10 @@ import math
 import statistics
 from dataclasses import replace
 
-from .detection import SESSION_DRIFT
-from .metric_names import SPEEDUP_PREFIX, speedup_metric
-from .sequential import FAILED, FALSE_FAIL, UNDECIDED, tolerance_zone
-from .stats import Verdict
+from ..detection import SESSION_DRIFT
+from ..metric_names import SPEEDUP_PREFIX, speedup_metric
+from ..sequential import FAILED, FALSE_FAIL, UNDECIDED, tolerance_zone
+from ..stats import Verdict
 
 
 def on_seeds(baseline, seeds: list[int]):

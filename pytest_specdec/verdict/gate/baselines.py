@@ -22,9 +22,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .. import schemas
-from .metric_names import canonical_metric
-from ..atomic import TEMP_SUFFIX, write_atomic
+from ... import schemas
+from ..metric_names import canonical_metric
+from ...atomic import TEMP_SUFFIX, write_atomic
 
 try:
     import fcntl

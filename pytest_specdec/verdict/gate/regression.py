@@ -15,19 +15,19 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from .assertions import Row, failure_message
+from ..assertions import Row, failure_message
 from .baselines import Baseline, BaselineError, BaselineMissing
-from .comparison import ComparisonPlan, is_ratio, reference_slowdowns
-from .metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
-from .stats import compare_exact, compare_intervals, compare_samples
-from .gate_sequential import decide_speedup, on_seeds
-from .gate_outcome import ALLOWED_UNAVAILABLE, NOT_COMPARED, PASSED, UNDECIDED, outcome_of, strict_failure
-from .detection import Detection, detection
+from ..comparison import ComparisonPlan, is_ratio, reference_slowdowns
+from ..metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
+from ..stats import compare_exact, compare_intervals, compare_samples
+from .speedups import decide_speedup, on_seeds
+from .outcome import ALLOWED_UNAVAILABLE, NOT_COMPARED, PASSED, UNDECIDED, outcome_of, strict_failure
+from ..detection import Detection, detection
 from .staleness import STALE, stale_fields, stale_report
-from .tolerances import canonical_keys, resolve_tolerance
-from ..engines.server_spec import DEFAULT_ENGINE
+from ..tolerances import canonical_keys, resolve_tolerance
+from ...engines.server_spec import DEFAULT_ENGINE
 from .baseline_session import BaselineSession as BaselineSession  # re-exported: it lived here
-from .gate_table import _row, _figure, _unavailable, _unavailable_message, _detects_cell  # noqa: F401 (lived here)
+from .table import _row, _figure, _unavailable, _unavailable_message, _detects_cell  # noqa: F401 (lived here)
 
 # What assert_no_regression() compares when not told: the ratios SD exists
 # for, and the SD run's own throughput and latency.

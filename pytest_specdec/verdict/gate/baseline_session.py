@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import Baseline, load_baseline, write_baseline
-from .fingerprint import PROBE_FIELD
-from .machine import PROBE_MAX_TIMINGS, merged_probe
+from ..fingerprint import PROBE_FIELD
+from ..machine import PROBE_MAX_TIMINGS, merged_probe
 
 
 @dataclass

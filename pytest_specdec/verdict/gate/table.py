@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from .assertions import Row, failure_message
-from .comparison import is_ratio
-from .detection import Detection
+from ..assertions import Row, failure_message
+from ..comparison import is_ratio
+from ..detection import Detection
 
 
 def _row(label: str, metric: str, verdict, tolerance: float) -> Row:
