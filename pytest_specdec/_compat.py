@@ -79,6 +79,13 @@ MOVED = {
     "verdict.baselines": "verdict.gate.baselines",
     "verdict.staleness": "verdict.gate.staleness",
     "verdict.inventory": "verdict.gate.inventory",
+    # A report row in one folder (0.2 development).
+    "report.rows": "report.row.rows",
+    "report.row_parts": "report.row.parts",
+    "report.cells": "report.row.cells",
+    "report.decision_cells": "report.row.decisions",
+    "report.sampled": "report.row.sampling",
+    "report.constrained": "report.row.constraints",
 }
 PACKAGE = __name__.rpartition(".")[0]
 

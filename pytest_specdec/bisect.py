@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .atomic import write_atomic
 from .engines import ENGINE_MODULES, engine_named
-from .report.cells import aligned
+from .report.row.cells import aligned
 from .report.files import ReportError, load_report
 
 PROG = "pytest-specdec bisect"

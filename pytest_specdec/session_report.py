@@ -14,7 +14,7 @@ from .hook_errors import failure_text, test_failure
 from .measure.specdec_test import SpecDecTest
 from .analysis.drift import drift_sections, flag_drifted_rows
 from .report.files import write_session_report
-from .report.rows import rows_for_test
+from .report.row.rows import rows_for_test
 from .report.tables import session_counts, summary_sections
 from .verdict.gate.inventory import remove_baselines, unused_baselines_under
 

@@ -15,7 +15,7 @@ import statistics
 from typing import Any
 
 from ..verdict.stats import compare_samples
-from .cells import aligned
+from .row.cells import aligned
 
 # (metric, column title, format): what a team reads on an upgrade PR.
 BUILD_FIGURES = (

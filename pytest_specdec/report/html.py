@@ -35,10 +35,10 @@ from .html_sections import (
     theory_section,
 )
 from .builds import builds_section
-from .constrained import constrained_section
+from .row.constraints import constrained_section
 from .energy import energy_section
 from .series_report import series_section
-from .sampled import sampling_section
+from .row.sampling import sampling_section
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
 

@@ -14,7 +14,7 @@ import collections
 import os
 from typing import Mapping
 
-from .cells import _speedup_text, compact_config
+from .row.cells import _speedup_text, compact_config
 from .tables import undecided_lines
 
 MARKER = "<!-- pytest-specdec verdict -->"

@@ -6,7 +6,7 @@ Capacity, SLOs, theory, per-request acceptance, fairness and why SD did not pay.
 from __future__ import annotations
 
 from ..measure.mechanism import describe_mechanism
-from .cells import _fmt, _cell, _speedup_text, _best_k_text, below_theory
+from .row.cells import _fmt, _cell, _speedup_text, _best_k_text, below_theory
 
 
 def sweep_crossover(group: list[dict]):

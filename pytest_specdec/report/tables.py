@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .constrained import constrained_markdown
+from .row.constraints import constrained_markdown
 from .energy import energy_markdown
 from .series_report import series_markdown
-from .sampled import sampling_markdown
+from .row.sampling import sampling_markdown
 from .builds import builds_lines, builds_markdown
 
 import csv
@@ -13,9 +13,9 @@ import io
 from pathlib import Path
 from typing import Iterable
 
-from .rows import CSV_COLUMNS
-from .cells import COMPACT_HEADER, TERMINAL_WIDTH, aligned, compact_cells, fitted
-from .cells import (  # re-exported: these lived here
+from .row.rows import CSV_COLUMNS
+from .row.cells import COMPACT_HEADER, TERMINAL_WIDTH, aligned, compact_cells, fitted
+from .row.cells import (  # re-exported: these lived here
     UNAVAILABLE as UNAVAILABLE,
     _fmt as _fmt,
     _cell as _cell,

@@ -42,7 +42,7 @@ from pytest_specdec.report.files import load_report, report_title
 from pytest_specdec.report.html import TrendFigure, render_html, write_html
 from pytest_specdec.report.html_sections import FLAG_LEGEND
 from pytest_specdec.report.plots import render_plots
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWSER_TIMEOUT_S = 60

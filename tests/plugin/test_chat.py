@@ -25,7 +25,7 @@ from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.streaming import RequestOptions, completion_body, request_path
 from pytest_specdec.load.workloads import Prompt, WorkloadError, resolve_workload
 from pytest_specdec.measure.reproduce import reproduce_commands
-from pytest_specdec.report.sampled import sampling_cells, sampling_markdown
+from pytest_specdec.report.row.sampling import sampling_cells, sampling_markdown
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fault_server import prompt_refusal, trtllm_refusal  # noqa: E402 - the strict fake's own validation

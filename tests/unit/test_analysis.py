@@ -23,7 +23,7 @@ from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.plots import write_plots
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import markdown_summary, terminal_table
 from pytest_specdec.verdict.gate.baselines import Baseline, write_baseline
 from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate

@@ -20,7 +20,7 @@ from pytest_specdec.bisect import bisect_main, read_figures, run_pytest, short_n
 from pytest_specdec.cli import COMMANDS, main
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.report.files import report_document
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 
 PYTEST_ARGS = ["perf/", "--specdec-cpu", "-k", "ngram"]
 

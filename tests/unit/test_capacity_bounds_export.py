@@ -10,7 +10,7 @@ from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, search
 from pytest_specdec.measure.capacity.slo import CapacityResult
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.report.exports import junit_properties
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import csv_text
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})

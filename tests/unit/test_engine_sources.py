@@ -10,7 +10,7 @@ import pytest
 from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_marker
 from pytest_specdec.engines import LaunchRequest, engine_named
 from pytest_specdec.engines import trtllm
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.serving.engine_facts import read_engine_facts
 from pytest_specdec.serving.ports import claim_port
 from pytest_specdec.serving.server import ManagedServer

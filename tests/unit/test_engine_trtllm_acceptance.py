@@ -17,7 +17,7 @@ from pytest_specdec.engines.per_request import ACCEPTED, PER_REQUEST_FIELDS, STE
 from pytest_specdec.engines.registry import ENGINE_MODULES
 from pytest_specdec.engines.trtllm import DECODING_TYPES
 from pytest_specdec.engines.trtllm import ENGINE as TRTLLM
-from pytest_specdec.report.row_parts import _acceptance_note
+from pytest_specdec.report.row.parts import _acceptance_note
 
 # tensorrt_llm/llmapi/llm_args.py on NVIDIA/TensorRT-LLM's main branch (commit 00043967), verbatim: the
 # literal the `SpeculativeConfig` union (discriminator "decoding_type") accepts for a draft model.

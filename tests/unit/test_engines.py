@@ -185,7 +185,7 @@ def test_updating_replaces_another_engines_baseline_and_the_same_engine_is_compa
 
 
 def test_a_baseline_on_another_engine_keeps_that_engine_and_its_version_and_rows_name_it(tmp_path):
-    from pytest_specdec.report.rows import row_for, sd_label
+    from pytest_specdec.report.row.rows import row_for, sd_label
 
     session = BaselineSession(tmp_path, update=True, fingerprint=FINGERPRINT)
     result = result_on("llamacpp")

@@ -10,7 +10,7 @@ from pytest_specdec.verdict.gate.baselines import Baseline, BaselineError, basel
 from pytest_specdec.cli import main
 from pytest_specdec.report.merge import MergeError, merge_baselines, merge_reports
 from pytest_specdec.report.files import ReportError, load_report, report_schema, write_report
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.config.spec import ServerSpec
 
 FINGERPRINT = {

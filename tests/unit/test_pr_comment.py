@@ -4,7 +4,7 @@ from test_report import NGRAM, PATTERN, WORKLOAD, result
 
 from pytest_specdec.report.files import write_report
 from pytest_specdec.report.pr_comment import GITHUB_LIMIT, MARKER, pr_comment, run_link
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 
 
 def passed(name="test_fast") -> dict:

@@ -11,7 +11,7 @@ import pytest
 from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.analysis.theory import cost_ratio_for
-from pytest_specdec.report.rows import CSV_COLUMNS, row_for
+from pytest_specdec.report.row.rows import CSV_COLUMNS, row_for
 from pytest_specdec.report.files import (
     ReportError,
     append_step_summary,

@@ -182,7 +182,7 @@ def test_a_greedy_workload_defers_to_the_token_match_check():
 
 
 def test_rows_say_how_requests_sampled_and_stopped_and_the_report_shows_it():
-    from pytest_specdec.report.sampled import sampling_cells, sampling_markdown
+    from pytest_specdec.report.row.sampling import sampling_cells, sampling_markdown
 
     result = _sampled_result({"name": "w", "ignore_eos": False, "sampling": {"temperature": 0.8}})
     cells = sampling_cells(result)

@@ -58,7 +58,7 @@ def test_goodput_counts_the_requests_that_met_every_slo_per_second():
     # ... and their output tokens per second (5 each): the figure vllm bench serve leaves out, AIPerf reports.
     assert r.goodput("reference", unit="tokens") == pytest.approx(5 / 2.0)
     assert r.goodput("speculative", unit="tokens") == pytest.approx(15 / 1.6)
-    from pytest_specdec.report.rows import row_for
+    from pytest_specdec.report.row.rows import row_for
     from pytest_specdec.report.tables import csv_text, markdown_summary
 
     row = row_for("t.py::test", SPEC, r.workload, r.pattern, outcome="passed", result=r)

@@ -92,7 +92,7 @@ def test_update_mode_records_a_stale_baseline_again(tmp_path):
 @pytest.mark.parametrize("update", [False, True])
 def test_a_stale_row_reaches_the_terminal_and_the_summary(tmp_path, update):
     # The report reads the gate's comparison and what it left uncompared: a stale baseline names both.
-    from pytest_specdec.report.rows import row_for
+    from pytest_specdec.report.row.rows import row_for
     from pytest_specdec.report.tables import markdown_summary, summary_sections
 
     check, _ = gate(recorded(tmp_path), update=update)

@@ -5,7 +5,7 @@ from test_report import PATTERN, WORKLOAD, result
 
 from pytest_specdec.config.settings import terminal_width
 from pytest_specdec.config.spec import ServerSpec
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import markdown_summary, session_counts, summary_sections, terminal_table
 
 # The README's widest row: the dynamic-k schedule's config label alone is 126 characters.

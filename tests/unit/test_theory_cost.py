@@ -8,7 +8,7 @@ from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.files import report_document, validate_report
-from pytest_specdec.report.rows import SATURATION, SLO_CAPACITY, operating_point, row_for
+from pytest_specdec.report.row.rows import SATURATION, SLO_CAPACITY, operating_point, row_for
 from pytest_specdec.report.tables import csv_text, markdown_summary
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})

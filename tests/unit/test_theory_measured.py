@@ -30,7 +30,7 @@ from pytest_specdec.analysis.theory import (
     theory_for,
 )
 from pytest_specdec.report.files import report_document, validate_report
-from pytest_specdec.report.rows import row_for, rows_for_test
+from pytest_specdec.report.row.rows import row_for, rows_for_test
 from pytest_specdec.serving.models import ModelUnavailableError
 
 T_REF = 0.020  # s per reference decode step

@@ -12,7 +12,7 @@ from pytest_specdec.engines.vllm import spec_decode_counters
 from pytest_specdec.measure.measurements import RunError, check_run
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.report.rows import row_for
+from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import csv_text, terminal_table
 from pytest_specdec.verdict.gate.baselines import Baseline
 from pytest_specdec.verdict.detection import detection, flag_rate

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..engines import engine_named
-from ..engines.server_spec import DEFAULT_ENGINE
+from ...engines import engine_named
+from ...engines.server_spec import DEFAULT_ENGINE
 
 
 # Where a cost per token is priced (`cost_operating_point`): the server's own maximum, never an offered load.
@@ -83,7 +83,7 @@ def _cut(text: str | None) -> str | None:
 
 def _groups(result) -> dict[str, Any]:
     """Per category and per turn (measure.groups), where the requests carry one, with whether they differ."""
-    from ..measure.groups import difference
+    from ...measure.groups import difference
 
     out = {}
     for grouping in ("category", "turn"):
@@ -152,7 +152,7 @@ def _match_basis(result) -> str | None:
 
 def _numerical_ties(result) -> int | None:
     """Divergences at a reference near-tie; None when no logprobs were asked for (unknown)."""
-    from ..verdict.assertions import classify_divergences
+    from ...verdict.assertions import classify_divergences
 
     divergences = classify_divergences(result)
     if any(d.tie is None for d in divergences):

@@ -13,24 +13,24 @@ model.
 
 from __future__ import annotations
 
-from .sampled import sampling_cells
-from .builds import builds_cell
+from .sampling import sampling_cells
+from ..builds import builds_cell
 
 from typing import Any
 
-from ..engines.server_spec import SCHEDULE_KEY
-from ..measure.fairness import as_rows as fairness_row
-from ..measure.mechanism import mechanism_row
-from .decision_cells import decision_cells, outcome_with_decisions
-from ..analysis.predictions import oracle_label
-from ..analysis.inside_acceptance import ANALYSIS_FIGURES, theory_figures
-from ..analysis.energy_figures import energy_figures
-from ..analysis.series_figures import series_figures
-from ..verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
-from ..measure.result import why_no_value
-from ..analysis.theory import as_cost_ratio, cost_per_million_tokens
-from ..engines.server_spec import DEFAULT_ENGINE
-from .row_parts import (  # re-exported: these lived here
+from ...engines.server_spec import SCHEDULE_KEY
+from ...measure.fairness import as_rows as fairness_row
+from ...measure.mechanism import mechanism_row
+from .decisions import decision_cells, outcome_with_decisions
+from ...analysis.predictions import oracle_label
+from ...analysis.inside_acceptance import ANALYSIS_FIGURES, theory_figures
+from ...analysis.energy_figures import energy_figures
+from ...analysis.series_figures import series_figures
+from ...verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
+from ...measure.result import why_no_value
+from ...analysis.theory import as_cost_ratio, cost_per_million_tokens
+from ...engines.server_spec import DEFAULT_ENGINE
+from .parts import (  # re-exported: these lived here
     SATURATION as SATURATION,
     SLO_CAPACITY as SLO_CAPACITY,
     _number as _number,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape as html_escape
 
-from ..measure.validity import constraint_cells
+from ...measure.validity import constraint_cells
 
 HEADER = ["test", "constraint", "valid (ref / SD)", "constrained speedup", "constrained acceptance", "grammar-rejected"]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 
-from ..formatting import NOTHING, figure
-from ..analysis.theory import falls_short
+from ...formatting import NOTHING, figure
+from ...analysis.theory import falls_short
 
 
 UNAVAILABLE = "unavailable"
