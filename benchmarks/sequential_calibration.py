@@ -26,7 +26,7 @@ and 400 sessions.
 
 Then the conditions under which a stated rate must still hold (`conditions`): the machine's speed moving
 between the reference's runs and SD's (the bound check sends the reference again after SD where that move
-is what keeps it undecided, as `measure.sends_again.again_reference` does), a stored baseline or a baseline
+is what keeps it undecided, as `measure.more_draws.again_reference` does), a stored baseline or a baseline
 build from a session noisier than this one, and a stored baseline whose draws sent other prompts.
 
     .venv/bin/python benchmarks/sequential_calibration.py [--sessions 400] [--seed 0] [--quick]
@@ -43,9 +43,9 @@ import time
 import numpy as np
 
 from pytest_specdec.verdict.detection import SESSION_DRIFT
-from pytest_specdec.verdict.evidence import UNMEASURED_MOVE
-from pytest_specdec.verdict.sequential import FAILED, PASSED, UNDECIDED, Evidence, Rule, bound_zone, decide_until
-from pytest_specdec.verdict.sequential import tolerance_zone
+from pytest_specdec.verdict.sequential.evidence import UNMEASURED_MOVE
+from pytest_specdec.verdict.sequential.rule import FAILED, PASSED, UNDECIDED, Evidence, Rule, bound_zone, decide_until
+from pytest_specdec.verdict.sequential.rule import tolerance_zone
 from pytest_specdec.verdict.stats import compare_samples
 from pytest_specdec.verdict.tolerances import default_tolerance
 
@@ -94,7 +94,7 @@ class Draws:
 def sequential_check(sd, ref, base, known_var, zone, rule, ref_again=None, move=UNMEASURED_MOVE):
     """`decide_until` as the plugin runs it: `more()` sends every measured draw once more; for a check against
     the reference (no `base`), `again()` sends the reference's draws again after SD's (`ref_again`: their log
-    values then), as `measure.sends_again` does where the machine's unseen move is what is left."""
+    values then), as `measure.more_draws` does where the machine's unseen move is what is left."""
     sends = [[sd[r, 0]] for r in range(rule.min_runs)]
     again_sent: list = []
 

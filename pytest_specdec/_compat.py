@@ -86,6 +86,11 @@ MOVED = {
     "report.decision_cells": "report.row.decisions",
     "report.sampled": "report.row.sampling",
     "report.constrained": "report.row.constraints",
+    # The sequential decision in one folder, and the measurement loop's modules named for what they hold.
+    "verdict.evidence": "verdict.sequential.evidence",
+    "verdict.student_t": "verdict.sequential.student_t",
+    "measure.decided": "measure.timing_decisions",
+    "measure.sends_again": "measure.more_draws",
 }
 PACKAGE = __name__.rpartition(".")[0]
 

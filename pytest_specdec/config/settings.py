@@ -20,7 +20,7 @@ from ..serving.pool import DEFAULT_KV_CACHE_BYTES
 from ..load.workloads import data_path_env_var
 from ..history.options import HistorySettings, resolve_history_settings
 from ..engines.server_spec import DEFAULT_ENGINE
-from ..verdict.sequential import MAX_RUNS, MIN_RUNS
+from ..verdict.sequential.rule import MAX_RUNS, MIN_RUNS
 from .units import AUTO_REPEATS
 
 from .options import (  # re-exported: the converters and tables lived here

@@ -172,7 +172,7 @@ class AccessPattern:
             raise PatternError(f"resolution must be a number in (0, 1), got {self.resolution!r}")
 
     def search_bounds(self) -> dict[str, Any]:
-        """The capacity search's keyword arguments (load.capacity.CapacitySearch)."""
+        """The capacity search's keyword arguments (measure.capacity.search.CapacitySearch)."""
         return dict(
             over=self.search,
             start=self.search_start,

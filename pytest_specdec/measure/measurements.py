@@ -80,7 +80,7 @@ class Measurements:
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
         self._servers: dict[str, object] = {}  # spec key -> the server that last measured it
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
-        # --specdec-repeats auto: checks send draws again up to `max_repeats` a side (measure.sends_again).
+        # --specdec-repeats auto: checks send draws again up to `max_repeats` a side (measure.more_draws).
         self.sequential, self.max_repeats, self.strict = False, repeats, False
         self.sends_again: collections.Counter[str] = collections.Counter()  # spec key -> draws sent again
         # spec key -> times its reference's draws were sent again after SD's (the machine's move)

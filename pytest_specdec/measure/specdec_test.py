@@ -14,7 +14,7 @@ from ..serving.pool import ServerPool
 from ..serving.server import ManagedServer
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
-from .sends_again import arm
+from .more_draws import arm
 from .validity import finish_constrained, free_reference
 
 

@@ -4,7 +4,7 @@ The studies disagree on how far SD pays as load grows (one saw a k=21 tree
 fall below 1x by batch 64, another saw gains persist to 200 concurrent
 requests on a mixture-of-experts model), so the crossover is worth a gate:
 `SweepResult.crossover()` interpolates the concurrency at which the
-throughput speedup crosses 1 between measured levels (`load.capacity.crossover`),
+throughput speedup crosses 1 between measured levels (`load.crossover`),
 with "never, up to the highest measured" a valid answer.
 """
 

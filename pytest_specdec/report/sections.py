@@ -10,7 +10,7 @@ from .row.cells import _fmt, _cell, _speedup_text, _best_k_text, below_theory
 
 
 def sweep_crossover(group: list[dict]):
-    """Where a sweep's throughput speedup crosses 1 (`load.capacity.crossover`), from its rows."""
+    """Where a sweep's throughput speedup crosses 1 (`load.crossover`), from its rows."""
     import statistics
 
     from ..load.crossover import crossover

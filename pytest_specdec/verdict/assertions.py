@@ -118,7 +118,7 @@ def check_speedup(result, minimum: float | None, metric: str, maximum: float | N
     """SD's speedup on `metric` is at least `minimum` (or at most `maximum`), decided by the sequential rule
     (verdict.sequential) on the result's draws, sending them again while it is undecided and runs are left."""
     from .metric_names import speedup_name
-    from .sequential import FAILED, PASSED, bound_zone
+    from .sequential.rule import FAILED, PASSED, bound_zone
 
     if (minimum is None) == (maximum is None):
         raise ValueError(f"assert_speedup takes min= or max=, one of them, got min={minimum!r}, max={maximum!r}")

@@ -343,7 +343,7 @@ def compare_intervals(
     metric: str, baseline_repeats: Sequence[dict], current_repeats: Sequence[dict], tolerance: float
 ) -> tuple[Verdict, str | None]:
     """A figure known only within an interval (an SLO capacity ratio: each side's bracket widened by its probe
-    noise, `load.capacity_ratio`) against its baseline's interval, as ``assert_capacity`` decides on its own:
+    noise, `measure.capacity.ratio`) against its baseline's interval, as ``assert_capacity`` decides on its own:
 
     - a regression when even the best reading now lies below the worst reading then, less the tolerance
       (``high_now < low_then * (1 - tolerance)``);

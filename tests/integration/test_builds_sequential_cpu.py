@@ -23,7 +23,7 @@ mostly prefill, so the workload is random tokens on 32-token prompts (a code edi
 costs about half what 96-token code edits did, and the slowest 2-core boxes need the most draws
 (docs/benchmarks.md, "CI on a slow box").  What the prompts say does not matter here: both builds send the
 same ones, and the check is timing.  SD's runs are paired by draw and both builds' references read apart
-(verdict.evidence), so two draws can decide when the runs agree.
+(verdict.sequential.evidence), so two draws can decide when the runs agree.
 
 The row's runs cell says how measuring stopped as its decision does: "N (decided at the minimum)" at two
 draws, "N (decided)" after more.
@@ -109,7 +109,7 @@ def check_runs(row: dict, text: str, outcome: str) -> int:
     assert decision["outcome"] == outcome and decision["runs"] == draws == decision["draws"], decision
     stopped = "decided at the minimum" if draws == MIN_DRAWS else f"decided after {draws} runs a side"
     assert decision["stopped"] == stopped, decision
-    # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.evidence).
+    # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.sequential.evidence).
     assert decision["basis"].startswith("SD paired by draw, each build's references apart"), decision
     # Both builds' reference and SD on every draw, in A B B A order (each draw's second build starts where
     # the first left off): one server start or resume per side switch, 1 + 3 a draw, no more (a llama.cpp

@@ -111,7 +111,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     # each time, announced (in a CI run of this commit, n-gram on random tokens once: a TPOT speedup of
     # 3.88x above the 3.44 tokens per forward pass, clean when measured again).
     # A bound check the machine's possible move leaves undecided sends the reference's two draws again after
-    # SD's (verdict.evidence): counted apart, with the reference's start it costs on vLLM.
+    # SD's (verdict.sequential.evidence): counted apart, with the reference's start it costs on vLLM.
     runs = re.findall(r"^\[specdec\] .* repeat \d/2: 4 requests in", out, flags=re.M)
     bracketed = re.findall(
         r"^\[specdec\] reference sent again after SD .* repeat \d/2: \d+ requests in", out, flags=re.M

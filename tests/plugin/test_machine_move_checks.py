@@ -1,5 +1,5 @@
 """A bound check against the reference when the machine moves between the reference's runs and SD's: the
-reference's draws are sent again after SD's (verdict.evidence), on fault servers paced by the launch hook.
+reference's draws are sent again after SD's (verdict.sequential.evidence), on fault servers paced by the launch hook.
 
 These are judged by their timing (a bound a few percent from the speedup must be decidable without the move),
 so they run in the serial session with the other timed fakes (scripts/test's SERIAL), never beside a worker.

@@ -1,12 +1,12 @@
-"""verdict.evidence: a builds A/B reads both builds' references apart from SD's pairs, and keeps its rates."""
+"""verdict.sequential.evidence: a builds A/B reads both builds' references apart from SD's pairs, and keeps its rates."""
 
 import math
 
 import numpy as np
 import pytest
 
-from pytest_specdec.verdict.evidence import Evidence, read
-from pytest_specdec.verdict.sequential import FAILED, PASSED, UNDECIDED, Rule, decide, decide_until, tolerance_zone
+from pytest_specdec.verdict.sequential.evidence import Evidence, read
+from pytest_specdec.verdict.sequential.rule import FAILED, PASSED, UNDECIDED, Rule, decide, decide_until, tolerance_zone
 
 ZONE = tolerance_zone(0.10)
 

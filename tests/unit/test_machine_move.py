@@ -1,10 +1,10 @@
-"""verdict.evidence and verdict.sequential: the machine's move between the reference's runs and SD's, and the
+"""verdict.sequential.evidence and verdict.sequential: the machine's move between the reference's runs and SD's, and the
 degrees of freedom of a variance read from the draws alone."""
 
 import math
 
-from pytest_specdec.verdict.evidence import UNMEASURED_MOVE, Evidence, read
-from pytest_specdec.verdict.sequential import PASSED, UNDECIDED, Rule, bound_zone, decide, decide_until
+from pytest_specdec.verdict.sequential.evidence import UNMEASURED_MOVE, Evidence, read
+from pytest_specdec.verdict.sequential.rule import PASSED, UNDECIDED, Rule, bound_zone, decide, decide_until
 
 BOUND = bound_zone(1.15)
 L = math.log

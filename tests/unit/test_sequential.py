@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_specdec.verdict.sequential import (
+from pytest_specdec.verdict.sequential.rule import (
     FAILED,
     PASSED,
     UNDECIDED,
@@ -16,7 +16,7 @@ from pytest_specdec.verdict.sequential import (
     decide_until,
     tolerance_zone,
 )
-from pytest_specdec.verdict.student_t import t_quantile
+from pytest_specdec.verdict.sequential.student_t import t_quantile
 
 BOUND = bound_zone(1.15)  # (log 1.15, log 1.2075)
 

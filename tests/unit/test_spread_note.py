@@ -1,10 +1,10 @@
-"""measure.decided's spread cell: content between draws, timing as the rule reads it, first sends, workload."""
+"""measure.timing_decisions's spread cell: content between draws, timing as the rule reads it, first sends, workload."""
 
 import math
 from types import SimpleNamespace
 
-from pytest_specdec.measure.decided import DecidedFigures
-from pytest_specdec.verdict.sequential import Evidence
+from pytest_specdec.measure.timing_decisions import DecidedFigures
+from pytest_specdec.verdict.sequential.rule import Evidence
 
 
 class Figures(DecidedFigures):

@@ -1,4 +1,4 @@
-"""verdict.staleness through the real gate: a baseline that measured other traffic is stale, named by field,
+"""verdict.gate.staleness through the real gate: a baseline that measured other traffic is stale, named by field,
 never a regression and never a pass; --specdec-strict fails it; update mode records it again."""
 
 import pytest

@@ -284,7 +284,7 @@ def test_the_gate_says_what_it_can_detect(tmp_path):
     result = make_result(repeats=3)  # 1.5x in every repeat
     result.gate = gate
     result.assert_no_regression(metrics=["speedup_median_tpot"])
-    # A speedup on the recording machine is decided by the sequential rule (verdict.gate_sequential), paired by
+    # A speedup on the recording machine is decided by the sequential rule (verdict.gate.speedups), paired by
     # draw, with the drift between two sessions (4.2% a side) counted: its statement is the rule's own.
     decision = result.decisions["speedup_median_tpot against the baseline"]
     assert decision.outcome == "passed" and decision.runs == 3 and decision.draws == 3

@@ -4,7 +4,7 @@ On the machine the baseline was recorded on (verdict.machine: hardware identity 
 probe) every gated figure is compared, across engine versions, with the reference's own tok/s and ms beside
 SD's; on another machine only acceptance-type figures (verdict.comparison).  A check that could compare
 nothing ends "not compared", never "passed" (--specdec-strict fails it), and one whose baseline measured
-other traffic "stale" (verdict.staleness).  The report says which comparison was made (`comparison`).  In
+other traffic "stale" (verdict.gate.staleness).  The report says which comparison was made (`comparison`).  In
 update mode nothing fails: a missing, corrupt or out-of-tolerance baseline is queued and written at session
 end, while one within tolerance is left alone so noise does not churn files."""
 

@@ -6,7 +6,7 @@ of each draw, the reference's spread across draws, and the baseline's own (taken
 compares speedups only on the machine the baseline was recorded on).  Against a stored baseline the drift
 between two sessions counts too (verdict.detection.SESSION_DRIFT), which no run in this session shrinks;
 against a baseline build measured in this session (--specdec-baseline-from build:PATH) it cancels, and
-both builds' references are read apart from SD's pairs (verdict.evidence).
+both builds' references are read apart from SD's pairs (verdict.sequential.evidence).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..detection import SESSION_DRIFT
 from ..metric_names import SPEEDUP_PREFIX, speedup_metric
-from ..sequential import FAILED, FALSE_FAIL, UNDECIDED, tolerance_zone
+from ..sequential.rule import FAILED, FALSE_FAIL, UNDECIDED, tolerance_zone
 from ..stats import Verdict
 
 

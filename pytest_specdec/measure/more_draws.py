@@ -1,6 +1,6 @@
 """Sending a result's draws again while its checks are undecided (--specdec-repeats auto).
 
-The run side of the sequential checks (measure.decided holds the deciding): `arm` gives a result its rule and
+The run side of the sequential checks (measure.timing_decisions holds the deciding): `arm` gives a result its rule and
 a `more_runs` that sends every draw once more on SD's server, the one `run()` left up, so a check that needs
 more runs gets them without a server start.  The reference is not sent again: its speed does not depend on
 the prompts, so its spread across the draws is its timing spread (verdict.sequential).  Sends again are kept
@@ -11,12 +11,12 @@ the same draw.  Under --specdec-baseline-from build:PATH more runs are new draws
 A check against the reference that only the machine's possible move since the reference's runs leaves
 undecided sends the reference's draws again after SD's (`again_reference`, once a result: one start of the
 reference's server where one server runs at a time), in either repeats mode: the two sends of each draw
-bracket SD's in time and measure the move (verdict.evidence).
+bracket SD's in time and measure the move (verdict.sequential.evidence).
 """
 
 from __future__ import annotations
 
-from ..verdict.sequential import Rule
+from ..verdict.sequential.rule import Rule
 
 
 def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logprobs=None):

@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Callable
 
 from ..verdict.metric_names import higher_is_better
-from ..verdict.evidence import UNMEASURED_MOVE, Evidence, sends_timing
-from ..verdict.sequential import UNDECIDED, Decision, Rule, decide_until
+from ..verdict.sequential.evidence import UNMEASURED_MOVE, Evidence, sends_timing
+from ..verdict.sequential.rule import UNDECIDED, Decision, Rule, decide_until
 
 if TYPE_CHECKING:  # the result holds this part; the part reads the result's fields
     from .result import SpecDecResult

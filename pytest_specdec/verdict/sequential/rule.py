@@ -15,7 +15,7 @@ The error rates are spent over the looks (Bonferroni: each look gets ``rate / lo
 re-testing after each batch from inflating false fails, the known trap of "run until significant".
 
 What goes into the interval (content spread against timing spread, sends again, a disturbed draw set aside,
-a builds A/B's references read apart, the drift against a stored baseline) is `verdict.evidence`'s: this
+a builds A/B's references read apart, the drift against a stored baseline) is `verdict.sequential.evidence`'s: this
 module is the rule over it.  When the drift alone covers the zone, the check is undecided at once, and
 says what would decide it.
 """
@@ -78,7 +78,7 @@ class Decision:
     sign: int = 1  # -1: the evidence was negated (a check that a figure is at most a bound); ratios undo it
     # The reference's draws sent again after SD's would decide it: the machine's move is what is left.
     again_reference: bool = field(default=False)
-    move: float = 0.0  # the bias bound the machine's move left in the interval (log; verdict.evidence)
+    move: float = 0.0  # the bias bound the machine's move left in the interval (log; verdict.sequential.evidence)
     move_measured: float | None = None  # the move the reference's two sends read (log); None: not measured
 
     @property
@@ -153,7 +153,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     else:  # nothing estimated: all of the spread is the known drift
         df = math.inf
     # The machine's move between the reference and SD biases the estimate by up to `move` either way: a bound
-    # on the bias, so the interval's edges move out by it rather than its spread growing (verdict.evidence).
+    # on the bias, so the interval's edges move out by it rather than its spread growing (verdict.sequential.evidence).
     fail_high = estimate + t_quantile(rule.false_fail / looks, df) * spread + move
     pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread - move
     can_fail, can_pass = fail_high < good, pass_low > bad
