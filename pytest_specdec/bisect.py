@@ -29,6 +29,7 @@ from .atomic import write_atomic
 from .engines import ENGINE_MODULES, engine_named
 from .report.row.cells import aligned
 from .report.files import ReportError, load_report
+from .formatting import NOTHING
 
 PROG = "pytest-specdec bisect"
 SAME = "same as the first build"
@@ -202,9 +203,9 @@ def bisect(builds, pytest_args, report_dir: Path, *, history=None, runner: Runne
 def table(outcome: Outcome) -> list[list[str]]:
     def cell(figure: dict | None, form: str) -> str:
         if not figure:
-            return "-"
+            return NOTHING
         this, base, change = (figure.get(key) for key in ("this", "baseline", "change"))
-        text = " vs ".join("-" if value is None else form.format(value) for value in (this, base))
+        text = " vs ".join(NOTHING if value is None else form.format(value) for value in (this, base))
         return text + ("" if change is None else f" ({change:+.1%})")
 
     cells = []

@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from ..formatting import NOTHING
+
 SIDES = (("reference", "reference_runs"), ("speculative", "speculative_runs"))
 
 
@@ -91,11 +93,11 @@ def describe_series(figures: dict[str, Any]) -> str:
             continue
         kv = figures_of.get("kv_cache_usage_peak")
         parts.append(
-            f"{label}: KV peak {'n/a' if kv is None else f'{kv:.0%}'}, waiting peak "
+            f"{label}: KV peak {NOTHING if kv is None else f'{kv:.0%}'}, waiting peak "
             f"{_count(figures_of.get('waiting_peak'))}, preemptions {_count(figures_of.get('preemptions'))}"
         )
     return "; ".join(parts)
 
 
 def _count(value) -> str:
-    return "n/a" if value is None else f"{value:g}"
+    return NOTHING if value is None else f"{value:g}"

@@ -239,7 +239,7 @@ class AccessPattern:
 
     def bench_flags(self) -> list[str]:
         """The equivalent `vllm bench serve` flags."""
-        flags = ["--request-rate", _fmt(self.request_rate), "--burstiness", _fmt(self.burstiness)]
+        flags = ["--request-rate", _flag_number(self.request_rate), "--burstiness", _flag_number(self.burstiness)]
         if self.max_concurrency is not None:
             flags += ["--max-concurrency", str(self.max_concurrency)]
         flags += ["--num-prompts", str(self.num_prompts)]
@@ -254,7 +254,7 @@ class AccessPattern:
         elif math.isinf(self.burstiness):
             arrivals = "uniform"
         else:
-            arrivals = f"gamma(shape={_fmt(self.burstiness)})"
+            arrivals = f"gamma(shape={_flag_number(self.burstiness)})"
         described = {
             "name": self.name,
             "request_rate": _json_number(self.request_rate),
@@ -275,7 +275,7 @@ class AccessPattern:
             )
         if self.replay_speed is not None:
             described.update(
-                arrivals=f"the trace's own times / {_fmt(self.replay_speed)}", replay_speed=self.replay_speed
+                arrivals=f"the trace's own times / {_flag_number(self.replay_speed)}", replay_speed=self.replay_speed
             )
         if self.think_time_s:
             described["think_time_s"] = self.think_time_s
@@ -294,7 +294,8 @@ class AccessPattern:
         return [t / self.replay_speed for t in times]
 
 
-def _fmt(value: float) -> str:
+def _flag_number(value: float) -> str:
+    """A number as `vllm bench serve` takes it on its command line: a whole one without a point, inf as inf."""
     if math.isinf(value):
         return "inf"
     return str(int(value)) if float(value).is_integer() else repr(float(value))

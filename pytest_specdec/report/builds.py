@@ -16,6 +16,7 @@ from typing import Any
 
 from ..verdict.stats import compare_samples
 from .row.cells import aligned
+from ..formatting import NOTHING
 
 # (metric, column title, format): what a team reads on an upgrade PR.
 BUILD_FIGURES = (
@@ -93,7 +94,7 @@ def _served(build, result) -> dict:
 
 
 def _cell(value, form: str) -> str:
-    return "–" if value is None else form.format(value)
+    return NOTHING if value is None else form.format(value)
 
 
 def builds_rows(rows: list[dict]) -> list[list[str]]:
@@ -113,7 +114,7 @@ def builds_rows(rows: list[dict]) -> list[list[str]]:
                     _cell(figure.get("this"), form),
                     _cell(figure.get("baseline"), form),
                     _cell(figure.get("change"), "{:+.1%}"),
-                    f"[{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci and None not in ci else "–",
+                    f"[{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci and None not in ci else NOTHING,
                     builds["verdict"] if index == 0 else "",
                 ]
             )

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import io
 from typing import Any, Callable
-from ..formatting import figure
+from ..formatting import NOTHING, figure
 
 TITLES = {"category": "Per category", "turn": "Per turn"}
-
-
-def _fmt(value, spec: str, suffix: str = "") -> str:
-    return figure(value, spec, suffix)
 
 
 def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
@@ -30,12 +26,12 @@ def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
         for row, found in grouped:
             for g in found["figures"]:
                 low, high = g["request_rate_range"]
-                spread = "–" if low is None else f"{low:.0%}-{high:.0%}"
+                spread = NOTHING if low is None else f"{low:.0%}-{high:.0%}"
                 out.append(
                     f"| {escape(row['test'])} | {escape(g['name'])} | {g['requests']} | "
-                    f"{_fmt(g['acceptance_rate'], '.0%')} | {spread} | {_fmt(g['acceptance_length'], '.2f')} | "
-                    f"{_fmt(g['speedup_median_tpot'], '.2f', 'x')} | {_fmt(g['reference_median_ttft_ms'], '.0f')}"
-                    f" / {_fmt(g['speculative_median_ttft_ms'], '.0f')} |"
+                    f"{figure(g['acceptance_rate'], '.0%')} | {spread} | {figure(g['acceptance_length'], '.2f')} | "
+                    f"{figure(g['speedup_median_tpot'], '.2f', 'x')} | {figure(g['reference_median_ttft_ms'], '.0f')}"
+                    f" / {figure(g['speculative_median_ttft_ms'], '.0f')} |"
                 )
         out += [""] + [f"- {escape(row['test'])}: {escape(found['difference'])}" for row, found in grouped] + [""]
     return out
@@ -47,8 +43,8 @@ def group_lines(rows: list[dict]) -> list[str]:
     for row in rows:
         for grouping, found in (row.get("groups") or {}).items():
             cells = ", ".join(
-                f"{g['name']} {_fmt(g['acceptance_rate'], '.0%')} / {_fmt(g['acceptance_length'], '.2f')}"
-                f" / {_fmt(g['speedup_median_tpot'], '.2f', 'x')}"
+                f"{g['name']} {figure(g['acceptance_rate'], '.0%')} / {figure(g['acceptance_length'], '.2f')}"
+                f" / {figure(g['speedup_median_tpot'], '.2f', 'x')}"
                 for g in found["figures"]
             )
             lines += [

@@ -41,6 +41,7 @@ from .series_report import series_section
 from .row.sampling import sampling_section
 from .plots import PlotImage, render_plots
 from .tables import UNAVAILABLE, _cell, _equivalence_text, _ratio_cell, _speedup_text
+from ..formatting import NOTHING
 
 HTML_REPORT = "report.html"
 
@@ -152,7 +153,7 @@ def _table(rows: list[dict]) -> list[str]:
         cells = []
         for header, show, field in COLUMNS:
             text = show(row)
-            text = "–" if text is None or text == "" else str(text)
+            text = NOTHING if text is None or text == "" else str(text)
             classes, flag = [], ""
             if header in ("test", "config"):
                 classes.append(header)

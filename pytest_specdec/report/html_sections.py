@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from ..measure.mechanism import describe_mechanism
+from ..formatting import NOTHING
 from .tables import (
     _cell,
     _cost_ratio_text,
@@ -140,8 +141,8 @@ def failure_sections(rows: list[dict]) -> list[str]:
         out.append(f'<div class="failure" id="failure-{index}">')
         out.append(f"<h3>{breakable(row.get('test'))}</h3>")
         out.append(
-            f'<p class="meta">{_e(row.get("config"))} · {_e(row.get("workload") or "–")} · '
-            f'{_e(row.get("access_pattern") or "–")}</p>'
+            f'<p class="meta">{_e(row.get("config"))} · {_e(row.get("workload") or NOTHING)} · '
+            f'{_e(row.get("access_pattern") or NOTHING)}</p>'
         )
         figures = row.get("regression_figures") or []
         message = row.get("failure") or ""
@@ -173,10 +174,10 @@ def _figures_table(figures: list[dict], detection: dict) -> list[str]:
             breakable(figure["figure"]),
             _number(figure.get("baseline")),
             _number(figure.get("measured")),
-            "–" if figure.get("change") is None else f"{figure['change']:+.1%}",
-            "–" if figure.get("tolerance") is None else f"{figure['tolerance']:.0%}",
-            "–" if not ci or None in ci else f"{_number(ci[0])} – {_number(ci[1])}",
-            _e(_detect_text(found)) if found else "–",
+            NOTHING if figure.get("change") is None else f"{figure['change']:+.1%}",
+            NOTHING if figure.get("tolerance") is None else f"{figure['tolerance']:.0%}",
+            NOTHING if not ci or None in ci else f"{_number(ci[0])} – {_number(ci[1])}",
+            _e(_detect_text(found)) if found else NOTHING,
             ("ok" if figure.get("ok") else '<strong class="bad">FAIL</strong>')
             + (f" ({_e(figure['note'])})" if figure.get("note") else ""),
         ]
@@ -187,7 +188,7 @@ def _figures_table(figures: list[dict], detection: dict) -> list[str]:
 
 def _number(value: Any) -> str:
     if value is None:
-        return "–"
+        return NOTHING
     return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
@@ -277,7 +278,7 @@ def theory_section(rows: list[dict]) -> list[str]:
         )
         for row in with_theory:
             info, short = row["theory"], below_theory(row)
-            verdict = "–" if short is None else ("yes" if short else "no")
+            verdict = NOTHING if short is None else ("yes" if short else "no")
             cells = [
                 breakable(row.get("test")),
                 _e(_cost_ratio_text(row)),

@@ -23,6 +23,7 @@ from .figure_kit import DPI, Row, Target, _config, _figure, _number, _save  # no
 from ..verdict.metric_names import geometric_mean
 from ..load.patterns import CATALOG as PATTERN_CATALOG
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
+from ..formatting import UNAVAILABLE
 
 # Axes follow the catalogs' order (the published tables' order); other names come after.
 WORKLOAD_ORDER = tuple(WORKLOAD_CATALOG)
@@ -93,7 +94,7 @@ def concurrency_sweep_plot(rows: Iterable[Row], path: Target) -> Path | BinaryIO
         levels = sorted({r["max_concurrency"] for r in members})
         at = {c: [r for r in members if r["max_concurrency"] == c] for c in levels}
         gm = geometric_mean(_median(r.get("speedup_output_throughput") for r in at[c]) for c in levels)
-        gm_text = f"{gm:.2f}x" if not math.isnan(gm) else "n/a"
+        gm_text = f"{gm:.2f}x" if not math.isnan(gm) else UNAVAILABLE
         for ax, metric, ylabel in (
             (axes[2 * n], "output_throughput", "output throughput (tok/s)"),
             (axes[2 * n + 1], "median_tpot_ms", "median TPOT (ms)"),

@@ -6,7 +6,8 @@ Capacity, SLOs, theory, per-request acceptance, fairness and why SD did not pay.
 from __future__ import annotations
 
 from ..measure.mechanism import describe_mechanism
-from .row.cells import _fmt, _cell, _speedup_text, _best_k_text, below_theory
+from .row.cells import _cell, _speedup_text, _best_k_text, below_theory
+from ..formatting import NOTHING, figure
 
 
 def sweep_crossover(group: list[dict]):
@@ -72,9 +73,9 @@ def slo_section(rows: list[dict], escape) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {escape(r['test'])} | {_slo_text(r)} | {_fmt(r['reference_request_goodput'], '.3f')} | "
-            f"{_fmt(r['speculative_request_goodput'], '.3f')} | {_fmt(r.get('reference_output_goodput'), '.1f')} | "
-            f"{_fmt(r.get('speculative_output_goodput'), '.1f')} | {_cell(r, 'goodput_ratio', '.2f', 'x')} |"
+            f"| {escape(r['test'])} | {_slo_text(r)} | {figure(r['reference_request_goodput'], '.3f')} | "
+            f"{figure(r['speculative_request_goodput'], '.3f')} | {figure(r.get('reference_output_goodput'), '.1f')} | "
+            f"{figure(r.get('speculative_output_goodput'), '.1f')} | {_cell(r, 'goodput_ratio', '.2f', 'x')} |"
             for r in with_goodput
         ] + [""]
     searched = [r for r in rows if r.get("capacity")]
@@ -89,9 +90,9 @@ def slo_section(rows: list[dict], escape) -> list[str]:
             info = r["capacity"]
             unit = "req/s" if info["over"] == "request_rate" else "concurrent"
             cost = (
-                f"{_fmt(r['reference_usd_per_1m_tokens'], '.3f')} / {_fmt(r['speculative_usd_per_1m_tokens'], '.3f')}"
+                f"{figure(r['reference_usd_per_1m_tokens'], '.3f')} / {figure(r['speculative_usd_per_1m_tokens'], '.3f')}"
                 if r.get("speculative_usd_per_1m_tokens") is not None
-                else "–"
+                else NOTHING
             )
             out.append(
                 f"| {escape(r['test'])} | p{info['percentile']:g} {_slo_text(r)} | "
@@ -122,7 +123,7 @@ def theory_section(rows: list[dict], escape) -> list[str]:
     for r in with_theory:
         info, short = r["theory"], below_theory(r)
         verdict = (
-            "–"
+            NOTHING
             if short is None
             else (
                 f"yes (beyond the {info['shortfall_margin']:.0%} margin, {escape(info['shortfall_margin_from'])})"
@@ -134,9 +135,9 @@ def theory_section(rows: list[dict], escape) -> list[str]:
             f": {escape(info['cost_ratio_note'])}" if info.get("cost_ratio_note") else ""
         )
         out.append(
-            f"| {escape(r['test'])} | {_fmt(r.get('cost_ratio'), '.3g')} | {note} | "
-            f"{_fmt(info.get('undrafted_per_drafted'), '.2f', 'unknown')} | "
-            f"{_fmt(info.get('break_even_length'), '.3f')} | {_fmt(r['acceptance_length'], '.2f')} | "
+            f"| {escape(r['test'])} | {figure(r.get('cost_ratio'), '.3g')} | {note} | "
+            f"{figure(info.get('undrafted_per_drafted'), '.2f', missing='unknown')} | "
+            f"{figure(info.get('break_even_length'), '.3f')} | {figure(r['acceptance_length'], '.2f')} | "
             f"{_cell(r, 'expected_speedup', '.2f', 'x')} | {_speedup_text(r, 'speedup_median_tpot')} | {verdict} |"
         )
     return out + [""]
@@ -158,8 +159,8 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
     for r in analysed:
         info = r["per_request"]
         lengths = info["request_acceptance_length"]
-        spread = " / ".join(_fmt(lengths.get(p), ".2f") for p in ("p5", "p25", "p50", "p75", "p95"))
-        predicted = ", ".join(f"{k}: {_fmt(v, '.2f')}x" for k, v in info["predictions"].items()) or "–"
+        spread = " / ".join(figure(lengths.get(p), ".2f") for p in ("p5", "p25", "p50", "p75", "p95"))
+        predicted = ", ".join(f"{k}: {figure(v, '.2f')}x" for k, v in info["predictions"].items()) or NOTHING
         source = "server" if info["source"] == "server" else f"*{info['source']}*"
         out.append(
             f"| {escape(r['test'])} | {source} ({lengths['count']} requests) | {spread} | {predicted} | "
@@ -184,7 +185,7 @@ def per_request_section(rows: list[dict], escape) -> list[str]:
 def _oracle_gap(row) -> str:
     measured, oracle = row.get("speedup_output_throughput"), row.get("oracle_speedup")
     if measured is None or oracle is None or measured <= 0:
-        return "–"
+        return NOTHING
     return f"{oracle / measured - 1:+.0%}"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .figure_kit import Row, Target, _figure, _save
+from ..formatting import NOTHING
 
 SERIES_HEADER = [
     "test",
@@ -30,7 +31,7 @@ def _both(row: dict) -> bool:
 def _pair(series: dict, key: str, fmt: str) -> str:
     def one(side: str) -> str:
         value = series[side].get(key)
-        return "n/a" if value is None else format(value, fmt)
+        return NOTHING if value is None else format(value, fmt)
 
     return f"{one('reference')} / {one('speculative')}"
 

@@ -13,11 +13,11 @@ import io
 from pathlib import Path
 from typing import Iterable
 
+from ..formatting import figure
 from .row.rows import CSV_COLUMNS
 from .row.cells import COMPACT_HEADER, TERMINAL_WIDTH, aligned, compact_cells, fitted
 from .row.cells import (  # re-exported: these lived here
     UNAVAILABLE as UNAVAILABLE,
-    _fmt as _fmt,
     _cell as _cell,
     _speedup_text as _speedup_text,
     _best_k_text as _best_k_text,
@@ -187,8 +187,8 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
             "|---|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {escape(r['test'])} | {name} | {_detect_text(found)} | {_fmt(found['false_alarm_rate'], '.1%')} | "
-            f"{found['repeats']} | {_fmt(found['spread'], '.1%')} | "
+            f"| {escape(r['test'])} | {name} | {_detect_text(found)} | {figure(found['false_alarm_rate'], '.1%')} | "
+            f"{found['repeats']} | {figure(found['spread'], '.1%')} | "
             f"{found.get('noise_from', 'baseline repeats') if found['spread'] is not None else '–'} |"
             for r, name, found in guarded
         ] + [""]
@@ -222,8 +222,8 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
         ]
         out += [
             f"| {escape(r['test'])} | {r.get('cost_operating_point') or '–'}: "
-            f"{escape(r.get('cost_operating_point_detail') or '')} | {_fmt(r['reference_usd_per_1m_tokens'], '.3f')}"
-            f" | {_fmt(r['speculative_usd_per_1m_tokens'], '.3f')} |"
+            f"{escape(r.get('cost_operating_point_detail') or '')} | {figure(r['reference_usd_per_1m_tokens'], '.3f')}"
+            f" | {figure(r['speculative_usd_per_1m_tokens'], '.3f')} |"
             for r in priced
         ] + [""]
     for (config, workload), group in sweeps(rows).items():

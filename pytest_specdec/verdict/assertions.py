@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..formatting import figure
+from ..formatting import NOTHING, figure
 from .metric_names import relative_change
 
 TIE_THRESHOLD = 0.05  # nats between the reference's top-2 logprobs below which a divergence is a numerical tie
@@ -47,7 +47,7 @@ class Row:
         return None if math.isnan(value) else value
 
 
-def _fmt(value: float | None, percent: bool = False) -> str:
+def _table_number(value: float | None, percent: bool = False) -> str:
     if percent:
         return figure(value, "+.1%")
     return figure(value, ".1f" if value is not None and abs(value) >= 100 else ".3f")
@@ -60,11 +60,11 @@ def render_table(rows: Sequence[Row], required_label: str = "required", extra_co
     body = [
         [
             row.metric,
-            _fmt(row.required),
-            _fmt(row.measured),
-            _fmt(row.change, percent=True),
-            f"{row.tolerance:.0%}" if row.tolerance is not None else "-",
-            f"[{_fmt(row.ci[0])}, {_fmt(row.ci[1])}]" if row.ci else "-",
+            _table_number(row.required),
+            _table_number(row.measured),
+            _table_number(row.change, percent=True),
+            f"{row.tolerance:.0%}" if row.tolerance is not None else NOTHING,
+            f"[{_table_number(row.ci[0])}, {_table_number(row.ci[1])}]" if row.ci else NOTHING,
             *(cells[i] for cells in extra_columns.values()),
             ("ok" if row.ok else "FAIL") + (f" ({row.note})" if row.note else ""),
         ]
@@ -169,8 +169,8 @@ def check_speedup(result, minimum: float | None, metric: str, maximum: float | N
             f"{result.spec.label()}",
             [row],
             result,
-            extra=f"{words}\nreference {metric}: {_fmt(result.reference_metric(metric))}, "
-            f"SD {metric}: {_fmt(result.speculative_metric(metric))} (medians over draws); "
+            extra=f"{words}\nreference {metric}: {_table_number(result.reference_metric(metric))}, "
+            f"SD {metric}: {_table_number(result.speculative_metric(metric))} (medians over draws); "
             f"speedup per draw: {per_repeat}\n{why_sd_did_not_pay(result)}",
         )
     )

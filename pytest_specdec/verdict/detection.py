@@ -48,9 +48,9 @@ SIMULATIONS = 1000
 RESAMPLES = 200
 MAX_DROP = 0.95
 # One session's drift against another, relative, per side: the spread of per-start medians between server
-# starts of vLLM's CPU build (benchmarks/gate_calibration.py: 4 starts a side, reference tok/s 2.3%, SD tok/s
-# 2.7%, speedup 4.2%; greedy acceptance 0.0%, the same prompts accept the same drafts).  A GPU server's own
-# drift is its own; these are the figures measured here.
+# starts of vLLM's CPU build, as benchmarks/gate_calibration.py measures it (docs/benchmarks.md, "Figures the
+# code once quoted", has the starts and figures); greedy acceptance does not drift, since the same prompts accept
+# the same drafts.  A GPU server's own drift is its own.
 SESSION_DRIFT = {"speedup": 0.042, "acceptance": 0.0, "absolute": 0.027}
 
 

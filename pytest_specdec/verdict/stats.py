@@ -141,10 +141,6 @@ def median_ci(
     return _bounds(medians, confidence)
 
 
-def _fmt(value: float) -> str:
-    return figure(value)
-
-
 @dataclass(frozen=True)
 class Verdict:
     metric: str
@@ -162,7 +158,7 @@ class Verdict:
 
     def describe(self) -> str:
         """One line for a failure table or report."""
-        head = f"{self.metric}: {_fmt(self.baseline)} -> {_fmt(self.current)}"
+        head = f"{self.metric}: {figure(self.baseline)} -> {figure(self.current)}"
         if math.isnan(self.change):
             return f"{head} (not compared: {self.method}) {'REGRESSION' if self.regression else 'ok'}"
         if self.ci_low is not None and self.ci_high is not None:

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 
-from ...formatting import NOTHING, figure
+from ...formatting import NOTHING
 from ...analysis.theory import falls_short
 
 
 UNAVAILABLE = "unavailable"
 
 
-def _fmt(value, spec: str, missing: str = NOTHING) -> str:
-    return figure(value, spec, missing=missing)
-
-
 def _cell(row, name: str, spec: str, suffix: str = "") -> str:
     """A figure, "unavailable" when it could not be measured, "–" when nothing was measured at all."""
     if row.get(name) is None:
-        return UNAVAILABLE if name in (row.get("unavailable") or {}) else "–"
+        return UNAVAILABLE if name in (row.get("unavailable") or {}) else NOTHING
     return format(row[name], spec) + suffix
 
 
@@ -93,8 +89,8 @@ def table_cells(row) -> tuple[str, ...]:
     return (
         row["test"].rsplit("::", 1)[-1],
         row["config"],
-        row["workload"] or "–",
-        row["access_pattern"] or "–",
+        row["workload"] or NOTHING,
+        row["access_pattern"] or NOTHING,
         _speedup_text(row),
         _cell(row, "expected_speedup", ".2f", "x"),
         _cost_ratio_text(row),
@@ -105,7 +101,7 @@ def table_cells(row) -> tuple[str, ...]:
         _speedup_text(row, "speedup_median_ttft"),
         _equivalence_text(row),
         row["regression"],
-        row.get("runs") or "–",
+        row.get("runs") or NOTHING,
         row["outcome"],
     )
 
@@ -132,12 +128,12 @@ def compact_cells(row) -> tuple[str, ...]:
     return (
         row["test"].rsplit("::", 1)[-1],
         compact_config(row),
-        row["workload"] or "–",
-        row["access_pattern"] or "–",
+        row["workload"] or NOTHING,
+        row["access_pattern"] or NOTHING,
         _speedup_text(row),
         _cell(row, "acceptance_rate", ".0%"),
         row["regression"],
-        row.get("runs") or "–",
+        row.get("runs") or NOTHING,
         row["outcome"],
     )
 
