@@ -92,3 +92,48 @@ def test_the_mixin_check_sees_a_mixin_and_passes_a_part():
     ).body
     assert _reads_it_does_not_define(mixin) == {"speculative_runs"}
     assert _reads_it_does_not_define(part) == set()
+
+
+# The public face, the entry point, the old paths' redirect and the plugin's hook declarations: beside the
+# layers, not in them (docs/architecture.md says why for each).
+OUTSIDE_THE_LAYERS = {"pytest_specdec/__main__.py", "pytest_specdec/_compat.py", "pytest_specdec/hookspecs.py"}
+
+
+def _layers() -> list[list[str]]:
+    """The layers contract of pyproject.toml, top to bottom: each layer's modules (a layer may name several)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    return [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
+
+
+def test_the_maps_sections_follow_the_layers_contract_top_to_bottom():
+    """The map is checked against the contracts import-linter enforces, so it cannot drift from them: each
+    module's section comes no earlier than the section of any module in a layer above its own."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    map_text = re.search(r"^# Module map\n(.*?)(?=^# |\Z)", page, flags=re.S | re.M).group(1)
+    section_of, section = {}, -1
+    for line in map_text.splitlines():
+        if line.startswith("## "):
+            section += 1
+        elif found := re.match(r"^\| `(pytest_specdec/[^`]*)` \|", line):
+            section_of[found.group(1)] = section
+
+    def layer_of(path: str) -> int:
+        dotted = path.removesuffix(".py").removesuffix("/").replace("/", ".")
+        for index, names in enumerate(_layers()):
+            if any(dotted == name or dotted.startswith(name + ".") for name in names):
+                return index
+        raise AssertionError(f"{path} is in no layer of the contract")
+
+    by_layer: dict[int, set[int]] = {}
+    for path, where in section_of.items():
+        if path in OUTSIDE_THE_LAYERS:
+            continue
+        by_layer.setdefault(layer_of(path), set()).add(where)
+    layers = sorted(by_layer)
+    for upper, lower in zip(layers, layers[1:]):
+        assert max(by_layer[upper]) <= min(by_layer[lower]), (
+            f"a module of layer {_layers()[upper]} is mapped below one of {_layers()[lower]}"
+        )
