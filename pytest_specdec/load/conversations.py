@@ -91,19 +91,7 @@ async def run_conversations(
 
 
 def _not_sent(index: int, turn: int, prompt: Any, failed: RequestRecord) -> RequestRecord:
-    return RequestRecord(
-        index=index,
-        prompt_len=0,
-        output_tokens=0,
-        start_time=failed.start_time,
-        ttft=0.0,
-        itl=[],
-        latency=0.0,
-        token_ids=[],
-        text="",
-        top_logprobs=None,
-        success=False,
-        error=f"not sent: turn {failed.turn} of this conversation failed ({failed.error})",
-        category=getattr(prompt, "category", None),
-        turn=turn,
+    why = f"not sent: turn {failed.turn} of this conversation failed ({failed.error})"
+    return RequestRecord.not_sent(
+        index, 0, failed.start_time, why, category=getattr(prompt, "category", None), turn=turn
     )

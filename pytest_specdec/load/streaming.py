@@ -101,6 +101,25 @@ class RequestRecord:
     prompt_key: str | None = None
     constraint: Any = None  # the load.constraints.Constraint its output had to meet (measure.validity); None: free
 
+    @classmethod
+    def not_sent(cls, index: int, prompt_len: int, start_time: float, error: str, **fields: Any) -> RequestRecord:
+        """A request that failed before it was answered (never sent, or lost on the way): nothing came back."""
+        return cls(
+            index=index,
+            prompt_len=prompt_len,
+            output_tokens=0,
+            start_time=start_time,
+            ttft=0.0,
+            itl=[],
+            latency=0.0,
+            token_ids=[],
+            text="",
+            top_logprobs=None,
+            success=False,
+            error=error,
+            **fields,
+        )
+
 
 @dataclass
 class LoadRun:

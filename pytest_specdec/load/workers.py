@@ -214,18 +214,4 @@ def run_in_workers(
 
 
 def _failed(index: int, prompts: list[_Prompt], due: float, error: str) -> RequestRecord:
-    prompt = prompts[index % len(prompts)]
-    return RequestRecord(
-        index=index,
-        prompt_len=prompt.prompt_len,
-        output_tokens=0,
-        start_time=due,
-        ttft=0.0,
-        itl=[],
-        latency=0.0,
-        token_ids=[],
-        text="",
-        top_logprobs=None,
-        success=False,
-        error=error,
-    )
+    return RequestRecord.not_sent(index, prompts[index % len(prompts)].prompt_len, due, error)

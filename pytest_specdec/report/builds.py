@@ -17,6 +17,7 @@ from typing import Any
 from ..verdict.stats import compare_samples
 from .row.cells import aligned
 from ..formatting import NOTHING
+from .markup import markdown_table
 
 # (metric, column title, format): what a team reads on an upgrade PR.
 BUILD_FIGURES = (
@@ -158,10 +159,8 @@ def builds_markdown(rows: list[dict], escape) -> list[str]:
         "**Builds, measured side by side** (change: this build against the baseline build, negative is worse; "
         "95% CI of the paired repeats' ratios):",
         "",
-        "| " + " | ".join(BUILDS_HEADER) + " |",
-        "|" + "---|" * len(BUILDS_HEADER),
     ]
-    out += ["| " + " | ".join(escape(c) for c in line) + " |" for line in cells]
+    out += markdown_table(BUILDS_HEADER, cells, escape)
     return out + [""] + [f"- {escape(note)}" for note in builds_notes(rows)] + [""]
 
 

@@ -4,6 +4,7 @@ and report.html: a table where the hardware counted it, one line with the reason
 from __future__ import annotations
 
 from html import escape as html_escape
+from .markup import html_table, markdown_table
 
 ENERGY_HEADER = ["test", "J per token without SD", "with SD", "SD / reference", "counter"]
 
@@ -36,8 +37,7 @@ def energy_markdown(rows: list[dict], escape) -> list[str]:
         return []
     out = ["**Energy per output token** (the hardware's counters read around each run; above 1x SD spends more):", ""]
     if measured:
-        out += ["| " + " | ".join(ENERGY_HEADER) + " |", "|" + "---|" * len(ENERGY_HEADER)]
-        out += ["| " + " | ".join(escape(c) for c in energy_cells(r)) + " |" for r in measured] + [""]
+        out += markdown_table(ENERGY_HEADER, (energy_cells(r) for r in measured), escape) + [""]
     out += [f"- unavailable: {escape(reason)}" for reason in reasons] + ([""] if reasons else [])
     return out
 
@@ -49,10 +49,6 @@ def energy_section(rows: list[dict]) -> list[str]:
         return []
     out = ['<section id="energy">', "<h2>Energy per output token</h2>"]
     if measured:
-        out.append(
-            "<table><thead><tr>" + "".join(f"<th>{html_escape(h)}</th>" for h in ENERGY_HEADER) + "</tr></thead><tbody>"
-        )
-        out += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in energy_cells(r)) + "</tr>" for r in measured]
-        out.append("</tbody></table>")
+        out += html_table(ENERGY_HEADER, (energy_cells(r) for r in measured))
     out += [f"<p>unavailable: {html_escape(reason)}</p>" for reason in reasons]
     return out + ["</section>"]

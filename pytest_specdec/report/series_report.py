@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from .figure_kit import Row, Target, _figure, _save
 from ..formatting import NOTHING
+from .markup import html_table, markdown_table
 
 SERIES_HEADER = [
     "test",
@@ -71,8 +72,7 @@ def series_markdown(rows: list[dict], escape) -> list[str]:
         return []
     out = ["**What each server was doing** (its metrics read during the runs; `server_series.png` over time):", ""]
     if shown:
-        out += ["| " + " | ".join(SERIES_HEADER) + " |", "|" + "---|" * len(SERIES_HEADER)]
-        out += ["| " + " | ".join(escape(c) for c in series_cells(r)) + " |" for r in shown] + [""]
+        out += markdown_table(SERIES_HEADER, (series_cells(r) for r in shown), escape) + [""]
     out += [f"- {escape(test)}: {escape(flag)}" for test, flag in _flags(rows)]
     out += [f"- unavailable: {escape(reason)}" for reason in reasons]
     return out + [""]
@@ -84,11 +84,7 @@ def series_section(rows: list[dict]) -> list[str]:
         return []
     out = ['<section id="server-series">', "<h2>What each server was doing</h2>"]
     if shown:
-        out.append(
-            "<table><thead><tr>" + "".join(f"<th>{html_escape(h)}</th>" for h in SERIES_HEADER) + "</tr></thead><tbody>"
-        )
-        out += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in series_cells(r)) + "</tr>" for r in shown]
-        out.append("</tbody></table>")
+        out += html_table(SERIES_HEADER, (series_cells(r) for r in shown))
     out += [f"<p>{html_escape(test)}: {html_escape(flag)}</p>" for test, flag in _flags(rows)]
     out += [f"<p>unavailable: {html_escape(reason)}</p>" for reason in reasons]
     return out + ["</section>"]

@@ -16,6 +16,7 @@ from typing import Iterable
 from ..formatting import figure
 from .row.rows import CSV_COLUMNS
 from .row.cells import COMPACT_HEADER, TERMINAL_WIDTH, aligned, compact_cells, fitted
+from .markup import markdown_table
 from .row.cells import (  # re-exported: these lived here
     UNAVAILABLE as UNAVAILABLE,
     _cell as _cell,
@@ -146,8 +147,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     out = [f"## {title}", ""]
     if not rows:
         return "\n".join(out + ["No specdec test ran.", ""])
-    out += ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
-    out += ["| " + " | ".join(escape(c) for c in table_cells(r)) + " |" for r in rows]
+    out += markdown_table(TABLE_HEADER, (table_cells(r) for r in rows), escape)
     out += [
         "",
         "speedup: output-token throughput SD / reference; expected: Leviathan et al.'s speedup of decoding, "

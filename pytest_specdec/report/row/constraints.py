@@ -3,9 +3,9 @@ each side's valid outputs, and the constrained figures beside the same prompts' 
 
 from __future__ import annotations
 
-from html import escape as html_escape
 
 from ...measure.validity import constraint_cells
+from ..markup import html_table, markdown_table
 
 HEADER = ["test", "constraint", "valid (ref / SD)", "constrained speedup", "constrained acceptance", "grammar-rejected"]
 
@@ -27,10 +27,8 @@ def constrained_markdown(rows: list[dict], escape) -> list[str]:
         "**Constrained outputs** (every output checked against its constraint on both sides; "
         "'free': the same prompts unconstrained):",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
     ]
-    return out + ["| " + " | ".join(escape(c) for c in constrained_cells(r)) + " |" for r in constrained] + [""]
+    return out + markdown_table(HEADER, (constrained_cells(r) for r in constrained), escape) + [""]
 
 
 def constrained_section(rows: list[dict]) -> list[str]:
@@ -38,7 +36,5 @@ def constrained_section(rows: list[dict]) -> list[str]:
     constrained = _rows(rows)
     if not constrained:
         return []
-    out = ['<section id="constrained">', "<h2>Constrained outputs</h2>", "<table><thead><tr>"]
-    out[-1] += "".join(f"<th>{html_escape(h)}</th>" for h in HEADER) + "</tr></thead><tbody>"
-    out += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in constrained_cells(r)) + "</tr>" for r in constrained]
-    return out + ["</tbody></table>", "</section>"]
+    table = html_table(HEADER, (constrained_cells(r) for r in constrained))
+    return ['<section id="constrained">', "<h2>Constrained outputs</h2>", *table, "</section>"]

@@ -5,8 +5,8 @@ verdict.distribution)."""
 from __future__ import annotations
 
 import statistics
-from html import escape as html_escape
 from typing import Any
+from ..markup import html_table, markdown_table
 
 
 def _lengths(runs) -> dict[str, float] | None:
@@ -86,15 +86,12 @@ def sampling_markdown(rows: list[dict], escape) -> list[str]:
         "**Endpoints, sampling and stops** (both sides sent alike; outputs at temperature are tested by distribution):",
         "",
     ]
-    out += ["| " + " | ".join(SAMPLING_HEADER) + " |", "|" + "---|" * len(SAMPLING_HEADER)]
-    return out + ["| " + " | ".join(escape(c) for c in _cells(r)) + " |" for r in shown] + [""]
+    return out + markdown_table(SAMPLING_HEADER, (_cells(r) for r in shown), escape) + [""]
 
 
 def sampling_section(rows: list[dict]) -> list[str]:
     shown = _shown(rows)
     if not shown:
         return []
-    out = ['<section id="sampling">', "<h2>Endpoints, sampling and stops</h2>", "<table><thead><tr>"]
-    out[-1] += "".join(f"<th>{html_escape(h)}</th>" for h in SAMPLING_HEADER) + "</tr></thead><tbody>"
-    out += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in shown]
-    return out + ["</tbody></table>", "</section>"]
+    table = html_table(SAMPLING_HEADER, (_cells(r) for r in shown))
+    return ['<section id="sampling">', "<h2>Endpoints, sampling and stops</h2>", *table, "</section>"]
