@@ -155,6 +155,8 @@ class SpecDecResult:
     rule: Rule | None = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
+    # With run(unconstrained=True), the same prompts measured free of their constraints (measure.validity).
+    unconstrained: SpecDecResult | None = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # Results of the same config at other k: the step cost's fixed and per-token parts fitted from all of them.
     step_cost_runs: tuple = field(default=(), init=False, repr=False, compare=False)
