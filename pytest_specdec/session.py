@@ -44,7 +44,7 @@ from .serving.gpus import (
 )
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import ManagedServer
-from .verdict.gate.regression import BaselineSession, RegressionGate
+from .verdict.gate import BaselineSession, RegressionGate
 from .verdict.machine import run_probe, session_fingerprint
 
 SKIP_NO_DEVICE = (
@@ -124,7 +124,7 @@ class SpecdecSession:
                 self.drift_skipped = f"not run: the session was interrupted ({self.interrupted})"
             else:
                 with self.hook_errors.guard("measuring the references again (drift check)"):
-                    self.drift_checks = self._measurements.check_drift()
+                    self.drift_checks = self._measurements.references.check_drift()
         if self._pool is not None:
             self._pool.close()
 

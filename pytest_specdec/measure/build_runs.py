@@ -16,14 +16,14 @@ left off (SD, then its reference), which saves a server start per repeat.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from ..analysis.outputs import compare_outputs
 from ..engines import engine_named
 from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
-
 from ..serving.engine_facts import confounds
 from .fairness import cold_flags
 
@@ -192,8 +192,6 @@ class BuildRuns:
         new prompts on every side, in the same A B B A order, appended to both results with their outputs.
         New draws, not the same ones sent again: both builds' reference and SD are timed on each, and the
         pairs' spread is what the gate decides on, with no drift between sessions to cancel."""
-        from ..analysis.outputs import compare_outputs
-
         comparison = result.builds
         specs = {THIS: result.spec, BASELINE: comparison.baseline_result.spec}
         side_results = {THIS: result, BASELINE: comparison.baseline_result}

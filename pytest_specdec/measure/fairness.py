@@ -34,12 +34,10 @@ its warm-up, and the mechanism figure (measure.mechanism) applies them on equal 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..engines.server_spec import DEFAULT_ENGINE
 from ..serving.engine_facts import Confound, SDCost, confounds, sd_costs

@@ -26,13 +26,11 @@ request's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..engines.per_request import ACCEPTED, DRAFTED, STEPS
 

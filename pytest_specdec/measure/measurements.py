@@ -110,15 +110,6 @@ class Measurements:
     def reference(self, spec: ServerSpec, workload: Workload, pattern: AccessPattern, prompts: list, **kwargs):
         return self.references.reference(spec, workload, pattern, prompts, **kwargs)
 
-    def check_drift(self) -> list:
-        return self.references.check_drift()
-
-    def run_builds(self, *args, **kwargs):
-        return self.builds.run_builds(*args, **kwargs)
-
-    def more_build_draws(self, *args, **kwargs):
-        return self.builds.more_build_draws(*args, **kwargs)
-
     def tokenizer(self, model: str):
         """The target's tokenizer (transformers is imported only here, at run time)."""
         if model not in self._tokenizers:

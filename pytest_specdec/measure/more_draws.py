@@ -66,7 +66,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
         """Builds A/B: one more batch of draws on both builds (the rule looks after each batch)."""
         if result.runs_per_side() + draws > result.rule.max_runs:
             return False
-        measurements.more_build_draws(result, workload, pattern, prompts, draws, seed=seed, logprobs=logprobs)
+        measurements.builds.more_build_draws(result, workload, pattern, prompts, draws, seed=seed, logprobs=logprobs)
         return True
 
     result.more_runs = more_runs if getattr(result, "builds", None) is None else more_build_draws

@@ -11,6 +11,7 @@ import collections
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..analysis.drift import compare
 from ..load.patterns import AccessPattern
 from .result import Run
 from .warm_up import REQUESTS_PER_ROUND
@@ -128,8 +129,6 @@ class ReferenceRuns:
 
     def check_drift(self) -> list:
         """Each reference traffic of the session measured once more, against its first run (analysis.drift)."""
-        from ..analysis.drift import compare
-
         checks = []
         for key, (spec, workload, pattern, prompts, seed, logprobs) in self._reference_jobs.items():
             (again,) = self.measurements.measure(

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the types of the parts a result carries; their modules need
     from ..serving.energy import EnergyReading
     from ..serving.server_series import ServerSeries
     from ..verdict.distribution import DistributionTest
-    from ..verdict.gate.regression import RegressionGate
+    from ..verdict.gate import RegressionGate
     from ..verdict.sequential.rule import Rule
     from .build_runs import BuildComparison
     from .distribution_samples import Drawer
@@ -143,13 +143,13 @@ class SpecDecResult:
     distribution: DistributionTest | None = field(default=None, repr=False, compare=False)
     # With @pytest.mark.specdec_mechanism: SD against a reference on its own engine path (measure.mechanism).
     mechanism: Mechanism | None = field(default=None, repr=False, compare=False)
-    # --specdec-repeats auto (measure.timing_decisions): SD's sends of a draw after its first (timing only: acceptance and
-    # outputs are never counted from them), a callable that sends every draw once more while the servers are up
-    # (None: no more can be had), the rule's error rates and cap, and each timing check's decision.
+    # --specdec-repeats auto (measure.timing_decisions): SD's sends of a draw after its first (timing only:
+    # acceptance and outputs are never counted from them), a callable that sends every draw once more while the
+    # servers are up (None: no more can be had), the rule's error rates and cap, and each timing check's decision.
     timing_runs: list = field(default_factory=list, repr=False, compare=False)
     more_runs: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
-    # The reference's draws sent again after SD's (verdict.sequential.evidence: the machine's move between the two), and
-    # the callable that sends them while the servers can (None: they cannot be had).
+    # The reference's draws sent again after SD's (verdict.sequential.evidence: the machine's move between the
+    # two), and the callable that sends them while the servers can (None: they cannot be had).
     reference_again_runs: list = field(default_factory=list, repr=False, compare=False)
     again_reference: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     rule: Rule | None = field(default=None, repr=False, compare=False)

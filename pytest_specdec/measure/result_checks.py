@@ -6,9 +6,7 @@ its figures, the checks on them are this.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..verdict.distribution import check_same_distribution
 from .distribution_samples import DrawPlan
@@ -127,7 +125,7 @@ class ResultChecks:
         if self.result.gate is None:
             raise RuntimeError(
                 "assert_no_regression needs a baseline gate: use the specdec fixture, "
-                "or set result.gate to a pytest_specdec.verdict.gate.regression.RegressionGate"
+                "or set result.gate to a pytest_specdec.verdict.gate.RegressionGate"
             )
         self.result.gate.check(self.result, metrics=metrics, tolerance=tolerance, allow_unavailable=allow_unavailable)
         return self.result

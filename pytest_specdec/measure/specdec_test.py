@@ -85,7 +85,7 @@ class SpecDecTest:
                 "build:PATH measures run() and sweep levels only); compare the builds' capacities with two sessions"
             )
         if self.builds is not None:
-            result = self.measurements.run_builds(
+            result = self.measurements.builds.run_builds(
                 self.spec, *self.builds, self.workload, self.pattern, seed=seed, logprobs=logprobs, slo=self.slo
             )
             prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
@@ -150,7 +150,7 @@ class SpecDecTest:
             self.measurements.reference(self.spec, self.workload, pattern, prompts, seed=seed)
         for pattern in patterns:
             if self.builds is not None:
-                result = self.measurements.run_builds(
+                result = self.measurements.builds.run_builds(
                     self.spec, *self.builds, self.workload, pattern, seed=seed, slo=self.slo
                 )
             else:

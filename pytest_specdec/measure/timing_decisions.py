@@ -1,19 +1,17 @@
 """A result's timing checks decided by the sequential rule (verdict.sequential), on its live servers.
 
-A part of `result.SpecDecResult` (`result.decided`).  Under ``--specdec-repeats auto`` a check that is undecided on the draws
-`run()` measured asks for one more send of every draw on SD's server (`more_runs`, set by the specdec fixture
-while the servers are up) and looks again, up to the cap.  Sends of a draw after its first are timing only:
-they live in `timing_runs`, apart from the runs acceptance and outputs are counted on, so a figure that does
-not depend on timing is never measured twice on the same draw.
+A part of `result.SpecDecResult` (`result.decided`).  Under ``--specdec-repeats auto`` a check that is
+undecided on the draws `run()` measured asks for one more send of every draw on SD's server (`more_runs`, set
+by the specdec fixture while the servers are up) and looks again, up to the cap.  Sends of a draw after its
+first are timing only: they live in `timing_runs`, apart from the runs acceptance and outputs are counted on,
+so a figure that does not depend on timing is never measured twice on the same draw.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from dataclasses import replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..verdict.metric_names import higher_is_better
 from ..verdict.sequential.evidence import UNMEASURED_MOVE, Evidence, sends_timing

@@ -10,13 +10,11 @@ constrained decoding (or a max_tokens too small for the answer), not SD: the mes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # vLLM 0.32 subtracts grammar-invalidated drafts from its drafted count (v1/core/sched/scheduler.py,
 # make_spec_decoding_stats: num_invalid_spec_tokens) and reports them nowhere, on its metrics page or per request.

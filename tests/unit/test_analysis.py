@@ -26,7 +26,7 @@ from pytest_specdec.report.plots import write_plots
 from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import markdown_summary, terminal_table
 from pytest_specdec.verdict.gate.baselines import Baseline, write_baseline
-from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 
 SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
 ACCEPTED = [1, 0, 0, 0]

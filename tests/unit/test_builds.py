@@ -22,7 +22,7 @@ from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.report.builds import builds_cell, builds_lines, builds_markdown, builds_section
 from pytest_specdec.report.files import load_report, report_document, validate_report, write_report
 from pytest_specdec.report.row.rows import row_for
-from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
 OLD = "/envs/old/bin/python"

@@ -19,7 +19,7 @@ from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.serving.pool import ServerPool
 from pytest_specdec.serving.server import ServerStartError
 from pytest_specdec.verdict.gate.baselines import Baseline, write_baseline
-from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_specdec.verdict.gate.regression import BaselineSession
+from pytest_specdec.verdict.gate import BaselineSession
 from pytest_specdec.verdict.gate.outcome import outcome_of
 from pytest_specdec.verdict.machine import PROBE_MAX_TIMINGS
 from pytest_specdec.verdict.stats import compare_intervals

@@ -7,7 +7,7 @@ from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.engines.counters import SpecDecodeCounters
 from pytest_specdec.analysis.metrics import summarize
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
-from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 from pytest_specdec.verdict.gate.staleness import stale_fields
 from test_baselines import FINGERPRINT
 

@@ -16,7 +16,7 @@ from pytest_specdec.report.row.rows import row_for
 from pytest_specdec.report.tables import csv_text, terminal_table
 from pytest_specdec.verdict.gate.baselines import Baseline
 from pytest_specdec.verdict.detection import detection, flag_rate
-from pytest_specdec.verdict.gate.regression import BaselineSession, RegressionGate
+from pytest_specdec.verdict.gate import BaselineSession, RegressionGate
 from pytest_specdec.verdict.stats import compare_samples
 
 URL = "http://10.0.0.7:8000/metrics"
