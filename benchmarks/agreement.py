@@ -50,6 +50,7 @@ from pytest_specdec.load.patterns import AccessPattern
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.serving.endpoint import ExternalServer
 from pytest_specdec.analysis.metrics import summarize
+from pytest_specdec.engines.counters import parse_prometheus
 from pytest_specdec.engines.vllm_bench import bench_serve_flags, run_vllm_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,6 +71,58 @@ METRICS = (
     "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length",
 )
+
+
+# The server's own account of a run, from vLLM's /metrics: histograms (sum and count) of the requests it
+# served, and its token counters.  A client's figure over the server's for the same run is that client's
+# clock against the server's; two clients' such ratios compare their clocks with the server's speed taken
+# out, where the server decodes a few percent faster or slower from one run to the next (and under one
+# client's CPU load than under the other's, on 2 cores) whichever client is attached.
+SERVER_HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+    "tpot": "vllm:request_time_per_output_token_seconds",
+    "e2el": "vllm:e2e_request_latency_seconds",
+}
+SERVER_COUNTERS = {"prompt_tokens": "vllm:prompt_tokens_total", "generation_tokens": "vllm:generation_tokens_total"}
+
+
+def server_totals(server) -> dict[str, float]:
+    """Every histogram's sum and count and every token counter, for the server's own model, now."""
+    wanted = {f"{name}_sum" for name in SERVER_HISTOGRAMS.values()}
+    wanted |= {f"{name}_count" for name in SERVER_HISTOGRAMS.values()} | set(SERVER_COUNTERS.values())
+    totals = dict.fromkeys(sorted(wanted), 0.0)
+    model = server.served_names[0]  # vLLM labels its metrics with the first name it serves under
+    for sample in parse_prometheus(server.metrics_text()):
+        if sample.name in wanted and sample.label("model_name") == model:
+            totals[sample.name] += sample.value
+    return totals
+
+
+def server_figures(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The server's own means over the requests it served between two scrapes, and their tokens.
+
+    Raises ValueError when the server counted no request in between: a clock cannot be compared with
+    nothing.
+    """
+    delta = {name: after[name] - before[name] for name in after}
+    figures: dict[str, float] = {key: delta[name] for key, name in SERVER_COUNTERS.items()}
+    for key, name in SERVER_HISTOGRAMS.items():
+        count = delta[f"{name}_count"]
+        if count <= 0:
+            raise ValueError(f"the server's {name} counted no observation during the run")
+        figures[f"mean_{key}_ms"] = 1000 * delta[f"{name}_sum"] / count
+    # At concurrency 1 the requests follow each other: the server's output throughput is its tokens over
+    # the time it spent on them.
+    figures["output_throughput"] = delta[SERVER_COUNTERS["generation_tokens"]] / delta[f"{SERVER_HISTOGRAMS['e2el']}_sum"]
+    return figures
+
+
+def with_server_figures(server, run) -> dict:
+    """A client's figures for one run, with the server's own for the same run under "server"."""
+    before = server_totals(server)
+    figures = run()
+    return {**figures, "server": server_figures(before, server_totals(server))}
 
 
 def plugin_round(server, prompts, pattern) -> dict:
@@ -153,8 +206,11 @@ def compare(
                 # and in alternating order (ABBA): whichever client runs second in a round finds the
                 # server just after a burst of traffic; alternating gives each client that seat as often.
                 pair = [
-                    ("plugin", lambda: plugin_round(server, prompts, pattern)),
-                    ("vllm bench serve", lambda: vllm_round(flags, work, f"c{level}-r{round_}.json")),
+                    ("plugin", lambda: with_server_figures(server, lambda: plugin_round(server, prompts, pattern))),
+                    (
+                        "vllm bench serve",
+                        lambda: with_server_figures(server, lambda: vllm_round(flags, work, f"c{level}-r{round_}.json")),
+                    ),
                 ]
                 for client, measure in pair if round_ % 2 == 0 else pair[::-1]:
                     runs[client].append(measure())
