@@ -261,6 +261,16 @@ class SpecdecSession:
             return None, SetupDecision("fail", str(exc))
 
     @property
+    def started_pool(self) -> ServerPool | None:
+        """The server pool if a test has needed it, else None: reading this starts nothing."""
+        return self._pool
+
+    @property
+    def opened_baselines(self) -> BaselineSession | None:
+        """The session's baselines if a test has opened them, else None: reading this opens nothing."""
+        return self._baselines
+
+    @property
     def pool(self) -> ServerPool:
         if self._pool is None:
             gpu = self.settings.device == "gpu"

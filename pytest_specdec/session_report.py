@@ -60,7 +60,7 @@ class SessionReport:
                 plan,
                 self.session.tests.get(nodeid),
                 "error" if when == "setup" else outcome,
-                resolve=self.session._pool.model_resolver if self.session._pool else None,
+                resolve=self.session.started_pool.model_resolver if self.session.started_pool else None,
                 gpu_usd_per_hour=self.session.settings.gpu_usd_per_hour,
                 failure=failure,
             )
@@ -104,8 +104,8 @@ class SessionReport:
                 self.session.history.finish(self.session.rows, self.session.fingerprint, outcome)
 
     def _finish(self, completed: bool, whole_suite: bool, args: Iterable[str], results_hook) -> None:
-        if self.session._baselines is not None:
-            self.session._baselines.flush()
+        if self.session.opened_baselines is not None:
+            self.session.opened_baselines.flush()
         flag_drifted_rows(self.session.rows, self.session.drift_checks)
         if self.session.is_worker:
             return  # the controller reports and decides about stale baselines
@@ -156,10 +156,10 @@ class SessionReport:
         return summary_sections(
             self.session.rows,
             self.session.report_message,
-            self.session._baselines.written if self.session._baselines is not None else [],
+            self.session.opened_baselines.written if self.session.opened_baselines is not None else [],
             self.session.stale,
             self.session.settings.update_baselines,
-            self.session._pool.history if self.session._pool is not None else [],
+            self.session.started_pool.history if self.session.started_pool is not None else [],
             self.session.settings.terminal_width,
             self.session.settings.full_table,
         )

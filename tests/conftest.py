@@ -19,14 +19,14 @@ os.environ.setdefault("PYTEST_SPECDEC_CACHE", str(Path("~/.cache/pytest-specdec"
 TESTS = Path(__file__).resolve().parent
 # By its path from the repository root: xdist workers of an in-process inner run get the sys.path the
 # interpreter started with (the root, for `python -m pytest` there), not the tests/ folder pytest added.
-PINNED_PROBE_PLUGIN = "tests.pinned_probe"
+PINNED_PROBE_PLUGIN = "tests.support.pinned_probe"
 if str(TESTS.parent) not in sys.path:  # run as `pytest` rather than `python -m pytest` from the root
     sys.path.append(str(TESTS.parent))
 
 
 @pytest.fixture(autouse=True)
 def _logic_suites_pin_the_machine_probe(request, monkeypatch):
-    # Inner runs of the logic suites get one machine (tests/pinned_probe.py says why); the real-server
+    # Inner runs of the logic suites get one machine (tests/support/pinned_probe.py says why); the real-server
     # suite's sessions time the real probe: the gate's machine decisions there are part of what it proves.
     if TESTS / "integration" in request.node.path.parents:
         return

@@ -1,7 +1,7 @@
 """A real PostgreSQL server for the results-history store's tests.
 
 `postgres_server` (session): one throw-away cluster per test session (per xdist worker), started by
-tests/postgres_server.py and removed at the end.  `postgres_url` (function): a fresh, uniquely named
+tests/support/postgres_server.py and removed at the end.  `postgres_url` (function): a fresh, uniquely named
 database on it for one test, dropped afterwards; the value is its ``postgresql://`` URL with the password.
 
 A machine without PostgreSQL errors here (with the install command), it does not skip: these tests
@@ -20,7 +20,7 @@ _TESTS = str(Path(__file__).resolve().parents[1])
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
-from postgres_server import PostgresServer  # noqa: E402
+from tests.support.postgres_server import PostgresServer  # noqa: E402
 
 from pytest_specdec.history.changepoints import OTAVA_ENV_VAR, otava_python  # noqa: E402
 

@@ -9,7 +9,7 @@ import sys
 from urllib.parse import urlsplit
 
 
-from inner_results import MARKS, RESULTS_CONFTEST
+from tests.support.inner_results import MARKS, RESULTS_CONFTEST
 from pytest_specdec.history.records import SessionRecord, figures_of
 from pytest_specdec.history.store import open_history
 from pytest_specdec.history.url import parse_history_url

@@ -1,6 +1,6 @@
 """--specdec-history end to end in pytester runs: what a session records, xdist, concurrent sessions,
 the opt-in change-point check and baselines from history.  The inner tests build results from given
-figures (tests/inner_results.py): the history is under test here, not a measurement."""
+figures (tests/support/inner_results.py): the history is under test here, not a measurement."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from inner_results import MARKS, RESULTS_CONFTEST
+from tests.support.inner_results import MARKS, RESULTS_CONFTEST
 from pytest_specdec.history.changepoints import DEFAULT_METRICS
 from pytest_specdec.history.records import Figure, SessionRecord
 from pytest_specdec.history.store import open_history

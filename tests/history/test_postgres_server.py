@@ -1,4 +1,4 @@
-"""The PostgreSQL server the history store's tests run against (tests/postgres_server.py)."""
+"""The PostgreSQL server the history store's tests run against (tests/support/postgres_server.py)."""
 
 import os
 import pwd
@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-import postgres_server as pgmod
-from postgres_server import PostgresNotInstalled, PostgresServer, PostgresStartError
+import tests.support.postgres_server as pgmod
+from tests.support.postgres_server import PostgresNotInstalled, PostgresServer, PostgresStartError
 
 
 def _gone(pid):

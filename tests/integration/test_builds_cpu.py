@@ -8,7 +8,7 @@ Three pytest runs of one small suite, each server ready in 1-3 s:
   probability, 2026.10 drafts all k.  The same marker launches both (the older
   build's flat settings, its lack of spec_decode counters); the verdict names
   both versions and what moved: acceptance, speedup.
-- A planted regression (tests/planted_build.py): this very build behind a
+- A planted regression (tests/support/planted_build.py): this very build behind a
   wrapper that cuts the n-gram draft from four tokens to three, against the real build.
   Nothing in the marker or the version says so; acceptance length falls, and
   the gate fails naming both builds.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.planted_build import plant
+from tests.support.planted_build import plant
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDER_BUILD = ROOT / ".venv-xllamacpp-2026.4" / "bin" / "python"

@@ -6,7 +6,7 @@ each build, then, while the check is undecided, two more draws on both builds (n
 A B B A order), up to the cap.  The speedup is compared draw by draw (the same seeds on both builds), so what
 the prompts do to SD's speed cancels and what is left is timing.
 
-- The planted SD-slow build (tests/planted_build.py's `SD_SLOWER`: the SD server's sampler sorts the whole
+- The planted SD-slow build (tests/support/planted_build.py's `SD_SLOWER`: the SD server's sampler sorts the whole
   vocabulary and carries a thousand candidates on, greedy tokens and drafts the same, the reference untouched;
   benchmarks/planted_sd_slowdown.py measures what it costs) against the real one: the test fails, naming the
   speedup and the sequential decision, and the row says the runs it took.
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.planted_build import SD_SLOWER, plant
+from tests.support.planted_build import SD_SLOWER, plant
 
 BUNDLED = "specdec:smollm2-135m"
 CHECK = "speedup_output_throughput against the baseline build"

@@ -8,7 +8,7 @@ on acceptance (one run, one reference server for both); then run the
 unchanged test on the same llama.cpp made uniformly slower (one thread where
 it used one per core, prompts prefilled a token a step and a sampler that sorts
 the whole vocabulary, the same greedy tokens, set behind the command line by
-tests/planted_build.py's sitecustomize, which the servers load from
+tests/support/planted_build.py's sitecustomize, which the servers load from
 PYTHONPATH: an engine change the
 plugin cannot see, not even in the build's path, on the same machine), which
 fails naming the
@@ -35,7 +35,7 @@ import json
 
 import pytest
 
-from tests.planted_build import PLANTED_CHANGES_ENV, SD_SLOWER, planted_site
+from tests.support.planted_build import PLANTED_CHANGES_ENV, SD_SLOWER, planted_site
 
 # Every forward step slower, the reference's and SD's alike: llama.cpp on one thread for decoding and prompts.
 ONE_THREAD = {"cpuparams.n_threads": 1, "cpuparams_batch.n_threads": 1}
@@ -43,7 +43,7 @@ ONE_THREAD = {"cpuparams.n_threads": 1, "cpuparams_batch.n_threads": 1}
 # 2026-11-28, inside the suite's 30% band: how much a second thread buys depends on the box.  Two more
 # costs, neither of which changes a greedy token or a draft, put it far past the band on any box: a physical
 # batch of one token (`n_ubatch`, 512 by default: every prompt prefilled a token a step, SD's verification
-# split likewise) and sampling through the whole vocabulary (tests/planted_build.py's SD_SLOWER chain,
+# split likewise) and sampling through the whole vocabulary (tests/support/planted_build.py's SD_SLOWER chain,
 # keeping all 49,152 candidates).  Here, each beside one thread: 42.5-43.2% with the sampler, 50.8% with the
 # batch, 53.3% with both.
 ENGINE_SLOWER = {**ONE_THREAD, "n_ubatch": 1, **SD_SLOWER, "sampling.min_keep": 49152}

@@ -9,14 +9,14 @@ free run after SD's restarted both: 661 s for this file, 118 s since).  The two 
 configurations the session already starts (vLLM n-gram with --enforce-eager as in
 test_cpu_servers.py and test_openai_chat_cpu.py; llama.cpp n-gram as in test_sampling_cpu.py): the pool serves
 them on those servers.  The planted test needs an SD server of its own (k=3, so the pool does not reuse the
-unplanted one) started with tests/planted_grammar.py's sitecustomize on PYTHONPATH: from a request's first
+unplanted one) started with tests/support/planted_grammar.py's sitecustomize on PYTHONPATH: from a request's first
 draft window on, nothing is checked against the grammar.  The reference never drafts, so it stays valid
 even where it loads the plant: the failure must name SD's invalid outputs and a valid reference.
 """
 
 import pytest
 
-from tests.planted_grammar import planted_grammar_site
+from tests.support.planted_grammar import planted_grammar_site
 
 BUNDLED = "specdec:smollm2-135m"
 VLLM_NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}

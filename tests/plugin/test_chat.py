@@ -9,12 +9,10 @@ tests/integration/test_openai_chat_cpu.py.
 import asyncio
 import fnmatch
 import json
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
-from test_faults import ENGINE_SUITE, MODEL, FaultServers, _run_suite
+from tests.support.fault_suite import ENGINE_SUITE, MODEL, FaultServers, run_suite
 
 from pytest_specdec.config.plans import plan_for
 from pytest_specdec.config.settings import Settings
@@ -27,8 +25,7 @@ from pytest_specdec.load.workloads import Prompt, WorkloadError, resolve_workloa
 from pytest_specdec.measure.reproduce import reproduce_commands
 from pytest_specdec.report.row.sampling import sampling_cells, sampling_markdown
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fault_server import prompt_refusal, trtllm_refusal  # noqa: E402 - the strict fake's own validation
+from tests.support.fault_server import prompt_refusal, trtllm_refusal  # noqa: E402 - the strict fake's own validation
 
 
 def test_the_endpoint_is_a_workload_setting_validated_and_described_only_when_chat():
@@ -171,7 +168,7 @@ def test_each_engines_chat_stream_gives_its_figures_end_to_end(tmp_path, monkeyp
         monkeypatch.setenv("FAULT_ENDPOINT", "chat")
         ngram = {"prompt_lookup_min": 1, "prompt_lookup_max": 4} if engine == "trtllm" else {}
         monkeypatch.setenv("FAULT_NGRAM", json.dumps(ngram))
-        done = _run_suite(tmp_path, urls, "--specdec-report", str(tmp_path / "report"))
+        done = run_suite(tmp_path, urls, "--specdec-report", str(tmp_path / "report"))
     finally:
         servers.stop()
     out = done.stdout + done.stderr

@@ -1,6 +1,6 @@
 """Endpoint mode's checks without vLLM: bad options, unreachable and wrong-model endpoints.
 
-The stand-in server (tests/fake_server.py) only answers /v1/models and
+The stand-in server (tests/support/fake_server.py) only answers /v1/models and
 /metrics: enough for the plugin's checks, never a measurement. Endpoint mode
 against a real CPU server is in tests/integration/test_endpoint_cpu.py.
 """
@@ -8,7 +8,6 @@ against a real CPU server is in tests/integration/test_endpoint_cpu.py.
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,8 +15,9 @@ import pytest
 from pytest_specdec.serving.endpoint import ExternalServer, check_endpoints, parse_endpoint
 from pytest_specdec.serving.ports import claim_port
 from pytest_specdec.config.spec import MarkerError, ServerSpec, parse_specdec_marker
+from tests.support import SUPPORT
 
-FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
+FAKE = str(SUPPORT / "fake_server.py")
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 
 SUITE = """

@@ -1,6 +1,6 @@
 """A fair comparison or a named flag: cold servers, drifting references and engine confounds.
 
-Each case runs an inner suite in endpoint mode against fault servers (tests/fault_server.py):
+Each case runs an inner suite in endpoint mode against fault servers (tests/support/fault_server.py):
 a reference whose first requests are slow, one that never settles, one that slows down
 mid-session, and two sides that reveal different engine facts.  The fault servers' figures
 are made up; what is checked is that the plugin never reports a speedup a cold or drifting
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import MODEL, FaultServers
+from tests.support.fault_suite import MODEL, FaultServers
 
 SUITE = f"""
 import json, os

@@ -1,7 +1,7 @@
 """The fault matrix: the plugin against a server that lies, stalls or dies, one mode at a time.
 
 Each case first records a baseline against two well-behaved fault servers
-(tests/fault_server.py) in endpoint mode, then runs the same test with the
+(tests/support/fault_server.py) in endpoint mode, then runs the same test with the
 speculative endpoint broken in one way.  Every mode must end in a correct
 figure or a failure of that test that names the fault: never a pass on a
 figure that was not measured.
@@ -12,18 +12,11 @@ import fnmatch
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
 import pytest
 
-FAULT_SERVER = Path(__file__).resolve().parent.parent / "fault_server.py"
-MODEL = "specdec:smollm2-135m"
+from tests.support.fault_suite import ENGINE_SUITE, MODEL, FaultServers, run_suite
+
 
 # One inner suite, one test per mode; each test's speculative endpoint comes from a JSON file,
 # so a recording run (every endpoint well-behaved) and the faulty run share test ids and baselines.
@@ -103,95 +96,6 @@ MATRIX = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class FaultServers:
-    """Fault servers started for one test, stopped (and checked gone) at its end."""
-
-    def __init__(self):
-        self.processes: list[subprocess.Popen] = []
-
-    def start(
-        self, mode: str, variant: int = 0, facts: dict | None = None, chunk_s: float = 0.002, dialect: str = "vllm"
-    ) -> str:
-        port = _free_port()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(FAULT_SERVER),
-                "--port",
-                str(port),
-                "--model",
-                MODEL,
-                "--mode",
-                mode,
-                "--variant",
-                str(variant),
-                "--facts",
-                json.dumps(facts or {}),
-                "--chunk-s",
-                str(chunk_s),
-                "--dialect",
-                dialect,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.processes.append(process)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError(f"fault server {mode} did not start")
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
-def _run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.CompletedProcess:
-    (directory / "urls.json").write_text(json.dumps(urls))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
-    env["FAULT_URLS"] = str(directory / "urls.json")
-    # Sixteen fault servers share two cores with the client here, so its dispatch lag can pass 10 ms
-    # (27 ms seen while other work ran) and mark a run client-bound: not what this matrix is about, and
-    # the client-bound verdict has its own tests (tests/unit/test_unavailable.py).
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-s",
-            "-rA",
-            "--specdec-repeats=1",  # one draw: the matrix is about faults, not about deciding
-            "--specdec-request-timeout",
-            "3",
-            "--specdec-max-dispatch-lag-ms",
-            "250",
-            f"--basetemp={directory / 'tmp'}",
-            *extra,
-        ],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 @pytest.fixture(scope="module")
 def fault_runs(tmp_path_factory):
     """{mode: (outcome, text, row)}, measured once per test run: a module fixture runs once per xdist worker, and
@@ -232,14 +136,14 @@ def _fault_runs(tmp_path_factory):
     servers = FaultServers()
     try:
         good = servers.start("ok")
-        recorded = _run_suite(
+        recorded = run_suite(
             directory,
             {"reference": servers.start("ok"), **{mode: good for mode in MATRIX}},
             "--specdec-update-baselines",
         )
         assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
         faulty = {mode: servers.start(mode, variant=1 if mode == "no-token-ids" else 0) for mode in MATRIX}
-        run = _run_suite(directory, {"reference": good, **faulty}, "--specdec-report", str(directory / "report"))
+        run = run_suite(directory, {"reference": good, **faulty}, "--specdec-report", str(directory / "report"))
     finally:
         servers.stop()
     report = json.loads((directory / "report" / "results.json").read_text())
@@ -294,28 +198,6 @@ def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_
 
 # --- other engines' formats: llama.cpp and TensorRT-LLM --------------------------------------------
 
-ENGINE_SUITE = f"""
-import json, os
-import pytest
-
-URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
-
-
-@pytest.mark.specdec(model="{MODEL}", engine=os.environ["FAULT_ENGINE"], endpoints={{"reference": URLS["reference"],
-                     "speculative": URLS["speculative"]}},
-                     speculative_config={{"method": "ngram", "num_speculative_tokens": 4,
-                                         **json.loads(os.environ.get("FAULT_NGRAM", "{{}}"))}})
-@pytest.mark.workload("random_s", input_len=24, output_len=8, endpoint=os.environ.get("FAULT_ENDPOINT", "completions"))
-@pytest.mark.access_pattern("throughput_low", num_prompts=4)
-def test_engine(specdec):
-    result = specdec.run()
-    run = result.speculative_runs[0]
-    print("FIGURES acceptance=%.3f drafted=%s counted=%s ids=%s match=%.3f version=%s" % (
-        result.acceptance_rate, [r.spec_decoding for r in run.records], run.counters.num_draft_tokens,
-        [len(r.token_ids) for r in run.records], result.match_rate, run.engine_facts.get("version")))
-    result.assert_acceptance(min_rate=0.0)
-    result.assert_outputs_equivalent(min_match=1.0)
-"""
 
 # 8 tokens a request: 4 drafting steps of 4 tokens accepting 4 in all (25%), in every dialect's own format.
 ENGINE_MATRIX = {
@@ -393,7 +275,7 @@ def test_other_engines_formats_end_in_their_own_figures_or_a_named_failure(tmp_p
         monkeypatch.setenv(
             "FAULT_NGRAM", json.dumps({"prompt_lookup_min": 1, "prompt_lookup_max": 4} if engine == "trtllm" else {})
         )
-        done = _run_suite(tmp_path, urls)
+        done = run_suite(tmp_path, urls)
     finally:
         servers.stop()
     out = done.stdout + done.stderr

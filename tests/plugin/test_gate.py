@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from inner_results import MARKS, RESULTS_CONFTEST  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
+from tests.support.inner_results import MARKS, RESULTS_CONFTEST  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
 
 
 @pytest.fixture

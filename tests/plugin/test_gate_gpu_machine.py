@@ -4,18 +4,18 @@ Issue 47: a 350 W power cap, locked clocks and a MIG 1g slice counted as "the sa
 reference with the engine unchanged failed as the engine's own regression; a driver upgraded with the engine
 read as another machine, so the engine's regression was compared on acceptance only and passed.  Each case
 here records a baseline through the update flow, its fingerprint's GPU part read by the real code from a strict
-fake NVML (tests/fake_nvml.py) with the GPU probe's figures given, and runs the real gate of the `specdec` fixture.
+fake NVML (tests/support/fake_nvml.py) with the GPU probe's figures given, and runs the real gate of the `specdec` fixture.
 """
 
 import json
 
 import pytest
 
-from fake_nvml import FakeGpu, install
-from inner_results import RESULTS_CONFTEST
+from tests.support.fake_nvml import FakeGpu, install
+from tests.support.inner_results import RESULTS_CONFTEST
 from pytest_specdec.serving.gpu_probe import GPU_PROBE_VERSION
 from pytest_specdec.verdict.machine import session_fingerprint
-from test_gate_machine import CASE, ENGINE_HOOK
+from tests.support.gate_machine import CASE, ENGINE_HOOK
 
 H100 = "GPU-h100-1111"
 SMI = "0, NVIDIA A100-SXM4-40GB, 40960, 40000, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 81000, 550.54.15\n"

@@ -9,47 +9,8 @@ import json
 
 import pytest
 
-from inner_results import MARKS, RESULTS_CONFTEST  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
-
-NOISE = (1.0, 1.02, 0.99)  # per-repeat wobble, the same on both sides so pairs stay paired
-
-CASE = (
-    MARKS
-    + f"""
-import os
-
-NOISE = {NOISE!r}
-
-def test_gated(make_result):
-    ref_speed = float(os.environ.get("REF_SPEED", "1"))   # the reference's own tok/s, x baseline
-    speedup = float(os.environ.get("SPEEDUP", "2.0"))
-    sd_tpot = float(os.environ.get("SD_TPOT", "25.0"))
-    accepted = float(os.environ.get("ACCEPTED_SCALE", "1"))
-    metrics = os.environ.get("METRICS")
-    allow = os.environ.get("ALLOW")
-    ref = tuple(100.0 * ref_speed * n for n in NOISE)
-    result = make_result(ref=ref, sd=tuple(r * speedup for r in ref),
-                         ref_tpot=tuple(50.0 / ref_speed / n for n in NOISE),
-                         sd_tpot=tuple(sd_tpot / n for n in NOISE),
-                         accepted=tuple(240.0 * accepted for n in NOISE),
-                         sd_ttft=0.05 * float(os.environ.get("SD_TTFT_SCALE", "1")))
-    if os.environ.get("FLAGGED"):  # as measure.fairness says of a side still cold after measuring again
-        result.unfair_speedup = lambda: "not compared: measured again and still flagged: ttft_at_concurrency_1"
-        result.earlier_runs = ((result.reference_runs, result.speculative_runs),)  # the first measurement's
-    if os.environ.get("NO_COUNTERS"):  # a server that reported no SD counters this time
-        for run in result.speculative_runs:
-            run.counters = None
-    result.assert_no_regression(metrics=metrics.split(",") if metrics else None,
-                                allow_unavailable=allow.split(",") if allow else ())
-"""
-)
-
-ENGINE_HOOK = """
-import os
-
-def pytest_specdec_fingerprint(config, fingerprint):
-    return {**fingerprint, "engine_version": os.environ.get("ENGINE_VERSION", "0.31.0")}
-"""
+from tests.support.inner_results import RESULTS_CONFTEST  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
+from tests.support.gate_machine import CASE, ENGINE_HOOK
 
 
 @pytest.fixture
@@ -304,7 +265,7 @@ def test_a_probe_slowed_once_is_timed_again_and_the_engine_is_still_compared(pyt
     # CI, 2026-11-26: the session's one probe timing moved past its band on a busy box, the gate compared
     # acceptance only, and an engine made 2x slower passed.  The gate times the probe again before it gives up
     # the absolute figures, and keeps each figure's best of both timings.
-    # the first timing reads 60% of the figures (tests/pinned_probe.py), the timing again reads them whole
+    # the first timing reads 60% of the figures (tests/support/pinned_probe.py), the timing again reads them whole
     pytester.makeconftest(RESULTS_CONFTEST)
     pytester.makepyfile(test_gated=CASE)
     run_inner(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)

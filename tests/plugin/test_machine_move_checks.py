@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_sequential_checks import FAULT, MODEL
+from tests.support.fault_suite import FAULT_SERVER, MODEL
+
+FAULT = str(FAULT_SERVER)
 
 MOVE_CONFTEST = f"""
 import json, os, sys

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.support import SUPPORT
 
-FAKE = str(Path(__file__).resolve().parents[1] / "fake_server.py")
+FAKE = str(SUPPORT / "fake_server.py")
 
 # A conftest that launches the stand-in server instead of vLLM, records the
 # command the plugin would have run, and can be told to misbehave per model.

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from test_gate import MARKS, RESULTS_CONFTEST
+from tests.support.inner_results import MARKS, RESULTS_CONFTEST
 
 TWO_TESTS = (
     MARKS

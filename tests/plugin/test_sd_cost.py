@@ -1,6 +1,6 @@
 """What the engine turns off because SD is on is SD's cost, compared; the mechanism figure on request.
 
-An inner session starts fault servers (tests/fault_server.py) through the launch hook, each printing the
+An inner session starts fault servers (tests/support/fault_server.py) through the launch hook, each printing the
 start-up lines vLLM 0.26 logged on the H200 (docs/benchmarks.md, "On a lent GPU") before it serves: the
 n-gram side "Async scheduling not supported with ngram-based speculative decoding and will be disabled."
 and "Model Runner V2 does not yet support ngram; using the V1 model runner.", the reference neither.  Before
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import MODEL
+from tests.support.fault_suite import MODEL
+from tests.support import SUPPORT
 
-FAULT = str(Path(__file__).resolve().parents[1] / "fault_server.py")
+FAULT = str(SUPPORT / "fault_server.py")
 
 NGRAM_LINES = """\
 (APIServer pid=1) INFO 11-27 10:00:00 [api_utils.py:286] non-default args: {'model': 'm', 'dtype': 'bfloat16', 'enforce_eager': True, 'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 4}}

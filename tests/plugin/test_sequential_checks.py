@@ -1,7 +1,7 @@
 """Checks measured until decided (--specdec-repeats auto): at the minimum, with sends again on the running SD
 server, undecided at the cap (not a pass; strict fails it), and acceptance never counted twice on a draw.
 
-An inner session starts fault servers (tests/fault_server.py) through the launch hook: the reference paces
+An inner session starts fault servers (tests/support/fault_server.py) through the launch hook: the reference paces
 every chunk alike, the SD side faster, and with ``--content-spread`` at a pace that depends on the prompt,
 as SD's does on what it can draft.  Each draw of the workload then has its own speedup, and the spread
 between two draws is content, not timing: what the sequential rule has to tell apart.
@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_faults import MODEL
+from tests.support.fault_suite import MODEL
+from tests.support import SUPPORT
 
-FAULT = str(Path(__file__).resolve().parents[1] / "fault_server.py")
+FAULT = str(SUPPORT / "fault_server.py")
 
 CONFTEST = f"""
 import json, os, sys

@@ -4,7 +4,7 @@ gauges follow the requests in flight; tests/integration/test_measure_cpu.py read
 
 import json
 
-from test_faults import MODEL, FaultServers, _run_suite
+from tests.support.fault_suite import MODEL, FaultServers, run_suite
 
 SUITE = f"""
 import json, os
@@ -28,7 +28,7 @@ def test_both_sides_series_reach_the_row_and_a_queueing_sd_server_is_flagged(tmp
     try:
         urls = {"reference": servers.start("ok", chunk_s=0.05), "speculative": servers.start("queued", chunk_s=0.05)}
         (tmp_path / "test_loaded.py").write_text(SUITE)
-        done = _run_suite(tmp_path, urls, "--specdec-series-interval", "0.05", "--specdec-report", str(tmp_path / "r"))
+        done = run_suite(tmp_path, urls, "--specdec-series-interval", "0.05", "--specdec-report", str(tmp_path / "r"))
     finally:
         servers.stop()
     out = done.stdout + done.stderr

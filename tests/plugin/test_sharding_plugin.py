@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from test_gate import RESULTS_CONFTEST
+from tests.support.inner_results import RESULTS_CONFTEST
 
 SUITE = """
 import pytest

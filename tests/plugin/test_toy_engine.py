@@ -1,12 +1,12 @@
-"""Adding an engine is one module: a toy engine from tests/toy_engine.py, registered by a conftest with one
+"""Adding an engine is one module: a toy engine from tests/support/toy_engine.py, registered by a conftest with one
 call, measured end to end against a fault server speaking it, with nothing of pytest_specdec/ touched."""
 
 import shutil
-from pathlib import Path
 
-from test_faults import ENGINE_SUITE, FaultServers, _run_suite
+from tests.support.fault_suite import ENGINE_SUITE, FaultServers, run_suite
+from tests.support import SUPPORT
 
-TOY_ENGINE = Path(__file__).resolve().parents[1] / "toy_engine.py"
+TOY_ENGINE = SUPPORT / "toy_engine.py"
 
 CONFTEST = """
 from pytest_specdec.engines import register_engine
@@ -24,7 +24,7 @@ def test_a_toy_engine_from_one_file_runs_a_plugin_test_end_to_end(tmp_path, monk
     servers = FaultServers()
     try:
         urls = {"reference": servers.start("ok", dialect="toy"), "speculative": servers.start("ok", dialect="toy")}
-        done = _run_suite(tmp_path, urls)
+        done = run_suite(tmp_path, urls)
     finally:
         servers.stop()
     out = done.stdout + done.stderr
