@@ -153,7 +153,7 @@ FALLBACK_GPU_MEMORY_UTILIZATION = 0.9
 def installed_gpu_memory_utilization(find_spec: Callable | None = None) -> tuple[float, str]:
     """vLLM's default ``--gpu-memory-utilization`` and where it came from, without importing vLLM.
 
-    Importing vllm takes 15-45 s and initialises CUDA; the default is a literal
+    Importing vllm takes tens of seconds and initialises CUDA; the default is a literal
     in ``vllm/config/cache.py`` (``gpu_memory_utilization: float = Field(default=0.92, ...)``
     or ``= 0.92``), read here with ``ast``.
     """

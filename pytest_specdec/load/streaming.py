@@ -241,8 +241,8 @@ def run_cache_scope(isolate: bool = True) -> str:
     A reference server is shared by every SD configuration and test of a session, so it has served many
     runs before any given one; an SD server often only its warm-up.  With the server's prefix cache shared
     between runs, a reference run whose prompts an earlier run had sent was served from cache while SD
-    prefilled in full: the CPU build's dynamic-k sweep read a TTFT speedup of 0.45x one request at a time,
-    0.95x once both sides were started afresh.  One namespace per run keeps the cache within a run (shared
+    prefilled in full, and the TTFT speedup measured the cache, not SD (docs/benchmarks.md, "Figures the
+    code once quoted").  One namespace per run keeps the cache within a run (shared
     prefixes, a conversation's turns, a distribution test's samples of one prompt) and none across runs.
     """
     return uuid.uuid4().hex if isolate else ""

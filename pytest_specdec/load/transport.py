@@ -5,10 +5,8 @@ server it measures, or a fast server's TTFT and ITL measure the client.
 `benchmarks/client_overhead.py` compares this transport with httpx (what
 the client used before), with `vllm bench serve`'s aiohttp request function
 and with aiohttp doing this client's own per-event work, against the same
-streaming server; the README gives the figures (aiohttp came closest: 1.2x
-fewer events/s sustained, higher TTFT, 0.1 ms lower p50 ITL at 200-500
-streams).  A
-general HTTP library does work a token stream does not need (header
+streaming server, and prints the figures (docs/benchmarks.md keeps the
+ones measured).  A general HTTP library does work a token stream does not need (header
 objects, a reader abstraction per read, per-chunk bookkeeping), and that is
 most of its cost per event.
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # the result holds this part; the part reads the result's fie
     from .result import SpecDecResult
 
 # Draws whose speedups differ by more than this (and by more than twice one run's timing spread) are said not
-# to stand for the workload: n-gram's four-prompt draws of code edits differed by about 30% on the CPU build.
+# to stand for the workload: a few prompts of a varied workload can draft very differently from the next few
+# (docs/benchmarks.md, "Figures the code once quoted", has the spread seen on the CPU build).
 REPRESENTS = 0.10
 
 

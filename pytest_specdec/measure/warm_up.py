@@ -10,9 +10,9 @@ that are neither faster than the best earlier round by more than the noise
 (still warming) nor far slower than it (a server that keeps slowing down is
 not steady either), bounded in rounds and seconds.  Plain agreement of two
 neighbouring rounds is not enough on a CPU: n-gram rounds of the same two
-prompts on the CPU build moved by up to 30% from round to round with no trend
-(docs/benchmarks.md, "Figures the code once quoted"), so a 5% agreement never came, while no round after the fourth beat the best by more
-than noise.  A server that never settles is recorded as such and its
+prompts on the CPU build moved far from round to round with no trend
+(docs/benchmarks.md, "Figures the code once quoted"), so a close agreement
+never came, while no round after the fourth beat the best by more than noise.  A server that never settles is recorded as such and its
 comparisons are flagged (`SteadyState.steady`).
 
 The figure compared is each round's time per output token including the first

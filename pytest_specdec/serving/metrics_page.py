@@ -2,9 +2,8 @@
 
 ``httpx.get()`` builds a client for every call, and building one costs tens of ms of CPU (an SSL context
 loaded with the CA bundle, even for plain http), most of it with the interpreter's lock held.  The series sampler reads every 0.5 s on a thread of the load client's own process, so each read
-held the client's requests back: on vLLM's CPU build, a capacity probe's p99 dispatch lag (16 requests at
-2 requests/s) had a median of 4.2 ms with the series read and 0.4 ms without, and one probe in four went
-past the 10 ms client-bound limit and was run again (benchmarks/server_series.py measures it).  One client
+held the client's requests back, far enough to push a capacity probe past the client-bound limit and
+have it run again (benchmarks/server_series.py measures it; docs/benchmarks.md keeps the figures).  One client
 per run pays that once, before the run's first request.
 """
 

@@ -39,8 +39,8 @@ from .ports import claim_port
 from .server import LaunchRequest, ManagedServer, ServerStartError
 
 DEFAULT_KV_CACHE_BYTES = 1024**3  # plenty for SmolLM2 on the CPU build
-# A vLLM CPU server of the bundled model holds about 4 GiB (API server, engine core, worker with its KV
-# cache): room for the next start after one more is parked.
+# Room for the next start after one more vLLM CPU server of the bundled model is parked: such a server holds
+# an API server, an engine core and a worker with its KV cache (docs/benchmarks.md has its measured size).
 PARK_MIN_AVAILABLE = 8 * 1024**3
 
 Launcher = Callable[[LaunchRequest], list]

@@ -14,9 +14,9 @@ from typing import Any
 
 from .metric_names import canonical_metric
 
-# Default tolerances, as fractions of the baseline.  Run-to-run noise here is
-# about 3% for throughput and TPOT, so 10% is ~3 sd: clear of noise, tight
-# enough to catch a lost SD win.  TTFT and E2E include queueing and prefill
+# Default tolerances, as fractions of the baseline.  10% for throughput and
+# TPOT is about three times their run-to-run noise on the machines measured
+# (docs/benchmarks.md): clear of noise, tight enough to catch a lost SD win.  TTFT and E2E include queueing and prefill
 # scheduling, which wobble more: 15%.  Tail percentiles (p95/p99) come from the
 # few slowest requests of a run and jump around: 25%.  Acceptance depends on
 # the outputs, not the clock, and holds to 5%.  Speedups are not the low-noise

@@ -151,7 +151,7 @@ class Capacity:
 
         A probe near the true capacity holds or fails by chance: with a hold probability falling
         smoothly over 5-10% of load around it, the bare bracket missed the truth in 23-29% of 400
-        simulated searches, the widened one in 0-0.5% (tests/unit/test_capacity_intervals.py).
+        simulated searches, the widened one in 0-0.5% (tests/unit/measure/capacity/test_capacity_intervals.py).
         """
         lo, hi = self.interval
         widen = 1 + self.resolution / 2

@@ -11,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parents[3] / "pytest_specdec"
 FIGURE = re.compile(r"\d+(\.\d+)?\s?(ms|s\b|%|x\b|tok/s|minutes)")
 ON_A_BOX = re.compile(
     r"measured here|here:|\bhere\b.*\d|on (one|a|this) (shared )?(2-core )?box|2-core box|two cores|in CI\b|"
-    r"CI-like run|20\d\d-\d\d-\d\d|on the H100|one such host",
+    r"CI-like run|20\d\d-\d\d-\d\d|on the H100|one such host|(on|in) (vLLM's )?(the )?CPU build|came closest|"
+    r"differed by|read a\b",
     re.I,
 )
 
