@@ -114,7 +114,9 @@ def server_figures(before: dict[str, float], after: dict[str, float]) -> dict[st
         figures[f"mean_{key}_ms"] = 1000 * delta[f"{name}_sum"] / count
     # At concurrency 1 the requests follow each other: the server's output throughput is its tokens over
     # the time it spent on them.
-    figures["output_throughput"] = delta[SERVER_COUNTERS["generation_tokens"]] / delta[f"{SERVER_HISTOGRAMS['e2el']}_sum"]
+    figures["output_throughput"] = (
+        delta[SERVER_COUNTERS["generation_tokens"]] / delta[f"{SERVER_HISTOGRAMS['e2el']}_sum"]
+    )
     return figures
 
 
@@ -209,7 +211,9 @@ def compare(
                     ("plugin", lambda: with_server_figures(server, lambda: plugin_round(server, prompts, pattern))),
                     (
                         "vllm bench serve",
-                        lambda: with_server_figures(server, lambda: vllm_round(flags, work, f"c{level}-r{round_}.json")),
+                        lambda: with_server_figures(
+                            server, lambda: vllm_round(flags, work, f"c{level}-r{round_}.json")
+                        ),
                     ),
                 ]
                 for client, measure in pair if round_ % 2 == 0 else pair[::-1]:

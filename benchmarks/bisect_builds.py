@@ -1,7 +1,7 @@
 """`pytest-specdec bisect` over real llama.cpp builds, the later ones made bad by a planted change.
 
 Builds are the Pythons of environments holding xllamacpp releases (scripts/build-env makes them), oldest
-first. From --plant-from on, each is wrapped (tests/planted_build.py) so that its n-gram drafter looks up
+first. From --plant-from on, each is wrapped (tests/support/planted_build.py) so that its n-gram drafter looks up
 5-token keys instead of the marker's 3, after which it drafts nothing on these prompts: a silent change
 introduced in one build and kept in the ones after, as a bisect assumes. The suite gates acceptance on
 code edits; the bisect must name the first wrapped build.
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.planted_build import plant  # noqa: E402
+from tests.support.planted_build import plant  # noqa: E402
 
 PLANTED = {"speculative.ngram_simple.size_n": 5}
 SUITE = """

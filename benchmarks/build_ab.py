@@ -3,7 +3,7 @@
 Three measurements, each a set of real pytest sessions on this machine, one server at a time:
 
   rates     the gate's false-alarm and detection rates: RUNS sessions of the real llama.cpp build against
-            itself (A/A) and RUNS of a planted regression (tests/planted_build.py: the n-gram draft cut from
+            itself (A/A) and RUNS of a planted regression (tests/support/planted_build.py: the n-gram draft cut from
             four tokens to three behind a wrapper) against the real build, sessions alternating, every
             figure `assert_no_regression()` gates by default (speedup, acceptance, tok/s, TPOT, TTFT);
   llamacpp  xllamacpp 2026.10 (this environment) against an older build (--older PYTHON), n-gram on code
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_specdec.report.builds import builds_lines  # noqa: E402
-from tests.planted_build import plant  # noqa: E402
+from tests.support.planted_build import plant  # noqa: E402
 
 BUNDLED = "specdec:smollm2-135m"
 SUITES = {

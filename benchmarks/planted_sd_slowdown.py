@@ -1,4 +1,4 @@
-"""How much slower tests/planted_build.py's SD-only plant makes llama.cpp's SD server, on real servers.
+"""How much slower tests/support/planted_build.py's SD-only plant makes llama.cpp's SD server, on real servers.
 
 Rounds of four servers, one at a time (the order reversed every other round, so drift on a shared box
 falls on both builds alike): the real build's SD server, the planted build's SD server, and each build's
@@ -36,7 +36,7 @@ from pytest_specdec.engines.llamacpp import DEFAULT_CONTEXT, DEFAULT_SLOTS, SHIM
 from pytest_specdec.load.workloads import resolve_workload  # noqa: E402
 from pytest_specdec.serving.gguf_models import resolve_gguf  # noqa: E402
 from pytest_specdec.serving.models import resolve_model  # noqa: E402
-from tests.planted_build import SD_SLOWER, plant  # noqa: E402
+from tests.support.planted_build import SD_SLOWER, plant  # noqa: E402
 
 BUNDLED = "specdec:smollm2-135m"
 # The n-gram settings of tests/integration/test_builds_sequential_cpu.py (k=4, n-gram length 3).

@@ -85,7 +85,7 @@ def test_ngram_on_code_edits(specdec):
     result.assert_no_regression(metrics=RATIOS + PER_REQUEST)
 
 
-# The README's first test, as it is there (tests/unit/test_readme.py keeps the two the same).
+# The README's first test, as it is there (tests/unit/project/test_readme.py keeps the two the same).
 # Suffix decoding's acceptance is not bit-for-bit repeatable on this build: the same prompts gave 54% and 57%
 # accepted (1.70x and 1.92x) in two sessions, beyond the 5% acceptance default; the tolerance marker says so.
 # Per request (vLLM's per-step arrays), one request in ten below 1.2 tokens per drafted step means suffix

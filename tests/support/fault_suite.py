@@ -82,7 +82,7 @@ def run_suite(directory: Path, urls: dict, *extra: str) -> subprocess.CompletedP
     env["FAULT_URLS"] = str(directory / "urls.json")
     # Sixteen fault servers share two cores with the client here, so its dispatch lag can pass 10 ms
     # (27 ms seen while other work ran) and mark a run client-bound: not what this matrix is about, and
-    # the client-bound verdict has its own tests (tests/unit/test_unavailable.py).
+    # the client-bound verdict has its own tests (tests/unit/report/test_unavailable.py).
     return subprocess.run(
         [
             sys.executable,

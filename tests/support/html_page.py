@@ -1,5 +1,6 @@
 """A report row and a parser of the HTML report's page, for the HTML report's tests."""
 
+import io
 from html.parser import HTMLParser
 
 
@@ -64,3 +65,11 @@ class Page(HTMLParser):
 
     def attrs_of(self, tag):
         return [attrs for name, attrs in self.tags if name == tag]
+
+
+def tiny_png(colour=(200, 30, 30)):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 3), colour).save(buffer, format="PNG")
+    return buffer.getvalue()

@@ -8,7 +8,7 @@ import re
 from pytest_specdec.report.html import render_html
 from pytest_specdec.report.html_sections import FLAG_LEGEND, NOT_COMPARED
 
-from tests.support.html_page import Page, row
+from tests.support.html_page import Page, row, tiny_png
 
 FIGURES = [
     {
@@ -202,8 +202,6 @@ def test_reasons_shared_by_many_rows_are_listed_once():
 
 def test_a_history_page_leads_with_its_regressions_and_claims_nothing_of_a_session_it_was_not_given():
     from pytest_specdec.report.html import TrendFigure
-
-    from test_html_report import tiny_png
 
     text = render(
         [],

@@ -1,7 +1,6 @@
 """report.html as text: escaping, rows without figures, inline PNGs, nothing fetched, trend figures."""
 
 import base64
-import io
 import re
 
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from pytest_specdec.report.files import report_title, write_report
 from pytest_specdec.report.html import TrendFigure, render_html, write_html
 from pytest_specdec.report.plots import PlotImage
-from tests.support.html_page import row, Page
+from tests.support.html_page import Page, row, tiny_png
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EVIL = 'tests/t.py::test_sd[<script>alert("x")</script>]'
@@ -34,14 +33,6 @@ def unmeasured(test="tests/t.py::test_sd[crashed]"):
         "match_rate": None,
         "per_position_acceptance": [],
     }
-
-
-def tiny_png(colour=(200, 30, 30)):
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (4, 3), colour).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def render(rows, **kwargs):
