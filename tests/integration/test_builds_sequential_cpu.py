@@ -23,7 +23,10 @@ mostly prefill, so the workload is random tokens on 32-token prompts (a code edi
 costs about half what 96-token code edits did, and the slowest 2-core boxes need the most draws
 (docs/benchmarks.md, "CI on a slow box").  What the prompts say does not matter here: both builds send the
 same ones, and the check is timing.  SD's runs are paired by draw and both builds' references read apart
-(verdict.sequential.evidence), so two draws can decide when the runs agree.
+(verdict.sequential.evidence), so two draws can decide when the runs agree.  Six prompts a run, not three: with
+three, one run's timing spread reached 7% on a 2-core box and both tests ended undecided at the cap of 8
+draws a side (the SD-slow build at 0.900, 0.79-1.02; the A/A at 0.961, 0.88-1.05), where the zone between a
+10% drop and none needs runs that agree better than that (docs/benchmarks.md has the runs).
 
 The row's runs cell says how measuring stopped as its decision does: "N (decided at the minimum)" at two
 draws, "N (decided)" after more.
@@ -67,7 +70,7 @@ NGRAM = {{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 3
 
 @pytest.mark.specdec(model="{BUNDLED}", engine="llamacpp", speculative_config=NGRAM, server_args=["-t", "1"])
 @pytest.mark.workload("random_s", input_len=32, output_len=48)
-@pytest.mark.access_pattern("throughput_low", num_prompts=3)
+@pytest.mark.access_pattern("throughput_low", num_prompts=6)
 def test_ngram_speedup(specdec):
     result = specdec.run()
     result.accept_flags("ttft_at_concurrency_1")  # one thread prefilling fresh 32-token prompts: see above
