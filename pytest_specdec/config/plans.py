@@ -15,6 +15,7 @@ from ..load.patterns import AccessPattern, PatternError, resolve_pattern
 from .spec import MarkerError, ServerSpec, parse_specdec_marker
 from ..engines import engine_named
 from ..engines.base import EngineConfigError
+from ..engines.forced_acceptance import forced_acceptance
 from ..verdict.tolerances import parse_tolerance_marker
 from ..load.workloads import CATALOG as WORKLOAD_CATALOG
 from ..load.workloads import MissingDataPath, Workload, WorkloadError, resolve_workload
@@ -131,6 +132,18 @@ def plan_for(get_marker: Callable[[str], Any], settings, workloads: dict, patter
     except (WorkloadError, PatternError) as exc:
         which = "workload" if isinstance(exc, WorkloadError) else "access_pattern"
         return Plan(error=f"invalid @pytest.mark.{which}: {exc}")
+    forced = forced_acceptance(spec.speculative_config)
+    if forced is not None:
+        try:  # the engine, its build and the device must be able to force it (engines/forced_acceptance.py)
+            engine_named(spec.engine).check_forced(spec, forced, None if spec.endpoints else settings.device)
+        except EngineConfigError as exc:
+            return Plan(error=f"invalid @pytest.mark.specdec: {exc}")
+        if plan.workload is not None and not plan.workload.ignore_eos:
+            return Plan(
+                error=f"invalid @pytest.mark.workload: {plan.workload.name} lets requests stop at the model's end "
+                f"of sequence (stop='natural'), and under forced acceptance the two sides' outputs differ, so they "
+                f"would decode different amounts: forced acceptance needs stop='length'"
+            )
     memory_marker = get_marker("specdec_gpu_memory")
     if memory_marker is not None:
         mib = memory_marker.args[0] if len(memory_marker.args) == 1 and not memory_marker.kwargs else None

@@ -13,6 +13,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ..engines import ENGINE_MODULES, EngineConfigError, engine_named
+from ..engines.forced_acceptance import forced_acceptance
 from ..engines.server_spec import (
     DEFAULT_ENGINE,
     KNOWN_METHODS,
@@ -158,6 +159,7 @@ def _check_speculative_config(value: Any, methods: frozenset[str]) -> dict[str, 
         raise MarkerError("speculative_config.model", f"method {method!r} needs a draft model")
     if "model" in config:
         _check_model("speculative_config.model", config["model"])
+    forced_acceptance(config)  # a forced acceptance, if any, as vLLM's SpeculativeConfig would take it
     return config
 
 

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from . import constraint_words
 from .counters import SpecDecodeCounters
+from .forced_acceptance import FORCING_KEY, ForcedAcceptance
 from .registry import engine_named
 from .per_request import PER_REQUEST_FIELDS  # noqa: F401 - the vocabulary `request_sd` speaks
 from .rerun import RerunRequest, plugin_replay
@@ -196,6 +197,20 @@ class Engine:
                 f"cannot run method {spec.method!r}; it runs {sorted(self.methods)}",
             )
 
+    # Whether it turns a forced mean length into per-position rates the least-variance way (engines.
+    # forced_acceptance.honoured_band): False where the plugin cannot read how it does.
+    forced_schedule_known = False
+
+    def check_forced(self, spec: "ServerSpec", forced: ForcedAcceptance, device: str | None) -> None:
+        """Refuse, at collection, a forced acceptance (engines.forced_acceptance) this engine, its build or the
+        session's device cannot set.  An engine that forces acceptance overrides this; the rest refuse it."""
+        raise EngineConfigError(
+            self.title,
+            f"speculative_config.{FORCING_KEY}",
+            "has no setting the plugin knows that forces acceptance (engines/forced_acceptance.py lists those "
+            "it translates)",
+        )
+
     def check_endpoint(self, endpoint: str) -> None:
         """Refuse a workload's endpoint this engine cannot serve as measured (called at collection)."""
         if endpoint == "chat" and not self.chat_path:
@@ -301,6 +316,11 @@ class Engine:
 
     def facts_from_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """What the server's environment settles that its log does not say (vLLM's model runner): none by default."""
+        return {}
+
+    def spec_env(self, spec: "ServerSpec") -> dict[str, str]:
+        """Environment the server of `spec` must have, over the session's: what its config sets through the
+        environment on this engine (forced acceptance on SGLang and TensorRT-LLM).  None by default."""
         return {}
 
     def launch_env(self) -> dict[str, str]:

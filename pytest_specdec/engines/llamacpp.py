@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, is_python, ngram_sizes, refuse_unknown
+from .forced_acceptance import FORCING_KEY, forced_keys, ForcedAcceptance, forced_acceptance
 from .per_request import ACCEPTED, DRAFTED
 
 TITLE = "llama.cpp"
@@ -83,6 +84,9 @@ OWN_FLAGS = frozenset(
         "--spec-ngram-simple-size-n",
         "--spec-ngram-simple-size-m",
         "--spec-ngram-simple-min-hits",
+        # Forced acceptance the marker declares (speculative_config's synthetic keys): a copy would override it.
+        "--spec-synth-len",
+        "--spec-synth-rates",
         # The same settings under the names builds before the 2026 refactor take (`LEGACY_FLAGS`), and aliases.
         "--spec-ngram-size-n",
         "--spec-ngram-size-m",
@@ -135,6 +139,35 @@ def knows_current_flags(binary: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return True
     return NEW_FLAG_PROBE in done.stdout + done.stderr
+
+
+# Forced acceptance's flags (ggml-org/llama.cpp#27711); a build whose --help lacks them cannot force.
+FORCED_FLAG_PROBE = "--spec-synth-len"
+# The shim's xllamacpp has forced acceptance when its speculative parameters have `synth_len`.
+_SYNTH_PROBE = (
+    "import sys, xllamacpp; sys.stdout.write(str(hasattr(xllamacpp.CommonParams().speculative, 'synth_len')))"
+)
+
+
+@functools.lru_cache(maxsize=None)
+def knows_forced_acceptance(program: tuple[str, ...]) -> bool:
+    """Whether the llama-server `program` runs (a binary, or the xllamacpp shim under a Python) can force
+    acceptance: the binary's own --help, the shim's xllamacpp's parameters.  Read once per program."""
+    probe = [program[0], "-c", _SYNTH_PROBE] if len(program) > 1 else [program[0], "--help"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.stdout.strip() == "True" if len(program) > 1 else FORCED_FLAG_PROBE in done.stdout + done.stderr
+
+
+def forced_flags(forced: ForcedAcceptance | None) -> list[str]:
+    """llama-server's flags for a forced acceptance: the mean length as declared, else the per-position rates."""
+    if forced is None:
+        return []
+    if forced.declared_length is not None:
+        return ["--spec-synth-len", f"{forced.declared_length:g}"]
+    return ["--spec-synth-rates", ",".join(f"{rate:g}" for rate in forced.rates)]
 
 
 def legacy_flags(arguments: list[str]) -> list[str]:
@@ -203,7 +236,7 @@ class LlamaCpp(Engine):
                 raise EngineConfigError(
                     TITLE, "speculative_config.model", "needs the draft model's GGUF for method 'draft_model'"
                 )
-            refuse_unknown(TITLE, config, {"num_speculative_tokens", "model", "p_min"})
+            refuse_unknown(TITLE, config, {"num_speculative_tokens", "model", "p_min", *forced_keys(config)})
             p_min = config.get("p_min", 0)
             if p_min is not None and (
                 isinstance(p_min, bool) or not isinstance(p_min, (int, float)) or not 0 <= p_min <= 1
@@ -220,6 +253,16 @@ class LlamaCpp(Engine):
                 config,
                 {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"},
                 "n-gram lookup takes no draft model",
+            )
+
+    def check_forced(self, spec, forced: ForcedAcceptance, device: str | None) -> None:
+        program = tuple(server_program(sys.executable, spec.build))
+        if not knows_forced_acceptance(program):
+            raise EngineConfigError(
+                TITLE,
+                f"speculative_config.{FORCING_KEY}",
+                f"{' '.join(program)} cannot force acceptance (no {FORCED_FLAG_PROBE} in its --help, or no synth_len "
+                "in its xllamacpp; llama.cpp added it in ggml-org/llama.cpp#27711, xllamacpp in 2026.10)",
             )
 
     def command(self, launch: LaunchRequest) -> list[str]:
@@ -252,6 +295,7 @@ class LlamaCpp(Engine):
                 command += ["--spec-draft-n-max", str(k), "--spec-draft-n-min", "0"]
                 if (p_min := config.get("p_min", 0)) is not None:
                     command += ["--spec-draft-p-min", f"{p_min:g}"]
+                command += forced_flags(forced_acceptance(config))
             else:
                 command += [
                     "--spec-type",

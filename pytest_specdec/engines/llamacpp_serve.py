@@ -48,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spec-ngram-simple-size-n", type=int, default=None)
     p.add_argument("--spec-ngram-simple-size-m", type=int, default=None)
     p.add_argument("--spec-ngram-simple-min-hits", type=int, default=None)
+    # Forced acceptance (benchmarking only; ggml-org/llama.cpp#27711, xllamacpp 2026.10): a mean length
+    # counting the target's own token, or comma-separated unconditional per-position probabilities.
+    p.add_argument("--spec-synth-len", type=float, default=None)
+    p.add_argument("--spec-synth-rates", default=None)
     return p
 
 
@@ -79,7 +83,24 @@ def params_for(args: argparse.Namespace, xlc):
         _speculative(args, xlc, params.speculative)
     else:  # a build from before llama.cpp's speculative-parameters refactor
         _speculative_flat(args, xlc, params.speculative)
+    _forced(args, params.speculative)
     return params
+
+
+def _forced(args, speculative) -> None:
+    """Forced acceptance, where the build has it; a build without it is an error that names the flag (serving
+    a test unforced would measure another configuration than it declares)."""
+    if args.spec_synth_len is None and args.spec_synth_rates is None:
+        return
+    if not hasattr(speculative, "synth_len"):
+        raise SystemExit(
+            "llamacpp_serve: --spec-synth-len/--spec-synth-rates: this xllamacpp has no forced acceptance "
+            "(CommonParamsSpeculative.synth_len; xllamacpp 2026.10 has it)"
+        )
+    if args.spec_synth_len is not None:
+        speculative.synth_len = args.spec_synth_len
+    if args.spec_synth_rates is not None:
+        speculative.synth_rates = [float(rate) for rate in args.spec_synth_rates.split(",")]
 
 
 def _speculative(args, xlc, speculative) -> None:

@@ -22,11 +22,17 @@ from typing import Any, Mapping
 
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, refuse_unknown
 from .per_request import ACCEPTED, DRAFT_LENGTH, DRAFTED, HISTOGRAM, PER_STEP_ACCEPTED, PER_STEP_DRAFTED, PROBLEM, STEPS
+from .forced_acceptance import FORCING_KEY, forced_keys, LENGTH_KEY, RATES_KEY, ForcedAcceptance, forced_acceptance
 
 TITLE = "SGLang"
 # vLLM method -> SGLang --speculative-algorithm.
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"}
 DRAFT_METHODS = frozenset({"eagle", "eagle3", "draft_model"})
+# Forced acceptance (engines/forced_acceptance.py) through the environment (sgl-project/sglang#10771, srt/environ.py):
+# a mean length counting the target's token, applied in the EAGLE verify step shared by EAGLE, EAGLE-3 and MTP.
+SIMULATE_LENGTH = "SGLANG_SIMULATE_ACC_LEN"
+SIMULATE_METHOD = "SGLANG_SIMULATE_ACC_METHOD"
+SIMULATED_METHODS = frozenset({"eagle", "eagle3", "mtp"})
 # Flags `command` sets itself: a second copy in server_args would silently win (argparse keeps the last).
 OWN_FLAGS = (
     "--model-path",
@@ -277,7 +283,34 @@ class SGLang(Engine):
                 raise EngineConfigError(TITLE, f"speculative_config.{key}", WINDOW_REFUSAL.format(key=key))
         understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
         why = "mtp drafts with the target's own layers" if method == "mtp" else ""
-        refuse_unknown(TITLE, config, understood, why)
+        refuse_unknown(TITLE, config, understood | forced_keys(config), why)
+
+    forced_schedule_known = True  # match-expected: the floor or the ceiling of the length, weighted to its mean
+
+    def check_forced(self, spec, forced: ForcedAcceptance, device: str | None) -> None:
+        if spec.method not in SIMULATED_METHODS:
+            raise EngineConfigError(
+                TITLE,
+                f"speculative_config.{FORCING_KEY}",
+                f"simulates acceptance in its EAGLE verify step (speculative/eagle_utils.py), which serves "
+                f"{', '.join(sorted(SIMULATED_METHODS))}; for method {spec.method!r} the plugin has not "
+                "confirmed it applies",
+            )
+        if forced.declared_length is None:
+            raise EngineConfigError(
+                TITLE,
+                f"speculative_config.{RATES_KEY}",
+                f"simulates a mean acceptance length only ({SIMULATE_LENGTH}), not per-position rates: "
+                f"declare {LENGTH_KEY}",
+            )
+
+    def spec_env(self, spec) -> dict[str, str]:
+        forced = forced_acceptance(spec.speculative_config)
+        if forced is None:
+            return {}
+        # The length counts the target's own token, as ours does; "match-expected" keeps its mean (older
+        # builds defaulted to "multinomial", a clamped normal whose mean is not the length asked for).
+        return {SIMULATE_LENGTH: f"{forced.length:g}", SIMULATE_METHOD: "match-expected"}
 
     acceptance_counting = ACCEPTANCE_COUNTING
 

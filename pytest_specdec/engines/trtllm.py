@@ -18,9 +18,13 @@ from typing import Any, Mapping
 from .base import Engine, EngineConfigError, LaunchRequest, draft_length, ngram_sizes, refuse_unknown
 from .rerun import with_files_written
 from .per_request import ACCEPTED, STEPS
+from .forced_acceptance import forced_keys, LENGTH_KEY, RATES_KEY, ForcedAcceptance, forced_acceptance
 
 TITLE = "TensorRT-LLM"
 DRAFT_METHODS = frozenset({"eagle3", "draft_model"})
+# Forced acceptance (engines/forced_acceptance.py) through the environment (NVIDIA/TensorRT-LLM#9371,
+# _torch/speculative/interface.py): how many drafts every step accepts; 0 turns it off.
+FORCE_ACCEPTED = "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
 # EagleDecodingConfig on the PyTorch backend runs the EAGLE-3 modes only: an EAGLE-1/2 head given as
 # method "eagle" would be loaded as an EAGLE-3 drafter and measure something else.
 EAGLE_REFUSAL = (
@@ -203,7 +207,34 @@ class TensorRTLLM(Engine):
             understood = {"num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
         else:
             understood = {"num_speculative_tokens", "model"} if method in DRAFT_METHODS else {"num_speculative_tokens"}
-        refuse_unknown(TITLE, config, understood)
+        refuse_unknown(TITLE, config, understood | forced_keys(config))
+
+    forced_schedule_known = True  # a whole number of drafts every step
+
+    def check_forced(self, spec, forced: ForcedAcceptance, device: str | None) -> None:
+        if forced.declared_length is None:
+            raise EngineConfigError(
+                TITLE,
+                f"speculative_config.{RATES_KEY}",
+                f"forces a number of accepted drafts per step ({FORCE_ACCEPTED}), not per-position rates: "
+                f"declare {LENGTH_KEY}",
+            )
+        accepted = forced.declared_length - 1
+        if accepted != int(accepted):
+            raise EngineConfigError(
+                TITLE,
+                f"speculative_config.{LENGTH_KEY}",
+                f"reads {FORCE_ACCEPTED} as a whole number of accepted drafts on its two-model path (a fraction "
+                f"there turns forcing off with a warning; NVIDIA/TensorRT-LLM#13569 added fractions to the "
+                f"one-model path only): declare a whole length, got {forced.declared_length:g}",
+            )
+
+    def spec_env(self, spec) -> dict[str, str]:
+        forced = forced_acceptance(spec.speculative_config)
+        if forced is None or forced.declared_length is None:
+            return {}
+        # Accepted drafts per step, the target's own token not counted (speculative/interface.py).
+        return {FORCE_ACCEPTED: str(int(forced.declared_length - 1))}
 
     def served_name(self, launch: LaunchRequest) -> str:
         """trtllm-serve serves a local model directory under its basename (`OpenAIServer`), a hub id as given;

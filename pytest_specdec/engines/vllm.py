@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .server_spec import BUNDLED_PREFIX
-from .base import Engine, LaunchRequest, package_version
+from .base import Engine, EngineConfigError, LaunchRequest, package_version
+from .forced_acceptance import FORCING_KEY, LENGTH_KEY, ForcedAcceptance
 from .rerun import RerunRequest, plugin_replay
 from .vllm_bench import bench_command, bench_serve_flags
 from .counters import Sample, SpecDecodeCounters, parse_prometheus
@@ -69,30 +70,41 @@ def build_command(launch: LaunchRequest) -> list[str]:
     return command
 
 
-_PROBE = (
+_SOURCE_PROBE = (
     "import importlib.util, pathlib, sys; spec = importlib.util.find_spec('vllm'); "
-    "path = spec and spec.origin and pathlib.Path(spec.origin).parent / 'engine' / 'arg_utils.py'; "
-    f"sys.stdout.write(str(bool(path and path.is_file() and {PER_REQUEST_METRICS_FLAG!r} in path.read_text())))"
+    "path = spec and spec.origin and pathlib.Path(spec.origin).parent / sys.argv[1]; "
+    "sys.stdout.write(str(bool(path and path.is_file() and sys.argv[2] in path.read_text())))"
 )
 
 
 @functools.lru_cache(maxsize=None)
-def supports_per_request_metrics(python: str = sys.executable) -> bool:
-    """Whether the vLLM that `python` would run knows ``--per-request-spec-decode-metrics``.
+def source_mentions(python: str, relative: str, needle: str) -> bool:
+    """Whether the vLLM that `python` would run has `needle` in its source file `relative` (under vllm/).
 
-    Read from vLLM's argument definitions on disk rather than by importing
-    vLLM (seconds, and torch) or asking a server (an unknown flag would stop
-    it): checked once per Python.
+    Read on disk rather than by importing vLLM (seconds, and torch) or asking a server (an unknown flag or key
+    would stop it): checked once per Python, file and word.
     """
     if python == sys.executable:
         spec = importlib.util.find_spec("vllm")
-        path = spec.origin and Path(spec.origin).parent / "engine" / "arg_utils.py" if spec else None
-        return bool(path and path.is_file() and PER_REQUEST_METRICS_FLAG in path.read_text(encoding="utf-8"))
+        path = spec.origin and Path(spec.origin).parent / relative if spec else None
+        return bool(path and path.is_file() and needle in path.read_text(encoding="utf-8"))
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", _SOURCE_PROBE, relative, needle], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.stdout.strip() == "True"
+
+
+def supports_per_request_metrics(python: str = sys.executable) -> bool:
+    """Whether the vLLM that `python` would run knows ``--per-request-spec-decode-metrics``."""
+    return source_mentions(python, "engine/arg_utils.py", PER_REQUEST_METRICS_FLAG)
+
+
+def knows_forced_acceptance(python: str = sys.executable) -> bool:
+    """Whether the vLLM that `python` would run has synthetic rejection sampling (vllm-project/vllm#38045)."""
+    return source_mentions(python, "config/speculative.py", LENGTH_KEY)
 
 
 SD_PREFIX = "vllm:spec_decode_"
@@ -279,6 +291,28 @@ class Vllm(Engine):
     def check(self, spec) -> None:
         # vLLM's vocabulary is the marker's: its methods are checked where the marker is parsed.
         self.check_flags(spec)
+
+    forced_schedule_known = True  # SpeculativeConfig resolves a length the least-variance way
+
+    def check_forced(self, spec, forced: ForcedAcceptance, device: str | None) -> None:
+        # The keys are vLLM's own and go to --speculative-config as written; what can refuse them is the build.
+        if device == "cpu":
+            raise EngineConfigError(
+                self.title,
+                f"speculative_config.{FORCING_KEY}",
+                "forces acceptance on GPUs only: its CPU build parses the keys, then fails the first sampled step with "
+                "'Synthetic acceptance not supported with CPU sampling' "
+                "(vllm/utils/cpu_triton_utils.py: the CPU sampling kernels do not implement it); "
+                "run this test with --specdec-gpu, or on llama.cpp",
+            )
+        python = spec.build or sys.executable
+        if not knows_forced_acceptance(python):
+            raise EngineConfigError(
+                self.title,
+                f"speculative_config.{FORCING_KEY}",
+                f"build at {python} has no synthetic rejection sampling (no {LENGTH_KEY} in its "
+                "vllm/config/speculative.py; vllm-project/vllm#38045 added it)",
+            )
 
     def flag_name(self, flag: str) -> str:
         # vLLM's FlexibleArgumentParser reads `--a_b` as `--a-b`, and `--speculative-config.KEY V` as one key of

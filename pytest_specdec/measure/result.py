@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..engines import engine_named
 from ..engines.server_spec import DEFAULT_ENGINE, ServerSpec
 from ..engines.counters import SpecDecodeCounters
+from ..engines.forced_acceptance import ForcedAcceptance, forced_acceptance
 from ..verdict.metric_names import (
     SPEEDUP_METRICS,
     SPEEDUP_PREFIX,
@@ -269,6 +270,11 @@ class SpecDecResult:
             )
         return total
 
+    @property
+    def forced(self) -> ForcedAcceptance | None:
+        """The acceptance the SD server was told to force (engines.forced_acceptance), or None."""
+        return forced_acceptance(self.spec.speculative_config)
+
     def unavailable(self, metric: str) -> str | None:
         """Why `metric` (a speedup, acceptance or match figure, or a run metric) could not be
         measured, or None when it was.  An unavailable figure never passes a check."""
@@ -280,6 +286,11 @@ class SpecDecResult:
                 return "the SD server drafted nothing during the run (its counters did not move)"
             return None
         if metric == "match_rate":
+            if (forced := self.forced) is not None:
+                return (
+                    f"not applied {forced.label()}: the SD server accepts drafts whether or not they match the "
+                    "target, so its outputs are not the target's"
+                )
             problems = [o.problem for o in self._comparisons() if o.problem]
             return problems[0] if problems else None
         if metric in ANALYSIS_FIGURES:

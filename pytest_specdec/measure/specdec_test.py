@@ -12,6 +12,7 @@ from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
 from ..serving.pool import ServerPool
 from ..serving.server import ManagedServer
+from ..verdict.assertions import check_forced_acceptance
 from .distribution_samples import drawer_for
 from .measurements import Measurements, RunError
 from .more_draws import arm
@@ -125,6 +126,8 @@ class SpecDecTest:
         self.results.append(result)
         self.measurements.on_event(f"{self.spec.label()}: {summary} ({time.monotonic() - began:.0f} s)")
         finish_constrained(self, result, seed, logprobs, unconstrained)
+        if not self.pattern.search and (forced := result.forced) is not None:
+            check_forced_acceptance(result, forced)  # a server that ignored it fails here, by name
         return result
 
     def sweep(

@@ -197,6 +197,7 @@ class ServerPool:
         for name, value in engine.launch_env().items():
             env.setdefault(name, value)
         env.update(spec.env)  # the spec's own (a reference on SD's engine path) over the session's
+        env.update(engine.spec_env(spec))  # what the config sets through the environment (forced acceptance)
         per_request_metrics = draft_config is not None and self._per_request_metrics(engine, spec.build or self.python)
         return LaunchRequest(
             spec=spec,

@@ -18,6 +18,8 @@ from typing import Sequence
 
 from ..formatting import NOTHING, figure
 from .metric_names import relative_change
+from ..engines import engine_named
+from ..engines.forced_acceptance import ForcedAcceptance, honoured_range
 
 TIE_THRESHOLD = 0.05  # nats between the reference's top-2 logprobs below which a divergence is a numerical tie
 
@@ -322,6 +324,28 @@ def classify_divergences(result, tie_threshold: float = TIE_THRESHOLD) -> list[D
                 )
             )
     return found
+
+
+def check_forced_acceptance(result, forced: ForcedAcceptance) -> None:
+    """The SD server accepted drafts at the mean length the test forced (engines.forced_acceptance), within
+    `honoured_range`: an engine or build that ignores the setting fails the test by name, never passes with
+    its natural acceptance measured as if forced."""
+    why = result.unavailable("acceptance_length")
+    if why:
+        raise AssertionError(unavailable_message(result, "forced acceptance", {"acceptance_length": why}))
+    steps = result.counters.num_drafts
+    requests = sum(1 for run in result.speculative_runs for record in run.records if record.success)
+    measured = result.acceptance_length
+    known = engine_named(result.spec.engine).forced_schedule_known
+    low, high = honoured_range(forced, steps, requests, known)
+    if low <= measured <= high:
+        return
+    raise AssertionError(
+        f"{result.spec.label()}: the server did not honour the forced acceptance: mean acceptance length "
+        f"{measured:.2f} over {steps:.0f} drafting steps of {requests} requests, forced {forced.length:.2f} "
+        f"(allowed {low:.2f}-{high:.2f}); its {result.spec.engine} build may ignore or lack the setting, and the "
+        "speedup measured is not the one at forced acceptance"
+    )
 
 
 def check_outputs_equivalent(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ...formatting import NOTHING
 from ...analysis.theory import falls_short
+from ...engines.forced_acceptance import forced_acceptance
+from ...engines.server_spec import MarkerError
 
 
 UNAVAILABLE = "unavailable"
@@ -120,6 +122,12 @@ def compact_config(row) -> str:
     """The SD column of the terminal's table: method and k, and the engine where it is not vLLM."""
     method = row.get("method") or "no SD"
     text = f"{method} k={row['k']}" if row.get("k") is not None else method
+    try:
+        forced = forced_acceptance(row.get("speculative_config") or None)
+    except MarkerError:  # a row merged from elsewhere with a config this plugin would refuse: no label
+        forced = None
+    if forced is not None:  # the figures are the engine's machinery at that acceptance, not the draft's
+        text += f" forced {forced.length:g}"
     engine = row.get("engine")
     return text + (f" on {engine}" if engine and engine != "vllm" else "")
 

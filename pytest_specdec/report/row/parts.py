@@ -7,6 +7,7 @@ from typing import Any
 
 from ...engines import engine_named
 from ...engines.server_spec import DEFAULT_ENGINE
+from ...engines.forced_acceptance import forced_acceptance
 
 
 # Where a cost per token is priced (`cost_operating_point`): the server's own maximum, never an offered load.
@@ -27,8 +28,10 @@ def sd_label(spec) -> str:
     label = spec.label()
     inner = label[label.index("[") + 1 : label.rindex("]")] if "[" in label else label
     engine = getattr(spec, "engine", DEFAULT_ENGINE)
+    forced = forced_acceptance(spec.speculative_config)
     return (
         inner
+        + (f" {forced.label()}" if forced is not None else "")
         + (f" {' '.join(spec.server_args)}" if spec.server_args else "")
         + (f" on {engine}" if engine != DEFAULT_ENGINE else "")
     )

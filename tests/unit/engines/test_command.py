@@ -5,6 +5,7 @@ import pytest
 from pytest_specdec.engines.base import LaunchRequest
 from pytest_specdec.engines.vllm import build_command
 from pytest_specdec.config.spec import parse_specdec_marker
+from tests.support.fake_vllm import python_with_vllm_files
 
 
 def launch(device, **marker):
@@ -125,19 +126,10 @@ def test_sd_servers_get_detailed_per_request_metrics_when_the_engine_has_them():
 
 
 def test_the_per_request_metrics_probe_reads_the_engine_without_importing_it(tmp_path):
-    import sys
-
     from pytest_specdec.engines.vllm import supports_per_request_metrics
 
     def engine(name, text):
-        root = tmp_path / name / "site"
-        (root / "vllm" / "engine").mkdir(parents=True)
-        (root / "vllm" / "__init__.py").write_text("raise SystemExit('the probe must not import vllm')\n")
-        (root / "vllm" / "engine" / "arg_utils.py").write_text(text)
-        python = tmp_path / f"python-{name}"
-        python.write_text(f"#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} \"$@\"\n")
-        python.chmod(0o755)
-        return str(python)
+        return python_with_vllm_files(tmp_path, name, {"engine/arg_utils.py": text})
 
     assert supports_per_request_metrics(engine("new", "'--per-request-spec-decode-metrics'")) is True
     assert supports_per_request_metrics(engine("old", "no such flag here")) is False
