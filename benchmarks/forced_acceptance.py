@@ -23,7 +23,8 @@ import tempfile
 from pathlib import Path
 
 from pytest_specdec import Measurements, ServerPool, ServerSpec
-from pytest_specdec.engines.forced_acceptance import forced_acceptance, honoured_range
+from pytest_specdec.engines.forced_acceptance import forced_acceptance
+from pytest_specdec.verdict.assertions import forced_range
 from pytest_specdec.load.patterns import resolve_pattern
 from pytest_specdec.load.workloads import resolve_workload
 
@@ -82,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 sd.metrics.output_throughput / ref.metrics.output_throughput for ref, sd in result.repeat_pairs()
             ]
             steps = result.counters.num_drafts
-            requests = sum(1 for run in result.speculative_runs for record in run.records if record.success)
-            low, high = honoured_range(forced, steps, requests, schedule_known=False)  # llama.cpp's: not read
+            low, high = forced_range(result, forced)  # what the plugin's own check allows
             measured = result.acceptance_length
             honoured = "honoured" if low <= measured <= high else "NOT honoured"
             median = statistics.median(speedups)

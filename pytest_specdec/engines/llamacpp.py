@@ -131,14 +131,20 @@ NEW_FLAG_PROBE = "--spec-draft-n-max"
 
 
 @functools.lru_cache(maxsize=None)
-def knows_current_flags(binary: str) -> bool:
-    """Whether a llama-server binary takes the flag names after the refactor, from its own ``--help``
-    (read once per binary). One that cannot say gets the current names; a failed start names the flag."""
+def help_text(binary: str) -> str | None:
+    """A llama-server binary's own ``--help``, read once per binary; None when it cannot be run."""
     try:
         done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return True
-    return NEW_FLAG_PROBE in done.stdout + done.stderr
+        return None
+    return done.stdout + done.stderr
+
+
+def knows_current_flags(binary: str) -> bool:
+    """Whether a llama-server binary takes the flag names after the refactor, from its own ``--help``.
+    One that cannot say gets the current names; a failed start names the flag."""
+    text = help_text(binary)
+    return text is None or NEW_FLAG_PROBE in text
 
 
 # Forced acceptance's flags (ggml-org/llama.cpp#27711); a build whose --help lacks them cannot force.
@@ -153,12 +159,13 @@ _SYNTH_PROBE = (
 def knows_forced_acceptance(program: tuple[str, ...]) -> bool:
     """Whether the llama-server `program` runs (a binary, or the xllamacpp shim under a Python) can force
     acceptance: the binary's own --help, the shim's xllamacpp's parameters.  Read once per program."""
-    probe = [program[0], "-c", _SYNTH_PROBE] if len(program) > 1 else [program[0], "--help"]
+    if len(program) == 1:
+        return FORCED_FLAG_PROBE in (help_text(program[0]) or "")
     try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([program[0], "-c", _SYNTH_PROBE], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return done.stdout.strip() == "True" if len(program) > 1 else FORCED_FLAG_PROBE in done.stdout + done.stderr
+    return done.stdout.strip() == "True"
 
 
 def forced_flags(forced: ForcedAcceptance | None) -> list[str]:

@@ -326,25 +326,34 @@ def classify_divergences(result, tie_threshold: float = TIE_THRESHOLD) -> list[D
     return found
 
 
+def _served(result) -> int:
+    """The requests SD's runs served (each one's last step may be cut short by its fixed length)."""
+    return sum(1 for run in result.speculative_runs for record in run.records if record.success)
+
+
+def forced_range(result, forced: ForcedAcceptance) -> tuple[float, float]:
+    """The mean acceptance lengths that count as the SD server honouring `forced` over what it served
+    (engines.forced_acceptance.honoured_range, with the engine's own way of resolving a length)."""
+    known = engine_named(result.spec.engine).forced_schedule_known
+    return honoured_range(forced, result.counters.num_drafts, _served(result), known)
+
+
 def check_forced_acceptance(result, forced: ForcedAcceptance) -> None:
     """The SD server accepted drafts at the mean length the test forced (engines.forced_acceptance), within
-    `honoured_range`: an engine or build that ignores the setting fails the test by name, never passes with
+    `forced_range`: an engine or build that ignores the setting fails the test by name, never passes with
     its natural acceptance measured as if forced."""
     why = result.unavailable("acceptance_length")
     if why:
         raise AssertionError(unavailable_message(result, "forced acceptance", {"acceptance_length": why}))
-    steps = result.counters.num_drafts
-    requests = sum(1 for run in result.speculative_runs for record in run.records if record.success)
     measured = result.acceptance_length
-    known = engine_named(result.spec.engine).forced_schedule_known
-    low, high = honoured_range(forced, steps, requests, known)
+    low, high = forced_range(result, forced)
     if low <= measured <= high:
         return
     raise AssertionError(
         f"{result.spec.label()}: the server did not honour the forced acceptance: mean acceptance length "
-        f"{measured:.2f} over {steps:.0f} drafting steps of {requests} requests, forced {forced.length:.2f} "
-        f"(allowed {low:.2f}-{high:.2f}); its {result.spec.engine} build may ignore or lack the setting, and the "
-        "speedup measured is not the one at forced acceptance"
+        f"{measured:.2f} over {result.counters.num_drafts:.0f} drafting steps of {_served(result)} requests, forced "
+        f"{forced.length:.2f} (allowed {low:.2f}-{high:.2f}); its {result.spec.engine} build may ignore or lack "
+        "the setting, and the speedup measured is not the one at forced acceptance"
     )
 
 

@@ -15,8 +15,8 @@ from typing import Any
 from .metric_names import canonical_metric
 
 # Default tolerances, as fractions of the baseline.  10% for throughput and
-# TPOT is about three times their run-to-run noise on the machines measured
-# (docs/benchmarks.md): clear of noise, tight enough to catch a lost SD win.  TTFT and E2E include queueing and prefill
+# TPOT: well clear of their run-to-run noise (docs/benchmarks.md has it), and
+# tight enough to catch a lost SD win.  TTFT and E2E include queueing and prefill
 # scheduling, which wobble more: 15%.  Tail percentiles (p95/p99) come from the
 # few slowest requests of a run and jump around: 25%.  Acceptance depends on
 # the outputs, not the clock, and holds to 5%.  Speedups are not the low-noise

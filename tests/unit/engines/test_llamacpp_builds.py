@@ -200,9 +200,9 @@ NGRAM_CONFIG = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_m
 
 @pytest.fixture
 def fresh_probe():
-    llamacpp.knows_current_flags.cache_clear()
+    llamacpp.help_text.cache_clear()
     yield
-    llamacpp.knows_current_flags.cache_clear()
+    llamacpp.help_text.cache_clear()
 
 
 def test_a_llama_server_from_before_the_refactor_gets_the_old_flag_names(tmp_path, monkeypatch, fresh_probe):
