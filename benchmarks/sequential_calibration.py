@@ -29,8 +29,13 @@ between the reference's runs and SD's (the bound check sends the reference again
 is what keeps it undecided, as `measure.more_draws.again_reference` does), a stored baseline or a baseline
 build from a session noisier than this one, and a stored baseline whose draws sent other prompts.
 
+And the gate at a forced acceptance (`forced`): there the engine accepts what it is told whatever the prompts
+say, so a draw's speedup no longer depends on its prompts and only the timing spread is left (content 0);
+the table puts the drop each gate fails in 90% of sessions beside the same gate on content-bound traffic.
+
     .venv/bin/python benchmarks/sequential_calibration.py [--sessions 400] [--seed 0] [--quick]
     .venv/bin/python benchmarks/sequential_calibration.py --conditions-only [--sessions 4000]
+    .venv/bin/python benchmarks/sequential_calibration.py --forced-only [--sessions 400]
 """
 
 from __future__ import annotations
@@ -309,6 +314,85 @@ def conditions(sessions: int, seed: int, content: float, rule: Rule) -> None:
     print(table(f"Conditions, {sessions} sessions a cell (margin of error at 5%: {margin:.1%})", heads, rows))
 
 
+FORCED_NOISES = (0.02, 0.03)  # the CPU build's timing spread a run (docs/deciding.md)
+FORCED_DROPS = (0.0, 0.05, 0.075, 0.10, 0.125, 0.15, 0.20, 0.30)
+FORCED_TOLERANCE = 0.10
+
+
+def forced(sessions: int, seed: int, content: float, rule: Rule) -> None:
+    """Each gate on content-bound traffic (a draw's log speedup spread `content` by its prompts) and at a forced
+    acceptance (the spread 0: only timing is left), the same random numbers for both: the share failed at each
+    true drop, the runs a side, and the smallest drop failed in 90% of sessions.  No outliers (`conditions`)."""
+    cases = [
+        ("stored baseline", "stored", {}),
+        ("stored baseline whose draws sent other prompts", "stored", {"unpaired": True}),
+        ("baseline build", "in-session", {}),
+    ]
+    rows = []
+    for c, (name, kind, how) in enumerate(cases):
+        for j, sigma in enumerate(FORCED_NOISES):
+            for traffic, spread in (("content-bound", content), ("forced acceptance", 0.0)):
+                failed, runs = [], []
+                for d, drop in enumerate(FORCED_DROPS):
+                    cell = condition_cell(
+                        np.random.default_rng([seed, 200 + c, j, d]),
+                        sessions,
+                        sigma,
+                        spread,
+                        kind,
+                        math.log1p(-drop),
+                        rule,
+                        tolerance=FORCED_TOLERANCE,
+                        **how,
+                    )
+                    failed.append(cell["failed"])
+                    runs.append(cell["runs"])
+                seen = next((drop for drop, share in zip(FORCED_DROPS, failed) if drop and share >= 0.9), None)
+                rows.append(
+                    [name, pct(sigma), traffic]
+                    + [pct(share) for share in failed]
+                    + [f"{statistics.fmean(runs):.1f}", "none up to 30%" if seen is None else f"{seen:.1%}"]
+                )
+    bound_rows = []
+    for j, sigma in enumerate(FORCED_NOISES):
+        for traffic, spread in (("content-bound", content), ("forced acceptance", 0.0)):
+            edges = [
+                run_cell(
+                    Draws(np.random.default_rng([seed, 300, j, e]), sessions, sigma, spread, 0.0, 0.0),
+                    "bound",
+                    truth,
+                    None,
+                    rule,
+                )
+                for e, truth in enumerate((math.log(BOUND * 1.05), math.log(BOUND)))
+            ]
+            bound_rows.append(
+                [
+                    pct(sigma),
+                    traffic,
+                    pct(edges[0]["failed"]),
+                    pct(edges[1]["passed"]),
+                    f"{(edges[0]['runs'] + edges[1]['runs']) / 2:.1f}",
+                ]
+            )
+    print(
+        table(
+            f"assert_speedup(min={BOUND}) against the whole workload, content-bound and at a forced acceptance, "
+            f"{sessions} sessions a cell, no outliers",
+            ["timing noise", "traffic", "false fails at +5%", "false passes at the bound", "runs a side (mean)"],
+            bound_rows,
+        )
+    )
+    heads = ["gate", "timing noise", "traffic"]
+    heads += [f"{f'-{drop:.1%}' if drop else 'no change'} (P(fail))" for drop in FORCED_DROPS]
+    heads += ["runs a side (mean)", "smallest drop failed in 90%"]
+    title = (
+        f"The gate at a forced acceptance against content-bound traffic, tolerance {FORCED_TOLERANCE:.0%}, "
+        f"{sessions} sessions a cell, no outliers"
+    )
+    print(table(title, heads, rows))
+
+
 def pct(p: float) -> str:
     return f"{p:.1%}"
 
@@ -325,11 +409,12 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="100 sessions a cell, 3 noise levels")
     parser.add_argument("--outliers", type=float, default=0.05, help="share of runs 1.5x slower (default 0.05)")
     parser.add_argument("--conditions-only", action="store_true", help="only the conditions table")
+    parser.add_argument("--forced-only", action="store_true", help="only the forced-acceptance table")
     args = parser.parse_args(argv)
     sessions, noises = (100, (0.02, 0.05, 0.10)) if args.quick else (args.sessions, NOISES)
     rule, content, started = Rule(), content_spread(), time.monotonic()
-    if args.conditions_only:
-        conditions(sessions, args.seed, content, rule)
+    if args.conditions_only or args.forced_only:
+        (conditions if args.conditions_only else forced)(sessions, args.seed, content, rule)
         print(f"{time.monotonic() - started:.0f} s")
         return
     default = default_tolerance(METRIC)
@@ -412,6 +497,7 @@ def main(argv=None) -> None:
     ]
     print(table(f"Stated against observed (margin of error at 5%: {margin:.1%})", heads + ["sequential holds"], rows))
     conditions(sessions, args.seed, content, rule)
+    forced(sessions, args.seed, content, rule)
     print(f"{time.monotonic() - started:.0f} s")
 
 
