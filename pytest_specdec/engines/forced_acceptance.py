@@ -138,6 +138,21 @@ def forced_acceptance(config: Mapping[str, Any] | None) -> ForcedAcceptance | No
     return ForcedAcceptance(tuple(float(rate) for rate in rates))
 
 
+def forced_at(config: Mapping[str, Any], length: float) -> dict[str, Any]:
+    """`config` forced at mean acceptance length `length` instead of what it forced (a sweep's point),
+    validated as `forced_acceptance` validates a marker's."""
+    if forced_acceptance(config) is None:
+        raise MarkerError(
+            f"speculative_config.{FORCING_KEY}",
+            f"a forced-acceptance sweep needs a config that forces acceptance ({FORCING_KEY}={FORCED!r} with "
+            f"{LENGTH_KEY} or {RATES_KEY}), so the engine's support is checked at collection",
+        )
+    swept = {key: value for key, value in config.items() if key != RATES_KEY}
+    swept[LENGTH_KEY] = length
+    forced_acceptance(swept)
+    return swept
+
+
 # How far a measured mean acceptance length may sit from the forced one and still count as honoured: vLLM's
 # own test of its synthetic sampler allows 0.15 tokens; over few drafting steps the schedule's own sampling
 # spread can be wider, and then four of its standard errors.

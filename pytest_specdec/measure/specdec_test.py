@@ -6,7 +6,10 @@ A plain object over the session's `Measurements`, usable from a script.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
+from ..engines import engine_named
+from ..engines.forced_acceptance import forced_acceptance, forced_at
 from ..engines.server_spec import ServerSpec
 from ..load.patterns import AccessPattern
 from ..load.workloads import Workload
@@ -14,6 +17,7 @@ from ..serving.pool import ServerPool
 from ..serving.server import ManagedServer
 from ..verdict.assertions import check_forced_acceptance
 from .distribution_samples import drawer_for
+from .forced_sweep import AcceptanceSweep
 from .measurements import Measurements, RunError
 from .more_draws import arm
 from .validity import finish_constrained, free_reference
@@ -164,6 +168,39 @@ class SpecDecTest:
         for result in sweep.results:  # each level's diagnosis can then name speedup falling with load
             result.sweep_speedups = sweep.speedups()
         self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
+        return sweep
+
+    def sweep_acceptance(self, lengths, *, seed: int = 0) -> AcceptanceSweep:
+        """The test's workload at each forced acceptance length in `lengths` (mean tokens a step, each in 1 to
+        k+1): the reference once, then one SD server start per length (a server setting).  The marker's config
+        must force acceptance, so collection checked that the engine, its build and the device can; each
+        length replaces the one it forced.  Every result is checked for the length its server honoured and
+        is a report row; returns a `forced_sweep.AcceptanceSweep` (speedup per length, break-even, the fitted
+        step cost beside the theory's)."""
+        self._need_traffic("sweep_acceptance")
+        if self.builds is not None or self.pattern.search or self.mechanism:
+            raise RunError(
+                f"{self.spec.label()}: specdec.sweep_acceptance() measures one build with a fixed access pattern; "
+                "a builds A/B, a capacity search or @pytest.mark.specdec_mechanism is measured by specdec.run()"
+            )
+        chosen = sorted(set(lengths))
+        if len(chosen) < 2:
+            raise ValueError(f"specdec.sweep_acceptance() needs at least two forced lengths, got {lengths!r}")
+        specs = [replace(self.spec, speculative_config=forced_at(self.spec.speculative_config, x)) for x in chosen]
+        for spec in specs:  # a length the engine cannot force (TensorRT-LLM's whole counts), before any server
+            device = None if spec.endpoints else self.pool.device
+            engine_named(spec.engine).check_forced(spec, forced_acceptance(spec.speculative_config), device)
+        prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
+        results = []
+        for spec in specs:
+            result = self.measurements.run(spec, self.workload, self.pattern, seed=seed, slo=self.slo)
+            arm(self.measurements, result, self.workload, self.pattern, prompts, seed=seed)
+            result.gate = self.gate
+            self.results.append(result)
+            check_forced_acceptance(result, result.forced)  # a server that ignored it fails here, by name
+            results.append(result)
+        sweep = AcceptanceSweep(results)  # gives each result the curve, its report row's
+        self.measurements.on_event(f"{self.spec.label()}: {results[0].forced_sweep.describe()}")
         return sweep
 
     def _need_traffic(self, what: str, pattern: bool = True) -> None:

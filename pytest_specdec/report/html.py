@@ -28,6 +28,7 @@ from .html_sections import (
     escape_html as _e,
     failure_sections,
     flag_section,
+    forced_sweep_section,
     not_compared_section,
     page_outcome,
     sd_cost_section,
@@ -269,6 +270,7 @@ def render_html(
         + sd_cost_section(rows)
         + capacity_section(rows)
         + theory_section(rows)
+        + forced_sweep_section(rows)
         + energy_section(rows)
         + constrained_section(rows)
         + series_section(rows)

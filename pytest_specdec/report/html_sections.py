@@ -15,6 +15,7 @@ from typing import Any
 
 from ..measure.mechanism import describe_mechanism
 from ..formatting import NOTHING
+from .forced_plots import forced_sweeps
 from .tables import (
     _cell,
     _cost_ratio_text,
@@ -306,6 +307,41 @@ def theory_section(rows: list[dict]) -> list[str]:
         for row, cause in advice:
             out.append(f"<li>{breakable(row.get('test'))} ({_e(_speedup_text(row))}): {_e(cause['figure'])}</li>")
         out.append("</ul>")
+    out.append("</section>")
+    return out
+
+
+def forced_sweep_section(rows: list[dict]) -> list[str]:
+    """Each forced-acceptance sweep as a table: speedup with its interval, decode speedup and the theory's
+    at every length, then the break-even and the step costs (fitted, and the theory's 1 + k*c)."""
+    sweeps = forced_sweeps(rows)
+    if not sweeps:
+        return []
+    out = [
+        '<section id="forced-acceptance">',
+        "<h2>Forced acceptance</h2>",
+        "<p>The engine accepted drafts at a set mean length whatever they said: the figures are its speculative "
+        "machinery at that acceptance, not the draft's quality (outputs are not the target's). A drafted step "
+        "costs the same at every length, so the decode speedup is L / C with C the step cost in plain decode "
+        "steps; SD pays where L &gt; C. Intervals: 95%, from the timing spread pooled over the sweep's lengths.</p>",
+    ]
+    for title, curve in sweeps:
+        out.append(f"<h3>{escape_html(title)}</h3>")
+        out.append(
+            '<table class="plain"><thead><tr><th>forced L</th><th>measured L</th><th>speedup (interval)</th>'
+            "<th>decode speedup</th><th>theory (decode)</th></tr></thead><tbody>"
+        )
+        cost = curve.get("theory_step_cost")
+        for point in curve["points"]:
+            cells = [
+                f"{point['length']:.2f}",
+                _number(point.get("measured_length")),
+                f"{point['speedup']:.3f}x ({point['low']:.3f}-{point['high']:.3f})",
+                f"{point['decode_speedup']:.3f}x",
+                f"{point['length'] / cost:.3f}x" if cost else NOTHING,
+            ]
+            out.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+        out += ["</tbody></table>", f"<p>{escape_html(curve.get('describe'))}</p>"]
     out.append("</section>")
     return out
 

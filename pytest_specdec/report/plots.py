@@ -157,6 +157,7 @@ class PlotImage:
 def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]], ...]:
     """(file name, title, drawing function) of every report figure, in the order the report shows them."""
     from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
+    from .forced_plots import forced_sweep_plot
     from .group_figures import category_plot, turn_plot
     from .slo_plots import capacity_plot
     from .series_report import series_plot
@@ -165,6 +166,7 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
         ("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
         ("concurrency_sweep.png", "Throughput and TPOT against concurrency", concurrency_sweep_plot),
         ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
+        ("forced_acceptance_sweep.png", "Speedup against a forced acceptance length", forced_sweep_plot),
         ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),
         ("tokens_per_step.png", "Tokens emitted per step, request by output position", tokens_per_step_heatmap),
         ("slo_capacity.png", "SLO capacity: percentiles against load", capacity_plot),

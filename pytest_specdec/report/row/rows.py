@@ -202,6 +202,7 @@ def row_for(
         output_lengths=None,
         distribution=None,
         constraint=None,
+        forced_sweep=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -218,6 +219,8 @@ def row_for(
     row["mechanism"] = mechanism_row(result)  # on request: SD against a reference on its engine path
     row.update(decision_cells(result))  # runs a side, why measuring stopped, content and timing spread
     row["engine_version"] = result.engine_version
+    # The sweep this length is one point of (measure.forced_sweep).
+    row["forced_sweep"] = result.forced_sweep.as_dict() if result.forced_sweep is not None else None
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
     counters = result.counters
@@ -301,6 +304,13 @@ def row_for(
     return row
 
 
+def _spec_ran(planned, result):
+    """The configuration a result ran: the plan's, but a forced-acceptance sweep's length where it swept."""
+    if result is not None and getattr(result, "forced_sweep", None) is not None:
+        return result.spec
+    return planned
+
+
 def rows_for_test(
     test_id: str,
     plan,
@@ -334,7 +344,7 @@ def rows_for_test(
     return [
         row_for(
             test_id,
-            plan.spec,
+            _spec_ran(plan.spec, result),
             result.workload if result else workload,
             {**pattern, **result.pattern} if result else pattern,
             outcome=outcome_with_decisions(outcome, result),

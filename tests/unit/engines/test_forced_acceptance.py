@@ -13,7 +13,7 @@ from pytest_specdec.config.spec import parse_specdec_marker
 from pytest_specdec.engines import engine_named
 from pytest_specdec.engines import llamacpp
 from pytest_specdec.engines.base import EngineConfigError, LaunchRequest
-from pytest_specdec.engines.forced_acceptance import ForcedAcceptance, forced_acceptance, rates_for_length
+from pytest_specdec.engines.forced_acceptance import ForcedAcceptance, forced_acceptance, forced_at, rates_for_length
 from pytest_specdec.engines.llamacpp_serve import params_for, parser
 from pytest_specdec.engines.server_spec import MarkerError, ServerSpec
 from pytest_specdec.engines import vllm
@@ -253,3 +253,15 @@ def test_the_forcing_keys_pass_only_when_they_force_another_sampler_stays_vllms(
     )
     with pytest.raises(EngineConfigError, match="speculative_config.rejection_sample_method"):
         engine_named(engine).check(ServerSpec(model="m", speculative_config=config, engine=engine))
+
+
+def test_a_sweep_point_replaces_the_forced_length_and_is_validated_like_the_marker():
+    base = forced(synthetic_acceptance_rates=[0.9, 0.5, 0.2, 0.1])
+    swept = forced_at(base, 4.5)
+    assert swept["synthetic_acceptance_length"] == 4.5 and "synthetic_acceptance_rates" not in swept
+    assert forced_acceptance(swept).length == 4.5 and base["synthetic_acceptance_rates"] == [0.9, 0.5, 0.2, 0.1]
+    with pytest.raises(MarkerError, match=r"synthetic_acceptance_length: must be a mean acceptance length in \[1, 5\]"):
+        forced_at(base, 5.5)
+    # A config that forces nothing: the engine's support was never checked at collection, so no sweep.
+    with pytest.raises(MarkerError, match="a forced-acceptance sweep needs a config that forces acceptance"):
+        forced_at(DRAFT, 3.0)
