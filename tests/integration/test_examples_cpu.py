@@ -22,10 +22,10 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert main_job.left_running == [], main_job.left_running
     ready = re.search(r"\[no SD\] --enforce-eager: ready in [\d.]+ s; log ", out)
     assert "specdec servers" in out and ready, out[-3000:]
-    assert "11 passed" in out
+    assert "13 passed" in out
 
     rows = {row["test"].split("::")[1]: row for row in load_report(report)["results"]}
-    assert len(rows) == 11
+    assert len(rows) == 13  # the forced-acceptance sweep has a row a length, under one test name
     for name in ("test_ngram_on_code_edits", "test_suffix_pays_on_code_edits"):
         assert rows[name]["workload"] == "code_edit" and rows[name]["acceptance_rate"] > 0.25, rows[name]
         # Speedups are gated only on the recording machine: elsewhere the check compared acceptance alone, and
@@ -64,8 +64,9 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     assert "| test_ngram_on_code_edits |" in summary and "![speedup_heatmap](speedup_heatmap.png)" in summary
     assert "**Inside the acceptance numbers**" in summary and "**Why SD did not pay**" in summary
     assert "**SLO capacity**" in summary and "= specdec SLO capacity =" in out
-    # One row per test, and one per level of the dynamic-k sweep (concurrency 1, 2, 3): 13 rows and the header.
-    assert (report / "results.csv").read_text().count("\n") == 14
+    # One row per test, one per level of the dynamic-k sweep (concurrency 1, 2, 3) and one per length of the
+    # forced-acceptance sweep (2, 3, 4, 5 tokens a step): 18 rows and the header.
+    assert (report / "results.csv").read_text().count("\n") == 19
     sweep = [
         row
         for row in load_report(report)["results"]
@@ -87,6 +88,18 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     poor_llamacpp = rows["test_llamacpp_poor_draft_makes_sd_slower"]
     assert (poor_llamacpp["speedup_output_throughput"] or 1.0) < 1.0, poor_llamacpp["unavailable"]
     assert rows["test_ngram_on_code_edits"]["engine_version"] == "0.32.0"
+    # The engine's machinery at a forced acceptance (examples/cpu/test_forced_acceptance.py): its outputs are
+    # not the target's, so equivalence is not applied and the row says why; the sweep's rows carry its curve.
+    half = rows["test_llamacpp_machinery_at_half_acceptance"]
+    assert "at forced acceptance 3.00" in half["config"] and half["unavailable"]["match_rate"].startswith(
+        "not applied at forced acceptance 3.00: the SD server accepts drafts whether or not they match"
+    ), half["unavailable"]
+    swept = [row for row in load_report(report)["results"] if row["test"].endswith("::test_llamacpp_acceptance_sweep")]
+    assert [row["speculative_config"]["synthetic_acceptance_length"] for row in swept] == [2.0, 3.0, 4.0, 5.0]
+    curve = swept[0]["forced_sweep"]
+    assert all(row["forced_sweep"] == curve for row in swept) and len(curve["points"]) == 4, curve
+    assert curve["step_cost"] > 1 and curve["describe"] in out, curve["describe"]
+    assert "<h2>Forced acceptance</h2>" in (report / "report.html").read_text()
     for plot in (
         "speedup_heatmap.png",
         "acceptance_per_position.png",
@@ -96,6 +109,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         "per_category.png",
         "per_turn.png",
         "server_series.png",
+        "forced_acceptance_sweep.png",
     ):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot
@@ -106,7 +120,8 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
     # SLO resolves against it) and three SD runs, and the dynamic-k sweep's three levels on SD's side and
     # two more on the reference's (its first level, one request at a time, is the capacity search's
     # unloaded traffic under another name: measured once); on llama.cpp, its own references of two
-    # traffics and three SD runs (n-gram on code edits and on random tokens, the poor draft).
+    # traffics and three SD runs (n-gram on code edits and on random tokens, the poor draft), then the forced
+    # acceptance's own reference and five SD runs (the half-way test, and the sweep's four lengths).
     # A comparison flagged cold or drifting is measured again, both sides, before any verdict: 4 more runs
     # each time, announced (in a CI run of this commit, n-gram on random tokens once: a TPOT speedup of
     # 3.88x above the 3.44 tokens per forward pass, clean when measured again).
@@ -117,7 +132,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         r"^\[specdec\] reference sent again after SD .* repeat \d/2: \d+ requests in", out, flags=re.M
     )
     first = [run for run in runs if " again on " not in run and " sent again " not in run]
-    assert len(first) == 32, "\n".join(runs)
+    assert len(first) == 44, "\n".join(runs)
     brackets = re.findall(r"^\[specdec\] (.*): sending the reference's draws again after SD's", out, flags=re.M)
     assert len(bracketed) == 2 * len(brackets), "\n".join(bracketed + brackets)
     # Measured again, any traffic (the shared-prefix test sends 6 requests a run: in a CI-like run of this

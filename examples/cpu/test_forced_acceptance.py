@@ -1,0 +1,51 @@
+"""The engine's speculative machinery apart from the draft and the prompts: forced acceptance on llama.cpp.
+
+Every measured speedup mixes how good the draft is, what the prompts let it guess, and what the engine's
+speculative machinery costs per step.  Told to accept drafts at a set mean length whatever they say
+(`rejection_sample_method: "synthetic"`, vLLM's keys, which the plugin translates to llama.cpp's
+`--spec-synth-len`; docs/engines.md), the engine leaves only the machinery to measure: the acceptance at
+which SD starts to pay on this machine, and an engine upgrade judged without the draft or the traffic moving.
+
+The outputs are no longer the target's (equivalence is not applied, and says so), both sides decode a fixed
+length, and the plugin fails a test whose server did not honour the forced length.  The draft is the bundled
+model's first 2 layers: it always proposes k tokens, and what it proposes does not matter here.
+"""
+
+import pytest
+
+MODEL = "specdec:smollm2-135m"
+K = 4
+FORCED = {
+    "method": "draft_model",
+    "model": f"{MODEL}@layers=2",
+    "num_speculative_tokens": K,
+    "rejection_sample_method": "synthetic",
+    "synthetic_acceptance_length": 3.0,  # mean tokens a step, the target's own included: half-way from 1 to k+1
+}
+
+
+@pytest.mark.specdec(model=MODEL, engine="llamacpp", speculative_config=FORCED)
+@pytest.mark.workload("random_s", input_len=64, output_len=48)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_llamacpp_machinery_at_half_acceptance(specdec):
+    result = specdec.run()  # fails here, by name, if the server did not accept 3.0 tokens a step
+    # On two CPU cores a drafted step costs several plain ones (the draft's k forwards and a k+1-position
+    # verification), so half acceptance does not pay for it.  Decided by the sequential rule.
+    result.assert_speedup(max=1.0)
+    # The gate at a forced acceptance: neither the draft nor the prompts can move these figures, so a change
+    # is the engine's (an upgrade, a new machine); the speedup is gated on the recording machine only.
+    result.assert_no_regression(metrics=["speedup_output_throughput", "acceptance_length"])
+
+
+@pytest.mark.specdec(model=MODEL, engine="llamacpp", speculative_config=FORCED)
+@pytest.mark.workload("random_s", input_len=64, output_len=48)
+@pytest.mark.access_pattern("throughput_low", num_prompts=4)
+def test_llamacpp_acceptance_sweep(specdec):
+    # The reference once, then one server start per forced length (it replaces the marker's 3.0); each
+    # result is a report row, and report.html draws the speedup against the length, the break-even and the
+    # theory's line from the c measured.
+    sweep = specdec.sweep_acceptance([2.0, 3.0, 4.0, 5.0])
+    print(f"\n{sweep.table()}\n{sweep.curve().describe()}")
+    # Where SD starts to pay on this machine: not below 3 tokens a step (the check above, at every length
+    # the sweep measured up to it, decided as assert_speedup(max=1.0) decides one).
+    sweep.assert_break_even(min_length=3.0)
