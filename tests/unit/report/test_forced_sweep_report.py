@@ -27,6 +27,7 @@ def sweep_rows(test=TEST, cost=4.0, c=0.5):
             workload="random_s",
             speedup=p.speedup,
             forced_sweep=curve,
+            per_position=(),
         )
         for p in points
     ]
