@@ -242,6 +242,11 @@ def test_collection_refuses_vllm_on_cpu_and_natural_stops_and_takes_llamacpp():
     assert _plan("cpu", {"specdec": llama}).error is None
     natural = _plan("cpu", {"specdec": llama, "workload": _Marker("code_edit", stop="natural")})
     assert "forced acceptance needs stop='length'" in natural.error
+    # A test that needs a GPU is skipped on the CPU build for that reason, not refused for the CPU's sampling.
+    gpu_only = _Marker(model=MODEL, speculative_config=forced(synthetic_acceptance_length=2.5), requires_gpu=True)
+    assert _plan("cpu", {"specdec": gpu_only}).error is None
+    assert _plan(None, {"specdec": marker}).error is None  # no device flag: skipped for that, checked where it runs
+    assert "CPU sampling" not in (_plan("gpu", {"specdec": gpu_only}).error or "")
 
 
 @pytest.mark.parametrize("engine", ["llamacpp", "sglang", "trtllm"])
