@@ -29,12 +29,12 @@ FORCED = {
 @pytest.mark.access_pattern("throughput_low", num_prompts=4)
 def test_llamacpp_machinery_at_half_acceptance(specdec):
     result = specdec.run()  # fails here, by name, if the server did not accept 3.0 tokens a step
-    # On two CPU cores a drafted step costs several plain ones (the draft's k forwards and a k+1-position
-    # verification), so half acceptance does not pay for it.  Decided by the sequential rule.
-    result.assert_speedup(max=1.0)
     # The gate at a forced acceptance: neither the draft nor the prompts can move these figures, so a change
-    # is the engine's (an upgrade, a new machine); the speedup is gated on the recording machine only.
-    result.assert_no_regression(metrics=["speedup_output_throughput", "acceptance_length"])
+    # is the engine's.  The acceptance it honoured is gated against the stored baseline on any machine.  Its
+    # speedup is best gated in one session against the build before an upgrade
+    # (--specdec-baseline-from build:PATH, docs/upgrading.md): against a stored baseline, the drift between
+    # two sessions leaves a drop of a few percent undecided (docs/deciding.md).
+    result.assert_no_regression(metrics=["acceptance_length"])
 
 
 @pytest.mark.specdec(model=MODEL, engine="llamacpp", speculative_config=FORCED)
@@ -46,6 +46,8 @@ def test_llamacpp_acceptance_sweep(specdec):
     # theory's line from the c measured.
     sweep = specdec.sweep_acceptance([2.0, 3.0, 4.0, 5.0])
     print(f"\n{sweep.table()}\n{sweep.curve().describe()}")
-    # Where SD starts to pay on this machine: not below 3 tokens a step (the check above, at every length
-    # the sweep measured up to it, decided as assert_speedup(max=1.0) decides one).
-    sweep.assert_break_even(min_length=3.0)
+    # On two CPU cores a drafted step costs several plain ones (the draft's k forwards and a k+1-position
+    # verification), so SD does not pay at 2 tokens a step: the break-even lies above it.  Decided by the
+    # sequential rule at that length, as assert_speedup(max=1.0) decides one.  (Half acceptance, 3.0, sits
+    # close enough to 1 on some boxes that two draws cannot always decide it.)
+    sweep.assert_break_even(min_length=2.0)

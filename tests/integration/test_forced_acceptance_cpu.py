@@ -71,11 +71,12 @@ def test_a_sweep_is_honoured_at_every_length_on_one_reference(main_job):
         return [(run.repeat, run.metrics.output_throughput, run.metrics.duration_s) for run in result.reference_runs]
 
     assert all(reference(result) == reference(results[0]) for result in results[1:])
-    # One SD server start per length (the sweep's 3.0 may start again where its check sent draws again, and
-    # the half-way example starts one of its own).
-    for length in (2.0, 4.0, 5.0):
+    # One SD server start per length: 4 and 5 once; 2, whose check may send its draws again on a server started
+    # anew (a llama.cpp server is stopped, never parked), and 3, which the half-way example starts too, twice
+    # at most.
+    for length, most in ((2.0, 2), (3.0, 2), (4.0, 1), (5.0, 1)):
         starts = re.findall(rf"^\[specdec\] starting .*synthetic_acceptance_length={length}\]", main_job.out, re.M)
-        assert len(starts) == 1, (length, starts)
+        assert 1 <= len(starts) <= most, (length, starts)
     # The curve, as the row has it: the speedup rises with the accepted length, and a drafted step costs
     # more than a plain one (it drafts k tokens and verifies k+1 positions).
     curve = AcceptanceSweep(results).curve()
