@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from pytest_specdec import Measurements, ServerPool, ServerSpec
+from pytest_specdec.analysis.forced_sweep import crossing, fitted_step_cost
 from pytest_specdec.engines.forced_acceptance import forced_acceptance
 from pytest_specdec.verdict.assertions import forced_range
 from pytest_specdec.load.patterns import resolve_pattern
@@ -39,20 +40,6 @@ def config(k: int, draft_layers: int, length: float) -> dict:
         "rejection_sample_method": "synthetic",
         "synthetic_acceptance_length": length,
     }
-
-
-def break_even(points: list[tuple[float, float]]) -> float | None:
-    """The forced length where the speedup crosses 1, interpolated between the two measured lengths around it;
-    None when every measured speedup is on one side."""
-    for (l1, s1), (l2, s2) in zip(points, points[1:]):
-        if (s1 - 1) * (s2 - 1) <= 0 and s1 != s2:
-            return l1 + (1 - s1) * (l2 - l1) / (s2 - s1)
-    return None
-
-
-def step_cost(points: list[tuple[float, float]]) -> float:
-    """C in speedup = L / C, least squares through the origin: C = sum(L^2) / sum(L * S)."""
-    return sum(length * length for length, _ in points) / sum(length * speedup for length, speedup in points)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  {'forced':>6}  {'speedup':>8}  {'range':>11}  {'measured':>8}  {'steps':>6}  acceptance length")
     print("\n".join(rows))
-    even = break_even(points)
-    cost = step_cost(points)
+    even = crossing(points)  # where the speedup, rising with the length, first reaches 1
+    cost = fitted_step_cost(points)
     print(f"\nbreak-even length: {even:.2f} (interpolated)" if even is not None else "\nbreak-even length: not crossed")
     print(
         f"per-step cost fitted through every length: {cost:.2f} reference decode steps (speedup = L / {cost:.2f}; "

@@ -16,6 +16,7 @@ from __future__ import annotations
 from .sampling import sampling_cells
 from ..builds import builds_cell
 
+from dataclasses import replace
 from typing import Any
 
 from ...engines.server_spec import SCHEDULE_KEY
@@ -305,10 +306,12 @@ def row_for(
 
 
 def _spec_ran(planned, result):
-    """The configuration a result ran: the plan's, but a forced-acceptance sweep's length where it swept."""
-    if result is not None and getattr(result, "forced_sweep", None) is not None:
-        return result.spec
-    return planned
+    """The plan's spec with the speculative config its result ran: a forced-acceptance sweep runs each length
+    of the plan's config (a capacity result, or a test that ended before measuring, ran the plan's)."""
+    ran = getattr(getattr(result, "spec", None), "speculative_config", None)
+    if ran is None or ran == planned.speculative_config:
+        return planned
+    return replace(planned, speculative_config=ran)
 
 
 def rows_for_test(

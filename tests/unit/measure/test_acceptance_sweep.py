@@ -91,3 +91,20 @@ def test_sweep_acceptance_refuses_before_any_server_starts():
         SpecDecTest(forced, NoServers(), workload, pattern, builds=("this", "that")).sweep_acceptance([2.0, 3.0])
     with pytest.raises(RunError, match=r"sweep_acceptance\(\) needs @pytest.mark.access_pattern"):
         SpecDecTest(forced, NoServers(), workload).sweep_acceptance([2.0, 3.0])
+
+
+def test_each_length_is_a_row_naming_the_config_it_ran_with_the_curve():
+    from types import SimpleNamespace
+
+    from pytest_specdec.report.row.rows import rows_for_test
+
+    sweep = AcceptanceSweep([at_length(x) for x in (2.0, 4.0)])
+    plan = SimpleNamespace(spec=ServerSpec("m", FORCED), workload=None, pattern=None)  # the marker forced 3.0
+    test = SimpleNamespace(gate=None, results=sweep.results)
+    rows = rows_for_test("t.py::test_sweep", plan, test, "passed")
+    assert [row["speculative_config"]["synthetic_acceptance_length"] for row in rows] == [2.0, 4.0]
+    assert ["at forced acceptance 2.00" in row["config"] for row in rows] == [True, False]
+    assert all(row["forced_sweep"] == sweep.curve().as_dict() for row in rows)
+    # A result that ran the plan's config is the plan's row, as before.
+    (plain,) = rows_for_test("t.py::test_one", plan, SimpleNamespace(gate=None, results=[at_length(3.0)]), "passed")
+    assert plain["speculative_config"] == FORCED and plain["forced_sweep"] is None
