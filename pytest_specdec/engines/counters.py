@@ -90,10 +90,12 @@ class SpecDecodeCounters:
     problem: str | None = None  # why the counters are unavailable (present=False)
     engines: tuple[str, ...] = ()  # engine labels of the scrape
     created: tuple[tuple[str, float], ...] = ()  # (engine, creation time) where the server exposes it
+    # The page did not answer at all (a read that timed out): a run does not wait on it again (measure.measurements).
+    timed_out: bool = False
 
     @classmethod
-    def unavailable(cls, problem: str) -> "SpecDecodeCounters":
-        return cls(present=False, problem=problem)
+    def unavailable(cls, problem: str, *, timed_out: bool = False) -> "SpecDecodeCounters":
+        return cls(present=False, problem=problem, timed_out=timed_out)
 
     def _combine(self, other: "SpecDecodeCounters", sign: float) -> "SpecDecodeCounters":
         if not (self.present and other.present):

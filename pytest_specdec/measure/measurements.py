@@ -210,7 +210,10 @@ class Measurements:
             which = which if repeats > 1 or only_repeat is not None else ""
             label = f"{what or spec.label()} on {workload.name}/{pattern.name}{which}"
             live = self.progress.start(label, pattern.num_prompts)
-            watching = RunWatch(self.energy, server, spec, self.series_interval_s)  # energy and the server's series
+            # A metrics page that did not answer just now is not waited on again for this run (each read waits
+            # up to its timeout): no series, and no second scrape to subtract from an unavailable first one.
+            unanswered = before.problem if before is not None and before.timed_out else None
+            watching = RunWatch(self.energy, server, spec, self.series_interval_s, unanswered=unanswered)
             try:
                 load = generate_load(
                     server.url,
@@ -239,7 +242,9 @@ class Measurements:
             check_run(server, spec, load.records, label)
             counters = None
             try:
-                if before is not None:
+                if unanswered:
+                    counters = before
+                elif before is not None:
                     counters = server.spec_decode_counters().delta(before, where=f"{server.url}/metrics")
                 elif spec.speculative_config and per_request:
                     counters = counters_from_requests(load.records, where=server.url)

@@ -22,7 +22,11 @@ ENDPOINT_ENERGY = "the server is an endpoint the plugin did not start: its hardw
 class RunWatch:
     """Started when made; `stop()` gives the run's (EnergyReading, ServerSeries)."""
 
-    def __init__(self, energy: Any, server: Any, spec: Any, series_interval_s: float | None):
+    def __init__(
+        self, energy: Any, server: Any, spec: Any, series_interval_s: float | None, *, unanswered: str | None = None
+    ):
+        """`unanswered`: why the server's metrics page is not read during this run (it did not answer just
+        before it), if so."""
         endpoint = bool(getattr(spec, "endpoints", None))
         self._why_no_energy = ENDPOINT_ENERGY if endpoint else str(energy)
         self._read_energy = energy.start() if isinstance(energy, EnergyMeter) and not endpoint else None
@@ -31,6 +35,8 @@ class RunWatch:
         self._page: MetricsPage | None = None
         if series_interval_s is None:
             self._no_series = "server series off (--specdec-series-interval 0)"
+        elif unanswered:
+            self._no_series = f"{unanswered} before the run: not read during it"
         elif not engine.series_metrics:
             self._no_series = engine.series_refusal or f"{engine.title} names no server series"
         else:

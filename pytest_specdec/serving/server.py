@@ -67,7 +67,7 @@ def scrape_counters(server, names) -> SpecDecodeCounters:
     try:  # each engine reads its own metrics page (engines/)
         counters = engine.counters(server.metrics_text(), names, where)
     except httpx.TimeoutException:
-        return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s")
+        return SpecDecodeCounters.unavailable(f"{where} did not answer within {METRICS_TIMEOUT_S:g} s", timed_out=True)
     except (httpx.HTTPError, ValueError) as exc:
         return SpecDecodeCounters.unavailable(f"{where} could not be read: {type(exc).__name__}: {exc}")
     started = getattr(server, "started_at", None)  # wall time of a managed server's launch

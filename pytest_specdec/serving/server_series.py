@@ -142,8 +142,9 @@ class SeriesSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._read()
         series = self.series
+        if series.times or not series.failed_reads:  # a page that never answered is not waited on once more
+            self._read()
         if not series.times:
             series.problem = f"none of {series.failed_reads} reads of /metrics succeeded during the run"
         series.missing = tuple(name for name in self.names if name not in self._seen)

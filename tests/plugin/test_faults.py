@@ -13,6 +13,7 @@ import json
 import os
 import re
 
+import httpx
 import pytest
 
 from tests.support.fault_suite import ENGINE_SUITE, MODEL, FaultServers, run_suite
@@ -144,11 +145,20 @@ def _fault_runs(tmp_path_factory):
         assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-2000:]
         faulty = {mode: servers.start(mode, variant=1 if mode == "no-token-ids" else 0) for mode in MATRIX}
         run = run_suite(directory, {"reference": good, **faulty}, "--specdec-report", str(directory / "report"))
+        asked = {mode: _metrics_asked(url) for mode, url in faulty.items()}
     finally:
         servers.stop()
     report = json.loads((directory / "report" / "results.json").read_text())
     rows = {row["test"].split("[")[-1].rstrip("]"): row for row in report["results"]}
-    return {mode: (*outcome_text, rows.get(mode)) for mode, outcome_text in _per_test(run.stdout).items()}
+    return {mode: (*outcome_text, rows.get(mode), asked[mode]) for mode, outcome_text in _per_test(run.stdout).items()}
+
+
+def _metrics_asked(url: str) -> int | None:
+    """How often a fault server's /metrics was asked for; None for one that is gone (the "die" mode exits)."""
+    try:
+        return httpx.get(f"{url}/fault/metrics-asked", timeout=5).json()["metrics_asked"]
+    except httpx.HTTPError:
+        return None
 
 
 def _per_test(output: str) -> dict[str, tuple[str, str]]:
@@ -172,7 +182,7 @@ def _per_test(output: str) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", list(MATRIX))
 def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_runs):
-    outcome, text, row = fault_runs[mode]
+    outcome, text, row, _ = fault_runs[mode]
     expected, lines = MATRIX[mode]
     assert outcome == expected, text[-3000:]
     for pattern in lines:
@@ -185,14 +195,26 @@ def test_every_fault_ends_in_a_correct_figure_or_a_named_failure(mode, fault_run
 
 def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed(fault_runs):
     # The endpoint drafts 8 tokens a step where the marker says 4: acceptance length 7 > k + 1.
-    _, _, row = fault_runs["mixed-k"]
+    _, _, row, _ = fault_runs["mixed-k"]
     assert row["acceptance_length"] == 7.0 and row["expected_speedup"] is None
     assert "outside [1, k+1] = [1, 5]" in row["unavailable"]["expected_speedup"]
 
 
+def test_a_metrics_page_that_does_not_answer_is_not_waited_on_again_for_the_run(fault_runs):
+    # Each read of a page that never answers waits out the 10 s timeout.  It is read for the server's facts and
+    # once before the run; then the run neither samples its series nor scrapes the counters again to subtract
+    # from an unavailable first scrape (it read 5 times, one test took 50 s, before).
+    _, text, row, asked = fault_runs["metrics-timeout"]
+    assert asked == 2, asked
+    assert (
+        "did not answer within 10 s before the run: not read during it"
+        in row["server_series"]["speculative"]["unavailable"]
+    ), row["server_series"]
+
+
 def test_a_text_only_stream_is_counted_by_its_tokens_and_compared_as_text(fault_runs):
     # The matrix checks the count (8 tokens in 4 events per request); the report says how outputs were compared.
-    _, _, row = fault_runs["bare-stream"]
+    _, _, row, _ = fault_runs["bare-stream"]
     assert row["match_basis"] == "text" and fault_runs["ok"][2]["match_basis"] == "token ids"
 
 

@@ -307,6 +307,7 @@ class State:
         self.drafts = self.draft_tokens = self.accepted = 0
         self.created = time.time()
         self.scrapes = 0
+        self.metrics_asked = 0  # GET /metrics requests received, answered or not (GET /fault/metrics-asked)
         self.slow_first_left = 4  # ttft-slow-first-run: measured requests still to be slowed
         self.since_measured = 0  # cold-forever: requests since the last measured one
         self.in_flight = 0  # requests being answered now: the running (and, queued, waiting) gauges
@@ -486,7 +487,11 @@ def make_handler(state: State):
                 self._json(200, {"object": "list", "data": [{"id": name} for name in served]})
             elif self.path == "/metrics" and state.dialect == "toy":  # the toy engine has no metrics page
                 self._json(404, {"error": "not found"})
+            elif self.path == "/fault/metrics-asked":  # the fake's own count, for tests of how often it is read
+                self._json(200, {"metrics_asked": state.metrics_asked})
             elif self.path == "/metrics":
+                with state.lock:
+                    state.metrics_asked += 1
                 if state.mode == "metrics-timeout":
                     time.sleep(3600)
                 body = state.metrics().encode()

@@ -79,10 +79,26 @@ def test_the_sampler_reads_before_during_and_after_and_the_summary_takes_peaks_m
     assert all(v is None or not math.isnan(v) for values in series.as_dict()["values"].values() for v in values)
 
 
-def test_a_run_whose_every_read_failed_has_no_series_and_says_why():
+def test_a_run_whose_every_read_failed_has_no_series_says_why_and_is_not_read_once_more_at_the_end():
     scripted = Scripted([page(0, 0, 0, 0)], fail_at=set(range(1, 100)))
-    series = SeriesSampler(scripted.fetch, VLLM, interval_s=0.01).start().stop()
-    assert not series.available and "none of 2 reads of /metrics succeeded" in series.summary()["unavailable"]
+    sampler = SeriesSampler(scripted.fetch, VLLM, interval_s=0.01)
+    after_stop = []
+    fetch = scripted.fetch
+    sampler.fetch = lambda: (after_stop.append(sampler._stop.is_set()), fetch())[1]
+    sampler.start()
+    while scripted.reads < 3:
+        threading.Event().wait(0.01)
+    series = sampler.stop()
+    # A page that failed every read is not read once more after the last reply (a read may wait 10 s).
+    assert after_stop.count(True) == 0 and series.failed_reads == scripted.reads >= 3
+    assert not series.available
+    assert f"none of {series.failed_reads} reads of /metrics succeeded" in series.summary()["unavailable"]
+    # The control: a page that answers is read once more after the run, for the state after its last reply.
+    answering = Scripted([page(0, 0, 0, 0)])
+    sampler = SeriesSampler(answering.fetch, VLLM, interval_s=0.01)
+    read_after_stop = []
+    sampler.fetch = lambda: (read_after_stop.append(sampler._stop.is_set()), answering.fetch())[1]
+    assert sampler.start().stop().available and read_after_stop[-1] is True
     with pytest.raises(ValueError, match="interval must be > 0"):
         SeriesSampler(scripted.fetch, VLLM, interval_s=0)
 
@@ -158,6 +174,12 @@ def test_the_run_watch_reads_the_engines_series_or_says_why_it_cannot():
         energy, series = RunWatch("no RAPL counters here", SimpleNamespace(url=url), spec, 0.01).stop()
     assert energy.joules is None and energy.problem == "no RAPL counters here"
     assert series.available and series.summary()["running_peak"] == 1.0
+    # A page that did not answer just before the run is not read during it: no thread, no wait, the reason.
+    _, unread = RunWatch("x", object(), spec, 0.01, unanswered="http://h/metrics did not answer within 10 s").stop()
+    assert (
+        unread.summary()["unavailable"]
+        == "http://h/metrics did not answer within 10 s before the run: not read during it"
+    )
     _, off = RunWatch("x", object(), spec, None).stop()
     assert off.summary()["unavailable"] == "server series off (--specdec-series-interval 0)"
     trtllm = type("Spec", (), {"engine": "trtllm", "endpoints": ()})()
