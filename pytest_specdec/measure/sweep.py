@@ -11,11 +11,22 @@ with "never, up to the highest measured" a valid answer.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..analysis.frontier import (
+    PER_GPU,
+    PER_USER,
+    Frontier,
+    WorthAtTarget,
+    frontier_at_or_above,
+    operating_point,
+    worth_at,
+)
+from ..formatting import figure
 from ..load.crossover import Crossover, crossover
 from ..verdict.metric_names import geometric_mean, speedup_name
+from ..verdict.sequential.rule import FAILED, PASSED, Decision
 from .result import SpecDecResult
 
 
@@ -75,6 +86,100 @@ class SweepResult:
         )
         raise AssertionError(failure_message(message, [], result) if result else message)
 
+    def frontiers(self, gpus: int | None = None) -> tuple[Frontier, Frontier]:
+        """The reference's and SD's throughput-interactivity operating points, per draw and level (analysis.frontier:
+        tok/s per user against tok/s per GPU); `gpus`: the GPUs each server uses (the marker's tensor parallel
+        size unless given; a CPU server counts as one)."""
+        if not self.results:
+            raise ValueError("a sweep with no level measured has no frontier")
+        spec = self.results[0].spec
+        per_server = gpus if gpus is not None else max(1, int(getattr(spec, "tensor_parallel_size", 1) or 1))
+        sides = []
+        for label, runs_of in (("reference", lambda r: r.reference_runs), ("SD", lambda r: r.speculative_runs)):
+            draws = min(len(runs_of(result)) for result in self.results)
+            sides.append(
+                Frontier(
+                    label,
+                    tuple(
+                        tuple(
+                            _point(level, runs_of(result)[draw], per_server)
+                            for level, result in zip(self.levels, self.results)
+                        )
+                        for draw in range(draws)
+                    ),
+                )
+            )
+        return sides[0], sides[1]
+
+    def worth_at(
+        self, per_user: float, usd_per_gpu_hour: float | None = None, gpus: int | None = None
+    ) -> WorthAtTarget:
+        """SD's worth at `per_user` tok/s per user: each side's tok/s per GPU there on its frontier (never
+        extrapolated), their ratio per draw, and the cost per 1M output tokens at `usd_per_gpu_hour`."""
+        return worth_at(*self.frontiers(gpus), per_user, usd_per_gpu_hour)
+
+    def assert_pays_at(self, per_user: float, min: float = 1.0, gpus: int | None = None) -> WorthAtTarget:  # noqa: A002
+        """At `per_user` tok/s per user, SD's frontier gives at least `min` times the reference's tok/s per GPU,
+        decided by the sequential rule on the sweep's draws (each draw's own frontiers): passed, failed, or
+        undecided where the interval straddles the zone (--specdec-strict fails it).  A target SD's frontier does
+        not reach fails; one only SD's reaches passes; one outside the sweep's range is undecided."""
+        if isinstance(min, bool) or not isinstance(min, (int, float)) or min <= 0:
+            raise ValueError(f"assert_pays_at(min=...) must be a ratio > 0, got {min!r}")
+        worth = self.worth_at(per_user, gpus=gpus)
+        decision = worth.decide_at_least(min)
+        self._settle(f"tok/s per GPU at {per_user:g} tok/s per user >= {min:g}x the reference's", decision, worth)
+        return worth
+
+    def assert_frontier_at_or_above(self, low: float, high: float, gpus: int | None = None) -> "SweepResult":
+        """SD's frontier is at or above the reference's from `low` to `high` tok/s per user: decided at the range's
+        ends and every frontier point inside it (the lines are straight between them), each as `assert_pays_at`
+        with min=1; passed when every one passed, failed when any failed."""
+        reference, speculative = self.frontiers(gpus)
+        outcome, decided = frontier_at_or_above(reference, speculative, low, high)
+        worst = min(decided, key=lambda pair: (pair[1].outcome != FAILED, pair[1].outcome == PASSED, pair[1].estimate))
+        speed, decision = worst
+        if outcome != decision.outcome:  # the range's outcome is the conjunction: its worst point stands for it
+            decision = replace(decision, outcome=outcome)
+        self._settle(
+            f"SD's frontier at or above the reference's from {low:g} to {high:g} tok/s per user",
+            decision,
+            worth_at(reference, speculative, speed),
+            detail="; ".join(f"{s:g} tok/s per user: {d.outcome} ({d.ratio:.3g}x)" for s, d in decided),
+        )
+        return self
+
+    def frontier_table(self, per_user: float | None = None, usd_per_gpu_hour: float | None = None) -> str:
+        """Both sides' operating points and frontiers as plain text (failure messages, scripts), with SD's worth at
+        `per_user` when given."""
+        reference, speculative = self.frontiers()
+        lines = [f"{PER_USER}\n{PER_GPU}", "side       concurrency  tok/s per user  tok/s per GPU  on frontier"]
+        for side in (reference, speculative):
+            on = {(p.per_user, p.per_gpu) for p in side.frontier()}
+            for p in side.points():
+                lines.append(
+                    f"{side.label:<10} {p.concurrency:>11g}  {p.per_user:>14.2f}  {p.per_gpu:>13.2f}  "
+                    + ("yes" if (p.per_user, p.per_gpu) in on else "no")
+                )
+        if per_user is not None:
+            worth = worth_at(reference, speculative, per_user, usd_per_gpu_hour)
+            lines.append(_worth_line(worth))
+        return "\n".join(lines)
+
+    def _settle(self, name: str, decision: Decision, worth: WorthAtTarget, detail: str = "") -> None:
+        """Keep the decision with the sweep's last level (the row and the session's undecided lines read it), and
+        fail on a failed one, or an undecided one under --specdec-strict."""
+        result = self.results[-1]
+        if decision.outcome == PASSED:
+            return
+        words = f"{name} for {result.spec.label()}: {decision.describe()}\n{_worth_line(worth)}" + (
+            f"\n{detail}" if detail else ""
+        )
+        if decision.outcome == FAILED:
+            raise AssertionError(f"{words}\n{self.frontier_table()}")
+        result.decisions[name] = decision
+        if getattr(result, "strict", False):
+            raise AssertionError(f"{words}\nundecided, and --specdec-strict fails an undecided check")
+
     def summary(self) -> dict[str, Any]:
         return {
             "levels": self.levels,
@@ -85,3 +190,27 @@ class SweepResult:
 
     def __repr__(self) -> str:
         return f"<SweepResult {len(self.results)} levels, crossover: {self.crossover().describe()}>"
+
+
+def _point(level: float, run, gpus: int):
+    """A run's operating point (None where its TPOT or throughput is missing)."""
+    figures = run.metrics.as_dict()
+    return operating_point(
+        level, figures.get("output_throughput", math.nan), figures.get("median_tpot_ms", math.nan), gpus
+    )
+
+
+def _worth_line(worth: WorthAtTarget) -> str:
+    if worth.ratio is None:
+        return f"at {worth.per_user:g} tok/s per user: {worth.why or 'no ratio'}"
+    costs = worth.usd_per_million()
+    priced = (
+        f"; USD per 1M output tokens {costs['reference']:.3g} -> {costs['speculative']:.3g} ({worth.saving():+.1%} saved)"
+        if costs["reference"] is not None
+        else ""
+    )
+    ratios = ", ".join(figure(r, ".3f") for r in worth.as_dict()["draw_ratios"])
+    return (
+        f"at {worth.per_user:g} tok/s per user: reference {worth.reference.per_gpu:.3g} tok/s per GPU, SD "
+        f"{worth.speculative.per_gpu:.3g} ({worth.ratio:.3f}x; per draw {ratios}){priced}"
+    )

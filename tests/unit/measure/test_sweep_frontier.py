@@ -1,0 +1,109 @@
+"""A concurrency sweep's frontier: both sides' operating points from its runs, and its checks decided or not."""
+
+import math
+
+import pytest
+
+from pytest_specdec.analysis.metrics import summarize
+from pytest_specdec.engines.server_spec import ServerSpec
+from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
+from pytest_specdec.measure.sweep import SweepResult
+from pytest_specdec.verdict.sequential.rule import PASSED, UNDECIDED
+
+SPEC = ServerSpec("m", {"method": "ngram", "num_speculative_tokens": 4})
+TOKENS = 10
+
+
+class Rec:
+    """A request of 10 tokens whose TPOT is `tpot_s` (TTFT 0.1 s)."""
+
+    def __init__(self, index, tpot_s):
+        self.index, self.prompt_len, self.output_tokens, self.success = index, 8, TOKENS, True
+        self.ttft, self.itl, self.latency, self.dispatch_lag = 0.1, [tpot_s] * (TOKENS - 1), 0.1 + 9 * tpot_s, 0.0
+        self.token_ids, self.text, self.top_logprobs = list(range(TOKENS)), "x", None
+
+
+def run(spec, draw, tpot_s, tok_s):
+    records = [Rec(i, tpot_s) for i in range(4)]
+    return Run(spec, draw, summarize(records, 4 * TOKENS / tok_s), records, None, ["vllm"], 0.0)
+
+
+def level(concurrency, reference, speculative):
+    """One level: per draw, (per-user tok/s, tok/s) of each side."""
+    refs = [run(SPEC.reference(), d, 1 / u, g) for d, (u, g) in enumerate(reference)]
+    sds = [run(SPEC, d, 1 / u, g) for d, (u, g) in enumerate(speculative)]
+    outputs = compare_outputs(refs[0].records, sds[0].records)
+    return SpecDecResult(
+        SPEC,
+        {"name": "w"},
+        {"name": f"concurrency_{concurrency}", "max_concurrency": concurrency},
+        refs,
+        sds,
+        outputs,
+        {},
+        outputs_per_repeat=[outputs] * len(refs),
+    )
+
+
+WOBBLE = (0.0, 0.01, -0.01, 0.005)
+
+
+def sweep(sd_scale=1.0, spread=WOBBLE):
+    # The reference trades per-user speed for throughput; SD is faster per user and, scaled, more productive.
+    ref = {1: (50, 50), 2: (45, 90), 4: (38, 152), 8: (28, 224)}
+    sd = {1: (80, 80), 2: (70, 140), 4: (55, 220), 8: (36, 250)}
+    return SweepResult(
+        [
+            level(
+                c,
+                [(ref[c][0], ref[c][1] * (1 + w)) for w in spread],
+                [(sd[c][0], sd_scale * sd[c][1] * (1 - w)) for w in spread],
+            )
+            for c in (1, 2, 4, 8)
+        ]
+    )
+
+
+def test_both_sides_points_come_from_each_draws_median_tpot_and_throughput():
+    reference, speculative = sweep().frontiers()
+    assert len(reference.draws) == len(speculative.draws) == len(WOBBLE)
+    first = reference.draws[0][1]
+    assert first.concurrency == 2 and first.per_user == pytest.approx(45.0) and first.per_gpu == pytest.approx(90.0)
+    assert [p.concurrency for p in speculative.frontier()] == [8, 4, 2, 1]
+    # Per GPU: a server on two GPUs gives each half its throughput.
+    halved, _ = sweep().frontiers(gpus=2)
+    assert halved.draws[0][1].per_gpu == pytest.approx(45.0)
+
+
+def test_sd_pays_at_a_per_user_speed_decided_and_the_frontier_check_over_a_range():
+    decided = sweep()
+    worth = decided.assert_pays_at(45.0, min=1.5)
+    assert worth.ratio == pytest.approx((250 - 9 / 19 * 30) / 90, rel=0.02)
+    assert decided.results[-1].decisions == {}  # a pass is not kept as undecided
+    decided.assert_frontier_at_or_above(40.0, 50.0)
+    table = decided.frontier_table(45.0, usd_per_gpu_hour=3.6)
+    assert "tok/s per user: 1000 / the run's median TPOT" in table and "USD per 1M output tokens" in table
+
+
+def test_a_failed_frontier_check_names_the_speeds_and_shows_both_frontiers():
+    with pytest.raises(AssertionError) as failed:
+        sweep(sd_scale=0.35).assert_frontier_at_or_above(40.0, 50.0)
+    text = str(failed.value)
+    assert "SD's frontier at or above the reference's from 40 to 50 tok/s per user" in text
+    assert "40 tok/s per user: failed" in text and "side       concurrency" in text
+    with pytest.raises(AssertionError, match="SD's frontier: not reached"):
+        sweep().assert_pays_at(200.0)  # faster per user than SD ever ran
+
+
+def test_an_undecided_check_is_kept_with_the_last_level_and_strict_fails_it():
+    straddling = sweep(spread=(-0.3, 0.3))
+    worth = straddling.assert_pays_at(45.0, min=2.5)  # 2.62x over two draws 0.3 apart: the interval straddles it
+    (decision,) = straddling.results[-1].decisions.values()
+    assert decision.outcome == UNDECIDED and worth.ratio is not None
+    straddling.results[-1].strict = True
+    with pytest.raises(AssertionError, match="--specdec-strict fails an undecided check"):
+        straddling.assert_pays_at(45.0, min=2.5)
+    assert sweep().worth_at(45.0).decide_at_least(1.0).outcome == PASSED
+    with pytest.raises(ValueError, match="ratio > 0"):
+        sweep().assert_pays_at(45.0, min=0)
+    assert math.isfinite(sweep().worth_at(45.0, usd_per_gpu_hour=2.0).usd_per_million()["speculative"])
