@@ -147,21 +147,23 @@ class Frontier:
     label: str
     draws: tuple[tuple[OperatingPoint | None, ...], ...]  # draws x concurrency levels
 
+    def levels(self) -> tuple[tuple[OperatingPoint, tuple[OperatingPoint, ...]], ...]:
+        """Per level measured in some draw: the median of each axis over its draws, and the draws' own points."""
+        merged = []
+        for level in range(max((len(d) for d in self.draws), default=0)):
+            found = tuple(d[level] for d in self.draws if level < len(d) and d[level] is not None)
+            if found:
+                median = OperatingPoint(
+                    found[0].concurrency,
+                    statistics.median(p.per_user for p in found),
+                    statistics.median(p.per_gpu for p in found),
+                )
+                merged.append((median, found))
+        return tuple(merged)
+
     def points(self) -> tuple[OperatingPoint, ...]:
         """Each level's point over the draws: the median of each axis (what the table and plot show)."""
-        levels = max((len(d) for d in self.draws), default=0)
-        merged = []
-        for level in range(levels):
-            found = [d[level] for d in self.draws if level < len(d) and d[level] is not None]
-            if found:
-                merged.append(
-                    OperatingPoint(
-                        found[0].concurrency,
-                        statistics.median(p.per_user for p in found),
-                        statistics.median(p.per_gpu for p in found),
-                    )
-                )
-        return tuple(merged)
+        return tuple(median for median, _ in self.levels())
 
     def frontier(self) -> tuple[OperatingPoint, ...]:
         return pareto_frontier(self.points())
@@ -304,3 +306,42 @@ def frontier_at_or_above(
     outcomes = {decision.outcome for _, decision in decided}
     outcome = FAILED if FAILED in outcomes else UNDECIDED if UNDECIDED in outcomes else PASSED
     return outcome, decided
+
+
+@dataclass
+class FrontierReport:
+    """A concurrency sweep's two frontiers and the targets its checks read, for the report rows (each level of the
+    sweep carries it, as each length of a forced sweep carries its curve)."""
+
+    reference: Frontier
+    speculative: Frontier
+    targets: list[WorthAtTarget] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        def side(frontier: Frontier) -> dict[str, Any]:
+            on = {(p.per_user, p.per_gpu) for p in frontier.frontier()}
+            return {
+                "points": [
+                    {
+                        "concurrency": p.concurrency,
+                        "per_user": p.per_user,
+                        "per_gpu": p.per_gpu,
+                        "on_frontier": (p.per_user, p.per_gpu) in on,
+                        "per_user_draws": [d.per_user for d in draws],
+                        "per_gpu_draws": [d.per_gpu for d in draws],
+                    }
+                    for p, draws in frontier.levels()
+                ]
+            }
+
+        targets = {}
+        for worth in self.targets:  # a target checked twice (two bounds) is one row of figures
+            targets[worth.per_user] = worth.as_dict()
+        return {
+            "per_user_definition": PER_USER,
+            "per_gpu_definition": PER_GPU,
+            "draws": len(self.reference.draws),
+            "reference": side(self.reference),
+            "speculative": side(self.speculative),
+            "targets": [targets[speed] for speed in sorted(targets)],
+        }

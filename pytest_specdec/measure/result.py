@@ -27,6 +27,7 @@ from ..verdict.metric_names import (
 from ..load.workloads import REPEAT_SEED_STRIDE, repeat_seed  # noqa: F401 - re-exported
 from ..analysis.metrics import RunMetrics
 from ..analysis.forced_sweep import ForcedCurve
+from ..analysis.frontier import FrontierReport
 
 # Output comparison lives in `outputs`; these names stay importable from here.
 from ..analysis.outputs import OutputComparison, RequestComparison, compare_outputs  # noqa: F401
@@ -132,6 +133,8 @@ class SpecDecResult:
     sweep_speedups: list = field(default_factory=list, repr=False, compare=False)
     # The curve of the forced-acceptance sweep this result is one length of (measure.forced_sweep).
     forced_sweep: ForcedCurve | None = field(default=None, repr=False, compare=False)
+    # The two throughput-interactivity frontiers of the concurrency sweep this result is one level of.
+    frontier: FrontierReport | None = field(default=None, repr=False, compare=False)
     # The cold or drifting flags that had the comparison measured again (measure.fairness), and the kinds a
     # test accepts: a speedup still flagged after the second measurement is not compared unless accepted.
     remeasured: list = field(default_factory=list)

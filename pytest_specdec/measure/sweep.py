@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..analysis.frontier import (
+    FrontierReport,
     PER_GPU,
     PER_USER,
     Frontier,
@@ -35,6 +36,8 @@ class SweepResult:
     """One `SpecDecResult` per concurrency level, lowest first."""
 
     results: list[SpecDecResult] = field(default_factory=list)
+    # Both frontiers and the per-user speeds the checks read, for the report rows (set by specdec.sweep()).
+    report: FrontierReport | None = field(default=None, repr=False)
 
     @property
     def levels(self) -> list[int]:
@@ -126,6 +129,7 @@ class SweepResult:
         if isinstance(min, bool) or not isinstance(min, (int, float)) or min <= 0:
             raise ValueError(f"assert_pays_at(min=...) must be a ratio > 0, got {min!r}")
         worth = self.worth_at(per_user, gpus=gpus)
+        self._keep(worth)
         decision = worth.decide_at_least(min)
         self._settle(f"tok/s per GPU at {per_user:g} tok/s per user >= {min:g}x the reference's", decision, worth)
         return worth
@@ -136,6 +140,8 @@ class SweepResult:
         with min=1; passed when every one passed, failed when any failed."""
         reference, speculative = self.frontiers(gpus)
         outcome, decided = frontier_at_or_above(reference, speculative, low, high)
+        for speed in (low, high):
+            self._keep(worth_at(reference, speculative, speed))
         worst = min(decided, key=lambda pair: (pair[1].outcome != FAILED, pair[1].outcome == PASSED, pair[1].estimate))
         speed, decision = worst
         if outcome != decision.outcome:  # the range's outcome is the conjunction: its worst point stands for it
@@ -164,6 +170,11 @@ class SweepResult:
             worth = worth_at(reference, speculative, per_user, usd_per_gpu_hour)
             lines.append(_worth_line(worth))
         return "\n".join(lines)
+
+    def _keep(self, worth: WorthAtTarget) -> None:
+        """A per-user speed a check read joins the report's frontier (its rows, table and figure)."""
+        if self.report is not None:
+            self.report.targets.append(worth)
 
     def _settle(self, name: str, decision: Decision, worth: WorthAtTarget, detail: str = "") -> None:
         """Keep the decision with the sweep's last level (the row and the session's undecided lines read it), and

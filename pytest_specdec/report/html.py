@@ -36,6 +36,7 @@ from .html_sections import (
     theory_section,
 )
 from .builds import builds_section
+from .frontier_report import frontier_section
 from .row.constraints import constrained_section
 from .energy import energy_section
 from .series_report import series_section
@@ -271,6 +272,7 @@ def render_html(
         + capacity_section(rows)
         + theory_section(rows)
         + forced_sweep_section(rows)
+        + frontier_section(rows)
         + energy_section(rows)
         + constrained_section(rows)
         + series_section(rows)

@@ -158,6 +158,7 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
     """(file name, title, drawing function) of every report figure, in the order the report shows them."""
     from .acceptance_plots import request_length_plot, tokens_per_step_heatmap
     from .forced_plots import forced_sweep_plot
+    from .frontier_report import frontier_plot
     from .group_figures import category_plot, turn_plot
     from .slo_plots import capacity_plot
     from .series_report import series_plot
@@ -165,6 +166,7 @@ def figure_catalog() -> tuple[tuple[str, str, Callable[[list[Row], Target], Any]
     return (
         ("speedup_heatmap.png", "Output-throughput speedup by workload and access pattern", speedup_heatmap),
         ("concurrency_sweep.png", "Throughput and TPOT against concurrency", concurrency_sweep_plot),
+        ("throughput_interactivity_frontier.png", "Tok/s per GPU against tok/s per user, both sides", frontier_plot),
         ("acceptance_per_position.png", "Acceptance rate per draft position", acceptance_bars),
         ("forced_acceptance_sweep.png", "Speedup against a forced acceptance length", forced_sweep_plot),
         ("request_acceptance_length.png", "Per-request acceptance length", request_length_plot),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .frontier_report import frontier_markdown
 from .row.constraints import constrained_markdown
 from .energy import energy_markdown
 from .series_report import series_markdown
@@ -210,6 +211,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     out += group_sections(rows, escape)
     out += diagnosis_section(rows, escape)
     out += slo_section(rows, escape)
+    out += frontier_markdown(rows, escape)
     priced = [r for r in rows if r["speculative_usd_per_1m_tokens"] is not None]
     if priced:
         out += [

@@ -204,6 +204,7 @@ def row_for(
         distribution=None,
         constraint=None,
         forced_sweep=None,
+        frontier=None,
     )
     row["detection"] = dict(detection or {})
     if result is None:
@@ -222,6 +223,8 @@ def row_for(
     row["engine_version"] = result.engine_version
     # The sweep this length is one point of (measure.forced_sweep).
     row["forced_sweep"] = result.forced_sweep.as_dict() if result.forced_sweep is not None else None
+    # The concurrency sweep's two frontiers this level is one point of (analysis.frontier).
+    row["frontier"] = result.frontier.as_dict() if result.frontier is not None else None
     reference = {m: _number(result.reference_metric(m)) for m in SIDE_METRICS}
     speculative = {m: _number(result.speculative_metric(m)) for m in SIDE_METRICS}
     counters = result.counters

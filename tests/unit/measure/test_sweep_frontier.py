@@ -107,3 +107,29 @@ def test_an_undecided_check_is_kept_with_the_last_level_and_strict_fails_it():
     with pytest.raises(ValueError, match="ratio > 0"):
         sweep().assert_pays_at(45.0, min=0)
     assert math.isfinite(sweep().worth_at(45.0, usd_per_gpu_hour=2.0).usd_per_million()["speculative"])
+
+
+def test_each_level_is_a_row_carrying_both_frontiers_and_the_speeds_the_checks_read():
+    from types import SimpleNamespace
+
+    from pytest_specdec.analysis.frontier import FrontierReport
+    from pytest_specdec.report.row.rows import rows_for_test
+
+    measured = sweep()
+    measured.report = FrontierReport(*measured.frontiers())  # as specdec.sweep() sets it
+    for result in measured.results:
+        result.frontier = measured.report
+    measured.assert_pays_at(45.0, min=1.5)
+    plan = SimpleNamespace(spec=SPEC, workload=None, pattern=None)
+    rows = rows_for_test("t.py::test_frontier", plan, SimpleNamespace(gate=None, results=measured.results), "passed")
+    assert len(rows) == 4 and all(row["frontier"] == rows[0]["frontier"] for row in rows)
+    frontier = rows[0]["frontier"]
+    assert frontier["draws"] == len(WOBBLE) and [p["concurrency"] for p in frontier["speculative"]["points"]] == [
+        1,
+        2,
+        4,
+        8,
+    ]
+    assert all(p["on_frontier"] for p in frontier["reference"]["points"])
+    (target,) = frontier["targets"]
+    assert target["per_user"] == 45.0 and target["ratio"] > 2.5 and len(target["draw_ratios"]) == len(WOBBLE)
