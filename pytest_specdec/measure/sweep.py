@@ -118,8 +118,11 @@ class SweepResult:
         self, per_user: float, usd_per_gpu_hour: float | None = None, gpus: int | None = None
     ) -> WorthAtTarget:
         """SD's worth at `per_user` tok/s per user: each side's tok/s per GPU there on its frontier (never
-        extrapolated), their ratio per draw, and the cost per 1M output tokens at `usd_per_gpu_hour`."""
-        return worth_at(*self.frontiers(gpus), per_user, usd_per_gpu_hour)
+        extrapolated), their ratio per draw, and the cost per 1M output tokens at `usd_per_gpu_hour`; the speed
+        joins the report's frontier table and figure."""
+        worth = worth_at(*self.frontiers(gpus), per_user, usd_per_gpu_hour)
+        self._keep(worth)
+        return worth
 
     def assert_pays_at(self, per_user: float, min: float = 1.0, gpus: int | None = None) -> WorthAtTarget:  # noqa: A002
         """At `per_user` tok/s per user, SD's frontier gives at least `min` times the reference's tok/s per GPU,
@@ -129,9 +132,8 @@ class SweepResult:
         if isinstance(min, bool) or not isinstance(min, (int, float)) or min <= 0:
             raise ValueError(f"assert_pays_at(min=...) must be a ratio > 0, got {min!r}")
         worth = self.worth_at(per_user, gpus=gpus)
-        self._keep(worth)
         decision = worth.decide_at_least(min)
-        self._settle(f"tok/s per GPU at {per_user:g} tok/s per user >= {min:g}x the reference's", decision, worth)
+        self._settle(f"tok/s per GPU at {per_user:.3g} tok/s per user >= {min:g}x the reference's", decision, worth)
         return worth
 
     def assert_frontier_at_or_above(self, low: float, high: float, gpus: int | None = None) -> "SweepResult":
@@ -213,7 +215,7 @@ def _point(level: float, run, gpus: int):
 
 def _worth_line(worth: WorthAtTarget) -> str:
     if worth.ratio is None:
-        return f"at {worth.per_user:g} tok/s per user: {worth.why or 'no ratio'}"
+        return f"at {worth.per_user:.3g} tok/s per user: {worth.why or 'no ratio'}"
     costs = worth.usd_per_million()
     priced = (
         f"; USD per 1M output tokens {costs['reference']:.3g} -> {costs['speculative']:.3g} ({worth.saving():+.1%} saved)"
@@ -222,6 +224,6 @@ def _worth_line(worth: WorthAtTarget) -> str:
     )
     ratios = ", ".join(figure(r, ".3f") for r in worth.as_dict()["draw_ratios"])
     return (
-        f"at {worth.per_user:g} tok/s per user: reference {worth.reference.per_gpu:.3g} tok/s per GPU, SD "
+        f"at {worth.per_user:.3g} tok/s per user: reference {worth.reference.per_gpu:.3g} tok/s per GPU, SD "
         f"{worth.speculative.per_gpu:.3g} ({worth.ratio:.3f}x; per draw {ratios}){priced}"
     )

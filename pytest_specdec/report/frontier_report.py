@@ -65,7 +65,7 @@ def frontier_plot(rows: Iterable[Row], path: Target):
                 color="tab:red",
                 linestyle=":",
                 linewidth=0.9,
-                label=f"{target['per_user']:g} tok/s per user: " + (f"{ratio:.2f}x" if ratio else "no ratio"),
+                label=f"{target['per_user']:.3g} tok/s per user: " + (f"{ratio:.2f}x" if ratio else "no ratio"),
             )
         ax.set_xlabel("tok/s per user (1000 / median TPOT)")
         ax.set_ylabel("output tok/s per GPU")

@@ -73,6 +73,15 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         if row["test"].endswith("::test_throughput_holds_across_the_k_switch")
     ]
     assert [row["max_concurrency"] for row in sweep] == [1, 2, 3] and {row["outcome"] for row in sweep} == {"passed"}
+    # Every concurrency sweep's rows carry both throughput-interactivity frontiers (analysis.frontier): a point per
+    # level and side, from each draw's median TPOT and throughput, drawn and tabled in report.html.
+    frontier = sweep[0]["frontier"]
+    assert all(row["frontier"] == frontier for row in sweep) and frontier["draws"] == 2
+    for side in ("reference", "speculative"):
+        points = frontier[side]["points"]
+        assert [p["concurrency"] for p in points] == [1, 2, 3] and any(p["on_frontier"] for p in points), points
+        assert all(p["per_user"] > 0 and p["per_gpu"] > 0 and len(p["per_gpu_draws"]) == 2 for p in points), points
+    assert "<h2>Throughput-interactivity frontier</h2>" in (report / "report.html").read_text()
     # The traffic examples: a result per category and per turn, in the summary and as plots.
     categories = rows["test_ngram_acceptance_by_category"]["groups"]["category"]
     assert len(categories["figures"]) == 6 and categories["difference"]
@@ -110,6 +119,7 @@ def test_examples_pass_against_stored_baselines_and_leave_a_report(main_job):
         "per_turn.png",
         "server_series.png",
         "forced_acceptance_sweep.png",
+        "throughput_interactivity_frontier.png",
     ):
         data = (report / plot).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000, plot

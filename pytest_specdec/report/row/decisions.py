@@ -12,7 +12,7 @@ def decision_cells(result) -> dict:
     decisions = {
         name: {
             "outcome": d.outcome,
-            "estimate": d.ratio,
+            "estimate": _finite(d.ratio),
             "interval": [_finite(v) for v in d.ratio_interval],
             "runs": d.runs,
             "draws": d.draws,
