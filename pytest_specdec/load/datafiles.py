@@ -1,4 +1,4 @@
-"""Data-file workloads: ShareGPT JSON, Spec-Bench JSONL, BurstGPT CSV and JSONL prompts.
+"""Data-file workloads: ShareGPT JSON, Spec-Bench and SPEED-Bench JSONL, BurstGPT CSV and JSONL prompts.
 
 Each reader checks the file as it goes and names the line or field at fault;
 the builders pick a seeded sample of entries (cycled when the file is short)
@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from .synthetic import Tok, random_prompt, rng_for
@@ -96,6 +97,76 @@ def _entries_spec_bench(w: Workload) -> list[tuple[Any, int, str | None]]:
             out.append((turns[0], output, category))
         elif len(turns) >= w.turns:  # a conversation: shorter ones are not used
             out.append(([(turn, output) for turn in turns[: w.turns]], output, category))
+    return out
+
+
+# SPEED-Bench (NVIDIA, `nvidia/SPEED-Bench`): one JSON object a line, `question_id`, `category` (a semantic domain
+# in the qualitative split, an entropy tier in the throughput splits) and `messages` (OpenAI-style role/content).
+# Its public files carry this text instead of prompts whose licences keep them from being redistributed; the
+# dataset's own preparation tool rebuilds them from their sources.
+SPEED_BENCH_PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
+SPEED_BENCH_REBUILD = (
+    "the public SPEED-Bench files hold placeholder prompts: rebuild the full ones from their sources with the "
+    "dataset's own preparation tool (specdec_bench, as the dataset card describes), then give that file as path="
+)
+
+
+def _speed_bench_rows(w: Workload) -> Iterator[tuple[str, dict]]:
+    """(where, row) per row of a SPEED-Bench file: JSONL, or the dataset's parquet where pyarrow is installed."""
+    if not str(w.path).endswith(".parquet"):
+        yield from _jsonl_lines(w)
+        return
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError:
+        raise WorkloadError(
+            f"workload {w.name!r}: {w.path}: reading parquet needs pyarrow (pip install pyarrow), or give the "
+            "split as JSONL (one row a line, as the dataset's preparation tool writes it)"
+        ) from None
+    if not os.path.isfile(os.path.expanduser(str(w.path))):
+        _open(w)  # raises, naming the file and the ways to give another
+    for index, row in enumerate(parquet.read_table(os.path.expanduser(str(w.path))).to_pylist()):
+        yield f"row {index}", row
+
+
+def _entries_speed_bench(w: Workload) -> list[tuple[Any, int, str]]:
+    """(the system prompt and first user turn, or the first `w.turns` user turns, max_tokens, category) per row."""
+    out = []
+    output = w.output_len or DEFAULT_FILE_OUTPUT_LEN
+    for where, obj in _speed_bench_rows(w):
+        for key in ("question_id", "category", "messages"):
+            if key not in obj:
+                raise _error(
+                    w, where, f"field {key!r} is missing (a SPEED-Bench row has question_id, category, messages)"
+                )
+        question, category, messages = obj["question_id"], obj["category"], obj["messages"]
+        if not isinstance(category, str) or not category:
+            raise _error(w, where, _type_problem("category", category, "a non-empty string"))
+        if not isinstance(messages, list) or not messages:
+            raise _error(w, where, _type_problem("messages", messages, "a non-empty list of role/content objects"))
+        system, users = [], []
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise _error(w, where, f"messages[{i}] must be an object with role and content")
+            role, content = message.get("role"), message.get("content")
+            if not isinstance(role, str) or not isinstance(content, str) or not content.strip():
+                raise _error(w, where, f"messages[{i}] needs a role and a non-empty content, got {message!r:.80}")
+            if content.strip() == SPEED_BENCH_PLACEHOLDER:
+                raise _error(w, f"{where} (question_id {question!r}, category {category!r})", SPEED_BENCH_REBUILD)
+            if role == "system":
+                system.append(content)
+            elif role == "user":
+                users.append(content)
+        if not users:
+            raise _error(w, where, "messages has no user turn")
+        if w.categories and category not in w.categories:
+            continue
+        # The system prompt leads the first turn: a completions prompt has no roles, and a chat one is the user's.
+        first = "\n\n".join([*system, users[0]])
+        if w.turns == 1:
+            out.append((first, output, category))
+        elif len(users) >= w.turns:  # a conversation: rows with fewer user turns are not used
+            out.append(([(turn, output) for turn in [first, *users[1 : w.turns]]], output, category))
     return out
 
 
@@ -204,6 +275,15 @@ def _reply_len(w: Workload, tok: Tok, output: Any) -> int:
 
 def build_text_file(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Prompt]:
     entries = _ENTRY_READERS[w.kind](w)
+    if w.categories and w.kind != "speed_bench":  # the other readers keep every entry's category
+        entries = [entry for entry in entries if entry[2] in w.categories]
+    if not entries and w.categories:
+        found = sorted({entry[2] for entry in _ENTRY_READERS[w.kind](replace(w, categories=())) if entry[2]})
+        raise WorkloadError(
+            f"workload {w.name!r}: {w.path}: no entry of categories {', '.join(w.categories)}"
+            + (f" (turns={w.turns})" if w.turns > 1 else "")
+            + f"; the file's categories: {', '.join(found) or 'none'}"
+        )
     if not entries and w.turns > 1:
         raise WorkloadError(f"workload {w.name!r}: {w.path}: no conversation with {w.turns} user turns or more")
     out = []
@@ -233,6 +313,7 @@ def build_burstgpt(w: Workload, tok: Tok, n: int, base: list[int]) -> list[Promp
 _ENTRY_READERS: dict[str, Callable[[Workload], list]] = {  # each entry: (text or turns, output, category)
     "sharegpt": _entries_sharegpt,
     "spec_bench": _entries_spec_bench,
+    "speed_bench": _entries_speed_bench,
     "jsonl": _entries_jsonl,
 }
 

@@ -52,7 +52,7 @@ def repeat_seed(seed: int, repeat: int) -> int:
 
 
 SYNTHETIC_KINDS = ("random", "code_edit", "shared_prefix")
-FILE_KINDS = ("sharegpt", "spec_bench", "burstgpt", "jsonl", "mooncake_trace")
+FILE_KINDS = ("sharegpt", "spec_bench", "speed_bench", "burstgpt", "jsonl", "mooncake_trace")
 # The bundled constrained workloads (load/structured.py): prompts that carry their own output constraints.
 CONSTRAINED_KINDS = ("structured", "tool_calls")
 KINDS = SYNTHETIC_KINDS + FILE_KINDS + CONSTRAINED_KINDS + ("custom_builder",)
@@ -72,13 +72,15 @@ OVERRIDE_KEYS = (
     "prefix_len",
     "num_prefixes",
     "category_field",
+    "categories",  # text files with categories: only the entries of these (SPEED-Bench: a category or a tier)
     "stop",
     "endpoint",
     "constraint",  # load.constraints: every prompt's output constrained (None: the prompts' own, if any)
     "unconstrained",  # true: the same prompts with no constraint (the free side of a constrained comparison)
     *SAMPLING_KEYS,
 )
-CONVERSATION_KINDS = ("sharegpt", "spec_bench")  # files whose entries have turns
+CONVERSATION_KINDS = ("sharegpt", "spec_bench", "speed_bench")  # files whose entries have turns
+CATEGORY_KINDS = ("spec_bench", "speed_bench", "jsonl")  # text files whose entries name a category
 DEFAULT_FILE_OUTPUT_LEN = 256
 
 
@@ -139,6 +141,7 @@ class Workload:
     prefix_len: int | None = None  # shared_prefix: tokens of each common prefix
     num_prefixes: int | None = None  # shared_prefix: how many prefixes the prompts share
     category_field: str = "category"  # jsonl / spec_bench: the field that names a prompt's category
+    categories: tuple[str, ...] = ()  # CATEGORY_KINDS: only entries of these categories (empty: every one)
     builder: Callable[[Any, int, int], list[Prompt]] | None = field(default=None, compare=False)
     sampling: Sampling = GREEDY
     endpoint: str = "completions"  # ENDPOINTS
@@ -175,6 +178,11 @@ class Workload:
         if not isinstance(self.category_field, str) or not self.category_field:
             raise WorkloadError(
                 f"workload {self.name!r}: category_field must be a non-empty string, got {self.category_field!r}"
+            )
+        if self.categories and self.kind not in CATEGORY_KINDS:
+            raise WorkloadError(
+                f"workload {self.name!r}: categories select entries of a file that names them "
+                f"({', '.join(CATEGORY_KINDS)}), not of kind {self.kind!r}"
             )
         if (self.kind == "custom_builder") != (self.builder is not None):
             raise WorkloadError(f"workload {self.name!r}: a builder goes with kind 'custom_builder' and only with it")
@@ -220,6 +228,15 @@ class Workload:
                     raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
                 if self.kind not in FILE_KINDS:
                     raise WorkloadError(f"{bad} does not apply: kind {self.kind!r} reads no data file")
+            elif key == "categories":
+                value = (value,) if isinstance(value, str) else value
+                if (
+                    not isinstance(value, (list, tuple))
+                    or not value
+                    or not all(isinstance(v, str) and v for v in value)
+                ):
+                    raise WorkloadError(f"{bad} must be a category name or a non-empty list of them, got {value!r}")
+                value = tuple(value)
             elif key in ("category_field", "endpoint"):
                 if not isinstance(value, str) or not value:
                     raise WorkloadError(f"{bad} must be a non-empty string, got {value!r}")
@@ -244,6 +261,8 @@ class Workload:
             out.update(prefix_len=self.prefix_len, num_prefixes=self.num_prefixes)
         if self.category_field != "category":
             out["category_field"] = self.category_field
+        if self.categories:
+            out["categories"] = list(self.categories)
         if not self.sampling.greedy:
             out["sampling"] = self.sampling.describe()
         if self.endpoint != "completions":
@@ -320,6 +339,9 @@ CATALOG: dict[str, Workload] = {
         Workload("sharegpt", "sharegpt"),
         Workload("spec_bench", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
         Workload("spec_bench_multiturn", "spec_bench", output_len=DEFAULT_FILE_OUTPUT_LEN, turns=2),
+        # NVIDIA's SPEED-Bench from a local copy (load.datafiles): its qualitative split (categories) or a
+        # throughput split (entropy tiers), chosen by the file given and `categories`.
+        Workload("speed_bench", "speed_bench", output_len=DEFAULT_FILE_OUTPUT_LEN),
         Workload("sharegpt_multiturn", "sharegpt", turns=3),
         Workload("mooncake_trace", "mooncake_trace"),
         Workload("burstgpt", "burstgpt"),

@@ -66,6 +66,7 @@ def test_catalog_defaults_are_the_published_numbers():
         "custom",
         "shared_prefix",
         "spec_bench_multiturn",
+        "speed_bench",
         "sharegpt_multiturn",
         "mooncake_trace",
     }
