@@ -8,7 +8,7 @@ Two checks, on the CPU build's reference server:
    E2E latency) must come out the same, to rounding.  No timing noise enters: the same records, two
    formulas.
 2. The clocks, live: interleaved rounds of each client one request at a time, in alternating order (ours
-   then theirs, theirs then ours, ...), eight short rounds after one unmeasured run of each client.  Each
+   then theirs, theirs then ours, ...), four short rounds after one unmeasured run of each client.  Each
    run's figures are read against the server's own account of the same run (vLLM's /metrics histograms of
    TTFT, inter-token latency, TPOT and end-to-end latency, and its token counters): a client's figure over
    the server's is that client's clock.  The median over rounds of our clock over vLLM's client's clock,
@@ -150,7 +150,9 @@ def clock_report(ours, theirs):
 
 @pytest.mark.specdec(model=BUNDLED, server_args=["--enforce-eager"])
 def test_metrics_agree_with_vllm_bench_serve_one_request_at_a_time(specdec, tmp_path):
-    concurrency, num_prompts, output_len, rounds = 1, 4, 16, 8
+    # Four rounds: each client's clock against the server's sits within about 1% every round, a fifth of the 5%
+    # tolerance, so the median of four decides what eight did (one odd round moves it by half its own offset).
+    concurrency, num_prompts, output_len, rounds = 1, 4, 16, 4
     assert rounds % 2 == 0, "an odd number of rounds gives one client the first seat more often"
     server = specdec.reference_server()
     ours, theirs = measure_rounds(server, concurrency, num_prompts, output_len, rounds, tmp_path / "rounds.json")
