@@ -29,12 +29,12 @@ FORCED = {
 @pytest.mark.access_pattern("throughput_low", num_prompts=4)
 def test_llamacpp_machinery_at_half_acceptance(specdec):
     result = specdec.run()  # fails here, by name, if the server did not accept 3.0 tokens a step
-    # The gate at a forced acceptance: neither the draft nor the prompts can move these figures, so a change
-    # is the engine's.  The acceptance it honoured is gated against the stored baseline on any machine.  Its
-    # speedup is best gated in one session against the build before an upgrade
-    # (--specdec-baseline-from build:PATH, docs/upgrading.md): against a stored baseline, the drift between
-    # two sessions leaves a drop of a few percent undecided (docs/deciding.md).
-    result.assert_no_regression(metrics=["acceptance_length"])
+    # Neither the draft nor the prompts can move these figures, so a change is the engine's.  Its speedup is
+    # best gated in one session against the build before an upgrade (--specdec-baseline-from build:PATH,
+    # docs/upgrading.md): against a stored baseline, the drift between two sessions leaves a drop of a few
+    # percent undecided (docs/deciding.md).  Its acceptance is not gated against a stored baseline at all: the
+    # engine draws each step's accepted count, so sessions differ by that sampling (the gate says so).
+    print(f"\nforced 3.0: measured {result.acceptance_length:.2f} tokens a step, speedup {result.speedup():.2f}x")
 
 
 @pytest.mark.specdec(model=MODEL, engine="llamacpp", speculative_config=FORCED)

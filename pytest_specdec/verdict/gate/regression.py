@@ -241,7 +241,7 @@ class RegressionGate:
         for metric in [*metrics, *own]:
             if metric in flagged:
                 continue
-            if why := plan.skip_reason(metric):
+            if why := plan.skip_reason(metric) or sampled_acceptance(result, metric):
                 skipped[metric] = why
                 continue
             side = _side(metric)
@@ -397,3 +397,21 @@ class RegressionGate:
             self.last_report = f"not compared: no gated figure could be compared\n{reasons}\n{comparison}"
         if self.outcome != PASSED and self.session.strict:
             raise AssertionError(strict_failure(self.test_id, str(baseline.path), self.outcome, skipped, comparison))
+
+
+def sampled_acceptance(result, metric: str) -> str:
+    """Why an acceptance figure of a forced-acceptance run is not compared with a stored baseline, or "".
+
+    The gate compares acceptance pair by pair, as greedy decoding makes it: the same prompts accept the same
+    drafts in every session, so acceptance does not drift.  An engine told to accept at a set mean length draws
+    each step's accepted count itself (llama.cpp's as widely as a schedule of that mean can spread), so two
+    sessions' values differ by that sampling alone, several percent over a few hundred steps, beyond the
+    default tolerance and outside what a pair of repeats shows: compared, an unchanged engine would be failed.
+    That the engine honoured the forced length is checked on every run instead (verdict.assertions)."""
+    if getattr(result, "forced", None) is None or "acceptance" not in metric:
+        return ""
+    return (
+        "not compared: the engine drew this run's accepted counts itself (forced acceptance), so its acceptance "
+        "differs between sessions by that sampling, which the gate, built for greedy acceptance that repeats "
+        "exactly, does not model; every run checks that the engine honoured the forced length instead"
+    )

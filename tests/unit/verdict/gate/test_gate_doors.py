@@ -71,3 +71,18 @@ def test_outcomes_say_how_much_was_compared():
     )
     assert outcome_of([], {"acceptance_rate": "unavailable (allowed): no counters"}, failed=False) == "not compared"
     assert outcome_of(["acceptance_rate"], {"x": "y"}, failed=True) == "failed"
+
+
+def test_acceptance_an_engine_drew_at_a_forced_length_is_not_compared_with_a_stored_baseline():
+    from types import SimpleNamespace
+
+    from pytest_specdec.verdict.gate.regression import sampled_acceptance
+
+    forced, greedy = SimpleNamespace(forced=object()), SimpleNamespace(forced=None)
+    # Seven sessions of llama.cpp at a forced 3.0, nothing changed, read 2.75-3.05: a 5% gate failed one (2.82
+    # against 3.05 recorded), its pair of repeats showing none of that spread.
+    for metric in ("acceptance_length", "acceptance_rate", "request_acceptance_length_p50"):
+        assert sampled_acceptance(forced, metric).startswith("not compared: the engine drew this run's accepted")
+        assert sampled_acceptance(greedy, metric) == ""  # greedy acceptance repeats exactly: compared
+    assert sampled_acceptance(forced, "speedup_output_throughput") == ""  # timing: the sequential rule's
+    assert sampled_acceptance(SimpleNamespace(), "acceptance_length") == ""  # a capacity result has no forcing
