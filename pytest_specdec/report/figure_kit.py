@@ -46,6 +46,17 @@ def _figure(panels: int, ncols: int, panel: tuple[float, float]):
     return fig, axes[:panels]
 
 
+def _finish_panel(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """A panel's labels, light grid, small legend and a title wrapped to its width."""
+    import textwrap
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(textwrap.fill(title, 60), fontsize=9)
+
+
 def _save(fig, path: Target) -> Path | BinaryIO:
     """The figure as PNG: written atomically to a path (returned), or into a binary stream (returned)."""
     buffer = io.BytesIO()

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from collections.abc import Iterable
 
-from .figure_kit import Row, Target, _config, _figure, _save
+from .figure_kit import Row, Target, _config, _figure, _finish_panel, _save
 
 # What names one length in a row's config: the key as the label spells it, and the forced label.
 LENGTH_WORDS = r" synthetic_acceptance_length=\S+| at forced acceptance [\d.]+"
@@ -48,9 +47,5 @@ def forced_sweep_plot(rows: Iterable[Row], path: Target):
         value = curve["break_even"].get("value")
         if value is not None:
             ax.axvline(value, color="tab:red", linestyle=":", label=f"break-even {value:.2f}")
-        ax.set_xlabel("forced acceptance length (tokens a step)")
-        ax.set_ylabel("speedup (SD / reference)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title(textwrap.fill(title, 60), fontsize=9)
+        _finish_panel(ax, "forced acceptance length (tokens a step)", "speedup (SD / reference)", title)
     return _save(fig, path)

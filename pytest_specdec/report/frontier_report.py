@@ -8,12 +8,11 @@ joined, and the per-user speeds the test's checks read with SD's ratio there.
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable, Iterable
 from html import escape as escape_html
 
 from ..formatting import NOTHING, figure
-from .figure_kit import Row, Target, _config, _figure, _save
+from .figure_kit import Row, Target, _config, _figure, _finish_panel, _save
 from .markup import html_table, markdown_table
 
 SIDES = (("reference", "reference (no SD)", "tab:grey", "s"), ("speculative", "SD", "tab:blue", "o"))
@@ -67,11 +66,7 @@ def frontier_plot(rows: Iterable[Row], path: Target):
                 linewidth=0.9,
                 label=f"{target['per_user']:.3g} tok/s per user: " + (f"{ratio:.2f}x" if ratio else "no ratio"),
             )
-        ax.set_xlabel("tok/s per user (1000 / median TPOT)")
-        ax.set_ylabel("output tok/s per GPU")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title(textwrap.fill(title, 60), fontsize=9)
+        _finish_panel(ax, "tok/s per user (1000 / median TPOT)", "output tok/s per GPU", title)
     return _save(fig, path)
 
 
