@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 from pytest_specdec import Measurements, ServerPool, ServerSpec
-from pytest_specdec.analysis.frontier import FrontierReport
 from pytest_specdec.load.patterns import concurrency_sweep
 from pytest_specdec.load.workloads import resolve_workload
 from pytest_specdec.measure.sweep import SweepResult
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep = SweepResult([measurements.run(spec, workload, pattern) for pattern in patterns])
     finally:
         pool.close()
-    sweep.report = FrontierReport(*sweep.frontiers())
+    sweep.attach_report()
     reference, speculative = sweep.frontiers()
     shared = (
         max(min(p.per_user for p in side.frontier()) for side in (reference, speculative)),

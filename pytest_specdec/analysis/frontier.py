@@ -96,12 +96,6 @@ class AtTarget:
     def reached(self) -> bool:
         return self.per_gpu is not None
 
-    def describe(self) -> str:
-        if not self.reached:
-            return self.why
-        at = " and ".join(f"{c:g}" for c in self.between)
-        return f"{self.per_gpu:.3g} tok/s per GPU at {self.per_user:g} tok/s per user (concurrency {at})"
-
 
 def throughput_at(frontier: Sequence[OperatingPoint], per_user: float) -> AtTarget:
     """The frontier's per-GPU throughput at `per_user` tok/s per user, on the line between the two frontier points
@@ -129,8 +123,6 @@ def throughput_at(frontier: Sequence[OperatingPoint], per_user: float) -> AtTarg
         )
     for low, high in zip(points, points[1:]):
         if low.per_user <= per_user <= high.per_user:
-            if high.per_user == low.per_user:
-                return AtTarget(per_user, max(low.per_gpu, high.per_gpu), between=(low.concurrency,))
             share = (per_user - low.per_user) / (high.per_user - low.per_user)
             return AtTarget(
                 per_user,
@@ -185,7 +177,6 @@ class WorthAtTarget:
     draw_pairs: tuple[tuple[AtTarget, AtTarget], ...]  # (reference, SD) per draw
     usd_per_gpu_hour: float | None = None
     why: str = ""  # where no ratio: which side does not reach the target
-    decisions: dict[str, Decision] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float | None:
@@ -294,15 +285,17 @@ def worth_at(
 
 def frontier_at_or_above(
     reference: Frontier, speculative: Frontier, low: float, high: float
-) -> tuple[str, list[tuple[float, Decision]]]:
+) -> tuple[str, list[tuple[WorthAtTarget, Decision]]]:
     """The check that SD's frontier is at or above the reference's from `low` to `high` tok/s per user: decided at
     the range's ends and at every frontier point of either side inside it (both lines are straight between those,
-    so the ratio's lowest point is one of them).  Passed when every point passed, failed when any failed."""
+    so the ratio's lowest point is one of them).  Passed when every point passed, failed when any failed; each
+    point's worth comes with its decision."""
     if not 0 < low <= high:
         raise ValueError(f"a per-user range needs 0 < low <= high, got {low!r} and {high!r}")
     inside = {p.per_user for side in (reference, speculative) for p in side.frontier() if low <= p.per_user <= high}
     speeds = sorted({low, high} | inside)
-    decided = [(speed, worth_at(reference, speculative, speed).decide_at_least(1.0)) for speed in speeds]
+    worths = [worth_at(reference, speculative, speed) for speed in speeds]
+    decided = [(worth, worth.decide_at_least(1.0)) for worth in worths]
     outcomes = {decision.outcome for _, decision in decided}
     outcome = FAILED if FAILED in outcomes else UNDECIDED if UNDECIDED in outcomes else PASSED
     return outcome, decided

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ..analysis.frontier import FrontierReport
 from ..engines import engine_named
 from ..engines.forced_acceptance import forced_acceptance, forced_at
 from ..engines.server_spec import ServerSpec
@@ -166,10 +165,9 @@ class SpecDecTest:
             result.gate = self.gate
             self.results.append(result)
             sweep.results.append(result)
-        sweep.report = FrontierReport(*sweep.frontiers())  # the checks' targets join it as they are read
+        sweep.attach_report()
         for result in sweep.results:  # each level's diagnosis can then name speedup falling with load
             result.sweep_speedups = sweep.speedups()
-            result.frontier = sweep.report
         self.measurements.on_event(f"{self.spec.label()}: {sweep.crossover().describe()}")
         return sweep
 

@@ -11,7 +11,7 @@ with "never, up to the highest measured" a valid answer.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.frontier import (
@@ -89,6 +89,14 @@ class SweepResult:
         )
         raise AssertionError(failure_message(message, [], result) if result else message)
 
+    def attach_report(self) -> FrontierReport:
+        """Both frontiers as the report's, given to every level's result (its row carries them); the per-user speeds
+        the checks read join it as they are read."""
+        self.report = FrontierReport(*self.frontiers())
+        for result in self.results:
+            result.frontier = self.report
+        return self.report
+
     def frontiers(self, gpus: int | None = None) -> tuple[Frontier, Frontier]:
         """The reference's and SD's throughput-interactivity operating points, per draw and level (analysis.frontier:
         tok/s per user against tok/s per GPU); `gpus`: the GPUs each server uses (the marker's tensor parallel
@@ -140,19 +148,19 @@ class SweepResult:
         """SD's frontier is at or above the reference's from `low` to `high` tok/s per user: decided at the range's
         ends and every frontier point inside it (the lines are straight between them), each as `assert_pays_at`
         with min=1; passed when every one passed, failed when any failed."""
-        reference, speculative = self.frontiers(gpus)
-        outcome, decided = frontier_at_or_above(reference, speculative, low, high)
-        for speed in (low, high):
-            self._keep(worth_at(reference, speculative, speed))
-        worst = min(decided, key=lambda pair: (pair[1].outcome != FAILED, pair[1].outcome == PASSED, pair[1].estimate))
-        speed, decision = worst
-        if outcome != decision.outcome:  # the range's outcome is the conjunction: its worst point stands for it
-            decision = replace(decision, outcome=outcome)
+        _, decided = frontier_at_or_above(*self.frontiers(gpus), low, high)
+        for worth, _ in (decided[0], decided[-1]):  # the range's ends join the report
+            self._keep(worth)
+        # The range's outcome is the conjunction, so its worst point stands for it: a failed one, else an undecided
+        # one, else the lowest ratio.
+        worth, decision = min(
+            decided, key=lambda pair: (pair[1].outcome != FAILED, pair[1].outcome == PASSED, pair[1].estimate)
+        )
         self._settle(
             f"SD's frontier at or above the reference's from {low:g} to {high:g} tok/s per user",
             decision,
-            worth_at(reference, speculative, speed),
-            detail="; ".join(f"{s:g} tok/s per user: {d.outcome} ({d.ratio:.3g}x)" for s, d in decided),
+            worth,
+            detail="; ".join(f"{w.per_user:.3g} tok/s per user: {d.outcome} ({d.ratio:.3g}x)" for w, d in decided),
         )
         return self
 

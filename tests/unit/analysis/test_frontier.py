@@ -96,7 +96,7 @@ def test_a_frontier_check_is_decided_when_the_draws_agree_and_undecided_when_the
     assert decided.outcome == PASSED and decided.draws == 6 and decided.low > math.log(1.5), decided.describe()
     assert worth_at(ref, sd, 45.0).decide_at_least(3.0).outcome == FAILED
     outcome, points = frontier_at_or_above(ref, sd, 40.0, 50.0)
-    assert outcome == PASSED and [speed for speed, _ in points] == [40.0, 45.0, 50.0]
+    assert outcome == PASSED and [worth.per_user for worth, _ in points] == [40.0, 45.0, 50.0]
     # Where the frontiers cross (SD's throughput falls under the reference's at low per-user speeds), it fails.
     crossing = Frontier("SD", sweep(SD_USER, (60.0, 70.0, 80.0, 95.0), steady[::-1]))
     outcome, points = frontier_at_or_above(ref, crossing, 40.0, 50.0)

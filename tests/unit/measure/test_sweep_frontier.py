@@ -112,13 +112,10 @@ def test_an_undecided_check_is_kept_with_the_last_level_and_strict_fails_it():
 def test_each_level_is_a_row_carrying_both_frontiers_and_the_speeds_the_checks_read():
     from types import SimpleNamespace
 
-    from pytest_specdec.analysis.frontier import FrontierReport
     from pytest_specdec.report.row.rows import rows_for_test
 
     measured = sweep()
-    measured.report = FrontierReport(*measured.frontiers())  # as specdec.sweep() sets it
-    for result in measured.results:
-        result.frontier = measured.report
+    measured.attach_report()  # as specdec.sweep() does
     measured.assert_pays_at(45.0, min=1.5)
     plan = SimpleNamespace(spec=SPEC, workload=None, pattern=None)
     rows = rows_for_test("t.py::test_frontier", plan, SimpleNamespace(gate=None, results=measured.results), "passed")
