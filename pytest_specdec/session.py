@@ -45,6 +45,7 @@ from .serving.gpus import (
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import ManagedServer
 from .verdict.gate import BaselineSession, RegressionGate
+from .verdict.learned_drift import DriftBook
 from .verdict.machine import run_probe, session_fingerprint
 
 SKIP_NO_DEVICE = (
@@ -361,6 +362,9 @@ class SpecdecSession:
                 ini_tolerances=self.settings.tolerances,
                 loader=self.history.baseline_loader() if self.history else None,
                 retime_probe=run_probe if self.settings.device else None,
+                drift=DriftBook(
+                    self.history.drift_lookup() if self.history else None, device=self.settings.device or "cpu"
+                ),
             )
         return self._baselines
 

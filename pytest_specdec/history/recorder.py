@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .changepoints import Detection, DetectorError, detect, otava_python
+from .drift import HistoryDrift
 from .options import HistorySettings
 from .records import SessionRecord, figures_of, fingerprint_key, git_revision, new_session_uid, now_iso
 from .store import open_history
@@ -91,6 +92,11 @@ class HistoryRecorder:
         from .baseline import HistoryBaselines
 
         return HistoryBaselines(self.settings.url, self.python())
+
+    def drift_lookup(self):
+        """Each gated figure's session values since its newest change point (history.drift), from which the gate
+        learns this machine's drift between sessions (verdict.learned_drift.DriftBook)."""
+        return HistoryDrift(self.settings.url, self.python)
 
     def run_detection(self, series: Sequence[tuple[str, str]]) -> Detection:
         """Change points in the given (test, fingerprint key) series; none given, none checked."""

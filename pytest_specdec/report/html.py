@@ -37,6 +37,7 @@ from .html_sections import (
 )
 from .builds import builds_section
 from .frontier_report import frontier_section
+from .drift_report import drift_section
 from .row.constraints import constrained_section
 from .energy import energy_section
 from .series_report import series_section
@@ -267,6 +268,7 @@ def render_html(
     out += (
         builds_section(rows)
         + not_compared_section(rows)
+        + drift_section(rows)
         + flag_section(rows)
         + sd_cost_section(rows)
         + capacity_section(rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .frontier_report import frontier_markdown
+from .drift_report import drift_lines, drift_markdown
 from .row.constraints import constrained_markdown
 from .energy import energy_markdown
 from .series_report import series_markdown
@@ -117,6 +118,8 @@ def summary_sections(
                 ],
             )
         )
+    if drifts := drift_lines(rows):
+        sections.append(("specdec drift between sessions (stored baselines)", drifts))
     if report_message:
         sections.append((None, [f"report: {report_message}"]))
     if written_baselines or stale_baselines:
@@ -212,6 +215,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     out += diagnosis_section(rows, escape)
     out += slo_section(rows, escape)
     out += frontier_markdown(rows, escape)
+    out += drift_markdown(rows, escape)
     priced = [r for r in rows if r["speculative_usd_per_1m_tokens"] is not None]
     if priced:
         out += [

@@ -2,6 +2,7 @@
 the opt-in change-point check and baselines from history.  The inner tests build results from given
 figures (tests/support/inner_results.py): the history is under test here, not a measurement."""
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pytest_specdec.history.url import parse_history_url
 GATED = (
     MARKS
     + """
+import json
 import os
 
 def test_gated(make_result):
@@ -464,3 +466,40 @@ def test_a_malformed_url_in_the_ini_names_the_setting_and_no_password(inner):
         ["*ini setting specdec_history: postgresql://ci:[*][*][*]@[[]::1:1/perf: not a valid URL*"]
     )
     assert "hunter2" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_stored_baseline_gate_learns_the_drift_from_the_history_and_says_so(inner, tmp_path, monkeypatch):
+    url, report = str(tmp_path / "h.db"), tmp_path / "report"
+    monkeypatch.setenv("GATE", "1")
+    first = run(inner, "-k", "gated", "--specdec-update-baselines", f"--specdec-history={url}")
+    first.assert_outcomes(passed=1)
+    # No history of this test yet: the built-in figure, labelled as the CPU build's, with why nothing was learned.
+    plain = run(inner, "-k", "gated", f"--specdec-history={url}", f"--specdec-report={report}")
+    plain.assert_outcomes(passed=1)
+    plain.stdout.fnmatch_lines(
+        [
+            "*specdec drift between sessions (stored baselines)*",
+            "speedup_output_throughput: drift: the CPU build's figure (4.2%), not this machine's; the history has 1 "
+            "session(s) of this test on this machine and build, 3 needed; no measured drop under 12.5% can fail "
+            "(1 test)",
+        ]
+    )
+    for scale in ("1.01", "0.99", "1.0"):
+        monkeypatch.setenv("SPEEDUP_SCALE", scale)
+        run(inner, "-k", "gated", f"--specdec-history={url}").assert_outcomes(passed=1)
+    monkeypatch.delenv("SPEEDUP_SCALE")
+    learned = run(inner, "-k", "gated", f"--specdec-history={url}", f"--specdec-report={report}")
+    learned.assert_outcomes(passed=1)
+    learned.stdout.fnmatch_lines(["speedup_output_throughput: drift *% (history: 5 sessions, upper 75% bound*"])
+    row = json.loads((report / "results.json").read_text())["results"][0]
+    drift = row["drift"]["speedup_output_throughput"]
+    assert drift["source"] == "history" and drift["sessions"] == 5 and drift["value"] < 0.042
+    assert drift["smallest_failable_drop"] < 0.125
+    assert "history: 5 sessions" in row["regression_comparison"]
+    page = (report / "report.html").read_text()
+    assert 'id="drift"' in page and "history: 5 sessions" in page
+    # The learned figure still fails a slower SD: the drift is the machine's, not a wider tolerance.
+    monkeypatch.setenv("SPEEDUP_SCALE", "0.6")
+    slower = run(inner, "-k", "gated", f"--specdec-history={url}")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(["*performance regressed against the baseline*", "*history: * sessions*"])

@@ -110,6 +110,7 @@ def row_for(
     cost_ratio=None,
     gpu_usd_per_hour: float | None = None,
     detection: dict | None = None,
+    drift: dict | None = None,
     regression_comparison: str | None = None,
     regression_not_compared=None,
     regression_figures: list | None = None,
@@ -171,6 +172,7 @@ def row_for(
         reproduce={},
         unavailable={},
         detection={},
+        drift={},
         client_bound=None,
         per_request=None,
         diagnosis=[],
@@ -207,6 +209,7 @@ def row_for(
         frontier=None,
     )
     row["detection"] = dict(detection or {})
+    row["drift"] = dict(drift or {})
     if result is None:
         return row
     if hasattr(result, "capacity_ratio"):
@@ -342,6 +345,7 @@ def rows_for_test(
     gate = test.gate if test is not None else None
     regression = gate.outcome if gate is not None else None
     detection = {metric: found.as_dict() for metric, found in getattr(gate, "detections", {}).items()}
+    drift = {figure: used.as_dict() for figure, used in getattr(gate, "drifts", {}).items()}
     comparison = getattr(gate, "comparison", None)
     results = test.results if test is not None else []
     if not results and outcome == "passed":
@@ -358,6 +362,7 @@ def rows_for_test(
             regression=regression,
             gpu_usd_per_hour=gpu_usd_per_hour,
             detection=detection,
+            drift=drift,
             regression_comparison=comparison,
             regression_not_compared=getattr(gate, "not_compared", None) if regression else None,
             regression_figures=getattr(gate, "figures", None) if regression else None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from .baselines import Baseline, load_baseline, write_baseline
 from ..fingerprint import PROBE_FIELD
+from ..learned_drift import DriftBook
 from ..machine import PROBE_MAX_TIMINGS, merged_probe
 
 
@@ -30,6 +31,9 @@ class BaselineSession:
     # Times the machine probe again (verdict.machine.run_probe) when the session's disagrees with a baseline's;
     # None: the first timing decides.
     retime_probe: Any = None
+    # Each gated figure's session-to-session drift: learned from the results history (--specdec-history), else the
+    # built-in figure labelled as such (verdict.learned_drift).
+    drift: DriftBook = field(default_factory=DriftBook)
 
     def probe_again(self) -> bool:
         """Time the machine probe again and keep each figure's best of all timings in the session's fingerprint

@@ -22,7 +22,8 @@ from ..metric_names import EXACT_METRICS, SPEEDUP_PREFIX, canonical_metric
 from ..stats import compare_exact, compare_intervals, compare_samples
 from .speedups import decide_speedup, on_seeds
 from .outcome import ALLOWED_UNAVAILABLE, NOT_COMPARED, PASSED, UNDECIDED, outcome_of, strict_failure
-from ..detection import Detection, detection
+from ..detection import Detection, detection, session_drift
+from ..learned_drift import DriftFigure, smallest_failable_drop
 from .staleness import STALE, stale_fields, stale_report
 from ..tolerances import canonical_keys, resolve_tolerance
 from ...engines.server_spec import DEFAULT_ENGINE
@@ -82,10 +83,26 @@ class RegressionGate:
         # "passed", "failed", "not compared", "missing", "unreadable", "unavailable" or "recorded" (update mode).
         self.outcome: str | None = None
         self.detections: dict[str, Detection] = {}  # what the last check can detect, per gated metric
+        self.drifts: dict[str, DriftFigure] = {}  # the drift between sessions the last check allowed for, per figure
         # Which comparison the last check made (machine, engine change), for reports: None if none.
         self.comparison: str | None = None
         self.not_compared: dict[str, str] = {}  # gated figures the last check skipped, with the reason
         self.figures: list[dict] = []  # the last check's table, one dict per compared figure, for reports
+
+    def _drift(self, result, metric: str):
+        """`decide_speedup`'s drift source for `metric` against a stored baseline (verdict.learned_drift)."""
+        fingerprint = self._fingerprint_for(result)
+        return lambda within, floor: self.session.drift.figure(
+            self.test_id, fingerprint, metric, session_drift(metric), within=within, floor=floor
+        )
+
+    def _side_drift(self, result, side: str, metric: str) -> DriftFigure | None:
+        """The drift of one side's own figure (the history's ``speculative_output_throughput``), or None where the
+        built-in drift is none: greedy acceptance repeats exactly, and a ratio of two sides is a speedup's."""
+        built_in = session_drift(metric)
+        if not built_in or side == "derived" or getattr(result, "builds", None) is not None:
+            return None
+        return self.session.drift.figure(self.test_id, self._fingerprint_for(result), f"{side}_{metric}", built_in)
 
     def _fingerprint_for(self, result, build=None) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's
@@ -217,6 +234,7 @@ class RegressionGate:
         rows, verdicts, detects = [], [], []
         skipped: dict[str, str] = {m: UNDECIDED + why for m, why in flagged.items()}
         self.detections = {}
+        self.drifts = {}
         gated: list[tuple[str, str]] = []  # (side, figure): whose history segments to show
         # A flag that persists is a finding: a side still cold or drifting after measuring again may be the
         # regression itself, so on the same machine each side's own figures are compared over both
@@ -298,9 +316,11 @@ class RegressionGate:
                 detects.append("on the intervals")
                 continue
             if not flagged and entries is current and not self.session.update:
-                verdict, undecided, cell = decide_speedup(
-                    result, baseline, metric, tolerances[metric], builds is not None
+                verdict, undecided, cell, drift = decide_speedup(
+                    result, baseline, metric, tolerances[metric], builds is not None, self._drift(result, metric)
                 )
+                if drift is not None:
+                    self.drifts[metric] = drift
                 if verdict is not None:
                     if undecided:
                         skipped[metric] = UNDECIDED + undecided
@@ -325,6 +345,9 @@ class RegressionGate:
                 )
                 verdict = replace(verdict, metric=label + (" (both measurements)" if entries is not current else ""))
                 verdicts.append(verdict)
+                drift = self._side_drift(result, side_name, metric)
+                if drift is not None:
+                    self.drifts[label] = drift
                 found = replace(
                     detection(
                         metric,
@@ -333,6 +356,7 @@ class RegressionGate:
                         tolerances[metric],
                         paired=paired,
                         current_values=values_now[-len(current) :] if paired else None,
+                        drift=None if drift is None else drift.value,
                     ),
                     metric=label,
                 )
@@ -340,6 +364,12 @@ class RegressionGate:
                 detects.append(_detects_cell(found))
                 rows.append(_row(verdict.metric, metric, verdict, tolerances[metric]))
         comparison = plan.describe(skipped)
+        if self.drifts:
+            comparison += "".join(
+                f"\n{figure}: {drift.describe()}; no measured drop under "
+                f"{smallest_failable_drop(drift.value):.1%} can fail with it"
+                for figure, drift in self.drifts.items()
+            )
         if builds is not None:
             comparison = builds.describe(result) + "\n" + comparison
         if baseline.migrated_from:

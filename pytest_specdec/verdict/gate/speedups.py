@@ -4,7 +4,8 @@ A speedup against a baseline is compared draw by draw on the same seeds, so the 
 (one four-prompt draw of code edits paid 1.25x, another 2.18x) cancels, and what is left is timing: SD's sends
 of each draw, the reference's spread across draws, and the baseline's own (taken as this run's: the gate
 compares speedups only on the machine the baseline was recorded on).  Against a stored baseline the drift
-between two sessions counts too (verdict.detection.SESSION_DRIFT), which no run in this session shrinks;
+between two sessions counts too, which no run in this session shrinks: the machine's own, learned from the
+results history where it has sessions enough (verdict.learned_drift), else the built-in figure, labelled;
 against a baseline build measured in this session (--specdec-baseline-from build:PATH) it cancels, and
 both builds' references are read apart from SD's pairs (verdict.sequential.evidence).
 """
@@ -16,7 +17,9 @@ import statistics
 from dataclasses import replace
 
 from ..detection import SESSION_DRIFT
+from ..learned_drift import DriftFigure, built_in_drift, session_value_var
 from ..metric_names import SPEEDUP_PREFIX, speedup_metric
+from ..sequential.evidence import read
 from ..sequential.rule import FAILED, FALSE_FAIL, UNDECIDED, tolerance_zone
 from ..stats import Verdict
 
@@ -31,14 +34,19 @@ def on_seeds(baseline, seeds: list[int]):
     return replace(baseline, repeats=repeats, config={**baseline.config, "repeat_seeds": list(seeds)})
 
 
-def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: bool):
-    """(verdict or None, why undecided or None, detects cell) of speedup `metric` against `baseline`'s
-    per-draw speedups; None for the verdict when the rule does not apply (no paired draws, or a result that
-    cannot decide), and the gate compares as before."""
+def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: bool, drift=None):
+    """(verdict or None, why undecided or None, detects cell, drift figure or None) of speedup `metric` against
+    `baseline`'s per-draw speedups; None for the verdict when the rule does not apply (no paired draws, or a
+    result that cannot decide), and the gate compares as before.
+
+    `drift(within, floor)` gives the drift between this session and a stored baseline's (a `DriftFigure`):
+    `within` is the log variance a session's value carries from its own runs, read from this session's timing
+    spread, which a history's session values hold beside their drift; `floor` the machine's move this session's
+    own reference measured, if it did.  It is asked at every look, as the timing spread firms up."""
     if not metric.startswith(SPEEDUP_PREFIX) or not hasattr(result, "decide"):
-        return None, None, None
+        return None, None, None, None
     if list(baseline.config.get("repeat_seeds") or []) != result.repeat_seeds():
-        return None, None, None
+        return None, None, None, None
     run_metric = speedup_metric(metric)
 
     def per_draw() -> list:
@@ -48,7 +56,7 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
         return [(r.get("derived") or {}).get(metric) for r in baseline.repeats]
 
     if not any(v is not None and math.isfinite(v) and v > 0 for v in per_draw()):
-        return None, None, None
+        return None, None, None, None
 
     def references() -> list | None:
         """A baseline build's reference per draw: measured in this session, so read apart from SD's pairs."""
@@ -56,18 +64,27 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
             return None
         return [ref.metrics.as_dict().get(run_metric) for ref, _ in result.builds.baseline_result.repeat_pairs()]
 
-    known_var = 0.0 if in_session else 2 * SESSION_DRIFT["speedup"] ** 2
+    used: list[DriftFigure] = []
+    if drift is None:
+        drift = lambda within, floor: built_in_drift(SESSION_DRIFT["speedup"])  # noqa: E731
+
+    def evidence():
+        plain = result.speedup_evidence(run_metric, baseline=per_draw(), baseline_reference=references())
+        if in_session:  # a baseline build measured beside this one: no drift between them
+            return plain
+        reading = read(plain)
+        draws = len([s for s in plain.sends if s])
+        within = session_value_var(reading.timing, draws) if reading.timing is not None else 0.0
+        floor = abs(math.expm1(reading.move_measured)) if reading.move_measured is not None else 0.0
+        figure = drift(within, floor)
+        used.append(figure)
+        return replace(plain, known_var=2 * figure.value**2)
+
     bad, good = tolerance_zone(tolerance)
-    decision = result.decide(
-        f"{metric} against the baseline{' build' if in_session else ''}",
-        lambda: result.speedup_evidence(
-            run_metric, baseline=per_draw(), known_var=known_var, baseline_reference=references()
-        ),
-        bad,
-        good,
-    )
+    decision = result.decide(f"{metric} against the baseline{' build' if in_session else ''}", evidence, bad, good)
     before = per_draw()
     low, high = decision.ratio_interval
+    figure = used[-1] if used else None
     verdict = Verdict(
         metric=metric,
         higher_is_better=True,
@@ -80,7 +97,7 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
         confidence=1 - FALSE_FAIL,
         regression=decision.outcome == FAILED,
         method="sequential, paired by draw",
-        decided_by=decision.describe(),
+        decided_by=decision.describe() + (f"; {figure.describe()}" if figure is not None else ""),
     )
     cell = f"{decision.outcome}, {decision.runs} runs"
-    return verdict, (decision.why if decision.outcome == UNDECIDED else None), cell
+    return verdict, (decision.why if decision.outcome == UNDECIDED else None), cell, figure

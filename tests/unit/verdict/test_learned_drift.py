@@ -6,14 +6,25 @@ import random
 
 import pytest
 
-from pytest_specdec.verdict.learned_drift import CONFIDENCE, MIN_SESSIONS, built_in_drift, learn_drift, upper_sd
+from pytest_specdec.verdict.learned_drift import (
+    CONFIDENCE,
+    MIN_SESSIONS,
+    DriftBook,
+    SessionSeries,
+    built_in_drift,
+    learn_drift,
+    session_value_var,
+    smallest_failable_drop,
+    upper_sd,
+)
 
 
 def test_the_bound_is_the_chi_square_upper_confidence_bound_on_the_sd():
     values = [0.0, 0.02, -0.01, 0.015, -0.02]
-    s, bound = upper_sd(values)
-    # n = 5: 4 degrees of freedom; chi-square(4)'s lower 10% point is 1.0636.
+    s, bound = upper_sd(values, confidence=0.9)
+    # n = 5: 4 degrees of freedom; chi-square(4)'s lower 10% point is 1.0636, its lower 25% point 1.9226.
     assert bound == pytest.approx(s * math.sqrt(4 / 1.0636), rel=1e-3)
+    assert upper_sd(values, confidence=0.75)[1] == pytest.approx(s * math.sqrt(4 / 1.9226), rel=1e-3)
     with pytest.raises(ValueError, match="at least two"):
         upper_sd([0.1])
 
@@ -39,7 +50,7 @@ def test_too_few_sessions_learn_nothing_and_the_fallback_says_whose_figure_it_is
     assert learn_drift([1.0, 1.01][: MIN_SESSIONS - 1]) is None
     assert learn_drift([1.0, math.nan, 0.0, -1.0, 1.02]) is None  # unusable values are not sessions
     cpu = built_in_drift(0.042)
-    assert cpu.describe() == "drift: the CPU build's figure, not this machine's (4.2%)"
+    assert cpu.describe() == "drift: the CPU build's figure (4.2%), not this machine's"
     assert "not measured on any GPU" in built_in_drift(0.042, device="gpu").describe()
 
 
@@ -47,6 +58,72 @@ def test_the_statement_names_its_source_and_a_floor_from_this_sessions_runs():
     figure = learn_drift([1.0, 1.01, 0.995, 1.005, 0.99, 1.0], since="2026-11-20")
     text = figure.describe()
     assert text.startswith(f"drift {figure.value:.1%} (history: 6 sessions since the change point of 2026-11-20")
-    assert "upper 90% bound" in text
+    assert f"upper {CONFIDENCE:.0%} bound" in text
     floored = learn_drift([1.0, 1.001, 0.999, 1.0], floor=0.05)
-    assert floored.value == 0.05 and "raised to this session's own spread between runs, 5.0%" in floored.describe()
+    assert floored.value == 0.05 and "raised to the machine's move this session measured, 5.0%" in floored.describe()
+
+
+def test_a_session_values_own_timing_is_taken_off_what_the_sessions_spread_shows():
+    rng = random.Random(3)
+    values = [math.exp(rng.gauss(0.0, 0.03)) for _ in range(10)]  # 3% a session, all of it its runs' timing
+    plain = learn_drift(values)
+    within = session_value_var(0.03, 2)  # two draws, SD and reference each sent once: 2 x 0.03^2 / 2
+    assert within == pytest.approx(0.03**2)
+    taken = learn_drift(values, within=within)
+    _, bound = upper_sd([math.log(v) for v in values])
+    assert math.log1p(taken.value) == pytest.approx(math.sqrt(max(bound**2 - within, 0.0)))
+    assert taken.value < plain.value and "its runs' own timing" in taken.describe()
+    # Sessions that agree better than their own runs could: nothing is left for drift, and it is said.
+    assert learn_drift([1.0, 1.001, 0.999, 1.0], within=0.05**2).value == 0.0
+    with pytest.raises(ValueError, match="within"):
+        learn_drift(values, within=-1.0)
+
+
+def test_the_smallest_drop_a_drift_lets_the_gate_fail():
+    # The docs' figure for the built-in drift: a measured drop under 12.5% cannot fail against a stored baseline.
+    assert smallest_failable_drop(0.042) == pytest.approx(0.125, abs=0.001)
+    assert smallest_failable_drop(0.0) == 0.0
+    half = smallest_failable_drop(0.021)
+    assert 0.06 < half < smallest_failable_drop(0.042) / 2 + 0.003
+    with pytest.raises(ValueError):
+        smallest_failable_drop(math.nan)
+
+
+class Lookup:
+    """A history as strict as history.drift: what it holds per (test, figure), and how often it was asked."""
+
+    def __init__(self, held):
+        self.held, self.asked = held, []
+
+    def __call__(self, test_id, fingerprint, figure):
+        self.asked.append((test_id, figure))
+        return self.held.get((test_id, figure)) or SessionSeries((), None, "history.db", f"the history has no {figure}")
+
+
+def test_the_book_learns_from_the_history_and_else_falls_back_labelled_with_why():
+    steady = tuple(math.exp(0.01 * math.sin(i)) for i in range(8))
+    lookup = Lookup(
+        {
+            ("t::a", "speedup_output_throughput"): SessionSeries(steady, "session 12 (2026-11-20)", "history.db"),
+            ("t::b", "speedup_output_throughput"): SessionSeries((1.0, 1.01), None, "history.db"),
+        }
+    )
+    book = DriftBook(lookup, device="gpu")
+    learned = book.figure("t::a", {"machine": 1}, "speedup_output_throughput", 0.042)
+    assert learned.source == "history" and learned.sessions == 8 and learned.value < 0.042
+    assert "since the change point of session 12 (2026-11-20)" in learned.describe()
+    few = book.figure("t::b", {"machine": 1}, "speedup_output_throughput", 0.042)
+    assert few.source == "built-in" and few.value == 0.042
+    assert (
+        "not measured on any GPU" in few.describe()
+        and "2 session(s)" in few.describe()
+        and "3 needed" in few.describe()
+    )
+    none = book.figure("t::c", {"machine": 1}, "speedup_output_throughput", 0.042)
+    assert none.source == "built-in" and "the history has no speedup_output_throughput" in none.describe()
+    # Each series is read once a session, however many looks ask.
+    book.figure("t::a", {"machine": 1}, "speedup_output_throughput", 0.042, within=1e-4)
+    assert lookup.asked.count(("t::a", "speedup_output_throughput")) == 1
+    # No history at all: the built-in figure, labelled, with nothing more to say.
+    alone = DriftBook().figure("t::a", {}, "speedup_output_throughput", 0.042)
+    assert alone.describe() == "drift: the CPU build's figure (4.2%), not this machine's"

@@ -1,0 +1,206 @@
+"""Does the stored-baseline gate keep its stated false-fail rate when it learns the drift from a history?
+
+The gate against a stored baseline pays for the drift between the baseline's session and this one
+(`known_var` in `verdict.sequential`).  The plugin's built-in figure is the CPU build's (4.2% a side,
+`verdict.detection.SESSION_DRIFT`); `verdict.learned_drift.learn_drift` learns a machine's own from the
+session values a results history holds since its last change point.  This benchmark runs the gate's own
+rule (`decide_until`, as `benchmarks/sequential_calibration.py` does) on simulated sessions whose true drift
+is 1%, 2%, 4% and 8% a side, with a history of 5, 10 and 20 earlier sessions of the same test, and counts:
+
+- **false fails**: an unchanged build failed (stated: at most `Rule().false_fail`, 5%);
+- **smallest drop failed in 90%** of sessions, on a grid of true drops;
+- **the smallest measured drop the gate can fail**: `learned_drift.smallest_failable_drop` at the drift the
+  gate used (the mean over sessions): no measured change closer to the baseline can fail, however many runs;
+
+each beside the built-in figure on the very same sessions.
+
+The model (each term as `benchmarks/sequential_calibration.py` has it): every run lognormal with relative
+sd `sigma`; content spread between draws (the same draws, by seed, in every session, so it cancels in the
+paired change); each session, the baseline's and every history session included, shifted as a whole by
+N(0, drift).  A history session's value is its speedup over the draws it measured (two, one send each, as
+`--specdec-repeats auto` measures first), so it carries that session's own timing noise as well as its drift;
+the gate learns from those values what it can: `learn_drift(..., within=...)` takes off the part this
+session's own timing spread says a session's value carries.  The baseline file is the newest history session.
+
+    .venv/bin/python benchmarks/drift_calibration.py [--sessions 400] [--seed 0] [--sigma 0.03]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from pytest_specdec.verdict.detection import SESSION_DRIFT
+from pytest_specdec.verdict.learned_drift import CONFIDENCE, learn_drift, session_value_var, smallest_failable_drop
+from pytest_specdec.verdict.sequential.evidence import read
+from pytest_specdec.verdict.sequential.rule import FAILED, Evidence, Rule, decide_until, tolerance_zone
+
+from sequential_calibration import content_spread, pct, table
+
+DRIFTS = (0.01, 0.02, 0.04, 0.08)
+HISTORIES = (5, 10, 20)
+DROPS = (0.0, 0.025, 0.05, 0.075, 0.10, 0.125, 0.15, 0.20, 0.25, 0.30)
+TOLERANCE = 0.10
+POWER = 0.9
+
+
+def history_runs(rng, n: int, h: int, drift: float, log_sd: float, draws: int) -> np.ndarray:
+    """[n, h, draws] log speedups per draw of h history sessions, the content left out (the same draws every
+    session: a constant per draw, added where a draw's value is used): each session's drift and its runs' timing."""
+    timing = log_sd * rng.standard_normal((n, h, draws, 2))  # (SD's send, the reference's) per draw
+    return drift * rng.standard_normal((n, h, 1)) + timing[..., 0] - timing[..., 1]
+
+
+def gate(sd, ref, base, rule, drift_for) -> tuple[str, float]:
+    """The stored-baseline gate as `verdict.gate.speedups.decide_speedup` runs it: each look reads this session's
+    timing spread, asks `drift_for(timing, draws)` for the drift, and decides with known_var = 2 d^2."""
+    m = rule.min_runs
+    sends = [[sd[r, 0]] for r in range(m)]
+    used = []
+
+    def evidence():
+        plain = Evidence(tuple(map(tuple, sends)), reference=tuple(ref[:m]), baseline=tuple(base[:m]))
+        d = drift_for(read(plain).timing, m)
+        used.append(d)
+        return Evidence(plain.sends, reference=plain.reference, baseline=plain.baseline, known_var=2 * d**2)
+
+    def more():
+        k = len(sends[0])
+        if k >= sd.shape[1]:
+            return False
+        for r, draw in enumerate(sends):
+            draw.append(sd[r, k])
+        return True
+
+    decision = decide_until(evidence, more, *tolerance_zone(TOLERANCE), rule)
+    return decision.outcome, used[-1]
+
+
+def cell(
+    seed,
+    n: int,
+    h: int,
+    drift: float,
+    sigma: float,
+    content: float,
+    rule: Rule,
+    subtract: bool = True,
+    confidence: float = CONFIDENCE,
+) -> dict:
+    """Both gates (learned, built-in) at every drop, on the same sessions."""
+    rng = np.random.default_rng(seed)
+    log_sd = math.sqrt(math.log1p(sigma**2))
+    m, sends = rule.min_runs, rule.max_runs // rule.min_runs
+    history = history_runs(rng, n, h, drift, log_sd, m)
+    now_drift = drift * rng.standard_normal(n)
+    effect = content * rng.standard_normal((n, m))
+    sd_noise = log_sd * rng.standard_normal((n, m, sends))
+    ref = log_sd * rng.standard_normal((n, m))
+    out = {"learned": {}, "built-in": {}, "learned_drift": []}
+    for i in range(n):
+        values = np.exp(history[i].mean(axis=1))  # each session's speedup over its draws
+
+        def learned(timing, draws, values=values):
+            within = session_value_var(timing, draws) if (subtract and timing is not None) else 0.0
+            return learn_drift(values, within=within, confidence=confidence).value
+
+        base = history[i, -1] + effect[i]  # the baseline file: the newest history session, per draw
+        for drop in DROPS:
+            sd = math.log1p(-drop) + now_drift[i] + effect[i][:, None] + sd_noise[i]
+            for name, drift_for in (("learned", learned), ("built-in", lambda t, d: SESSION_DRIFT["speedup"])):
+                outcome, used = gate(sd, ref[i], base, rule, drift_for)
+                out[name].setdefault(drop, []).append(outcome == FAILED)
+                if name == "learned" and drop == 0.0:
+                    out["learned_drift"].append(used)
+    return out
+
+
+def smallest(failed: dict) -> str:
+    for drop in DROPS:
+        if np.mean(failed[drop]) >= POWER:
+            return pct(drop)
+    return f"none up to {DROPS[-1]:.0%}"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=400, help="simulated sessions per cell (default 400)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sigma", type=float, default=0.03, help="per-run relative noise (default 0.03)")
+    parser.add_argument(
+        "--keep-within", action="store_true", help="learn from the session values as they are (no timing taken off)"
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=CONFIDENCE, help="of the learned bound (default %(default)s)"
+    )
+    parser.add_argument(
+        "--draws", type=int, default=Rule().min_runs, help="draws a session measures (default %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    rule, content, started = Rule(min_runs=args.draws), content_spread(), time.monotonic()
+    margin = 1.96 * math.sqrt(rule.false_fail * (1 - rule.false_fail) / args.sessions)
+    built_in = SESSION_DRIFT["speedup"]
+    print(
+        f"{args.sessions} sessions a cell, seed {args.seed}; per-run noise {args.sigma:.0%}; content spread "
+        f"{content:.3f} (cancels in the paired change); tolerance {TOLERANCE:.0%}; rule: false fails "
+        f"{rule.false_fail:.0%}, cap {rule.max_runs} runs a side; built-in drift {built_in:.1%} a side, whose "
+        f"smallest failable measured drop is {smallest_failable_drop(built_in, rule):.1%}\n"
+    )
+    rows = []
+    for a, drift in enumerate(DRIFTS):
+        for b, h in enumerate(HISTORIES):
+            got = cell(
+                [args.seed, a, b],
+                args.sessions,
+                h,
+                drift,
+                args.sigma,
+                content,
+                rule,
+                not args.keep_within,
+                args.confidence,
+            )
+            learned_ff, built_ff = np.mean(got["learned"][0.0]), np.mean(got["built-in"][0.0])
+            used = float(np.mean(got["learned_drift"]))
+            holds = (
+                "yes"
+                if learned_ff <= rule.false_fail
+                else "within error"
+                if learned_ff <= rule.false_fail + margin
+                else "NO"
+            )
+            rows.append(
+                [
+                    pct(drift),
+                    str(h),
+                    f"{pct(used)} (median {pct(float(np.median(got['learned_drift'])))})",
+                    f"{pct(learned_ff)} / {pct(built_ff)}",
+                    holds,
+                    f"{smallest(got['learned'])} / {smallest(got['built-in'])}",
+                    f"{smallest_failable_drop(used, rule):.1%} / {smallest_failable_drop(built_in, rule):.1%}",
+                ]
+            )
+            print(f"  drift {drift:.0%}, history {h}: done at {time.monotonic() - started:.0f} s", flush=True)
+    heads = [
+        "true drift a side",
+        "history sessions",
+        "drift learned (mean)",
+        "false fails: learned / built-in",
+        "learned holds 5%",
+        "smallest drop failed in 90%: learned / built-in",
+        "smallest measured drop it can fail: learned / built-in",
+    ]
+    print()
+    print(
+        table(
+            f"Stored-baseline gate, learned drift against built-in (margin of error at 5%: {margin:.1%})", heads, rows
+        )
+    )
+    print(f"{time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
