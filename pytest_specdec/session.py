@@ -45,6 +45,7 @@ from .serving.gpus import (
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import ManagedServer
 from .verdict.gate import BaselineSession, RegressionGate
+from .verdict.alarm_budget import AlarmBudget
 from .verdict.learned_drift import DriftBook
 from .verdict.machine import run_probe, session_fingerprint
 
@@ -79,6 +80,7 @@ class SpecdecSession:
         self.terminal = terminal or Terminal()
         self.is_worker = is_worker
         self.plans: dict[str, Plan] = {}
+        self.alarms = AlarmBudget()  # replaced once collection is known (collection_finished)
         self.tests: dict[str, SpecDecTest] = {}
         self.rows: list[dict] = []
         self.seen: set[str] = set()  # canonical ids of every test that reported
@@ -196,6 +198,14 @@ class SpecdecSession:
         """Forget the plans of tests -k, -m or a shard deselected: they announce no reference runs."""
         kept = set(nodeids)
         self.plans = {nodeid: plan for nodeid, plan in self.plans.items() if nodeid in kept}
+        # The session's false-alarm budget is split over every test it runs, every other shard's included: merged,
+        # the shards are one session under one budget.
+        self.alarms = AlarmBudget(
+            self.settings.false_fail,
+            self.settings.false_pass,
+            self.settings.session_false_fail,
+            tests=sum(1 for plan in self.plans.values() if plan.ok) + self.shard_deselected,
+        )
 
     def _runnable(self, plan: Plan) -> bool:
         """A plan whose test would run a measurement in this session."""
@@ -390,8 +400,10 @@ class SpecdecSession:
             slo=plan.slo,
             slo_percentile=plan.slo_percentile,
             builds=self.builds_for(plan.spec.engine),
+            rates=lambda check, test_id=canonical_id(nodeid): self.alarms.rule_rates(test_id, check),
         )
         test.mechanism = plan.mechanism  # @pytest.mark.specdec_mechanism
+        test.alarm_budget = self.alarms.config()
         self.tests[nodeid] = test
         return test
 

@@ -22,6 +22,7 @@ from .units import (  # noqa: F401 - the converters are read from here too
     parse_milliseconds,
     parse_positive_int,
     parse_price,
+    parse_rate,
     parse_repeats,
     parse_seconds,
 )
@@ -228,6 +229,36 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
         ),
     ),
     (
+        "--specdec-false-fail",
+        dict(
+            type=parse_rate,
+            default=None,
+            metavar="RATE",
+            help="the most a timing check may false-fail an unchanged build (default 0.05; ini specdec_false_fail); "
+            "under a session budget, the most any one check gets.",
+        ),
+    ),
+    (
+        "--specdec-false-pass",
+        dict(
+            type=parse_rate,
+            default=None,
+            metavar="RATE",
+            help="the most a timing check may pass a change at its bad edge (default 0.05; ini specdec_false_pass).",
+        ),
+    ),
+    (
+        "--specdec-session-false-fail",
+        dict(
+            type=parse_rate,
+            default=None,
+            metavar="RATE",
+            help="a budget for the whole session: the chance that any timing check false-fails an unchanged build, "
+            "split over the session's tests (every shard's), and stated at its end (default: none, each check at "
+            "--specdec-false-fail; ini specdec_session_false_fail).",
+        ),
+    ),
+    (
         "--specdec-baseline-dir",
         dict(
             default=None,
@@ -372,6 +403,13 @@ INI_KEYS: list[tuple[str, str, dict]] = [
         "specdec_strict",
         "true: fail a baseline check that compared nothing (as --specdec-strict)",
         dict(type="bool", default=False),
+    ),
+    ("specdec_false_fail", "the most a timing check may false-fail (as --specdec-false-fail)", dict(default="")),
+    ("specdec_false_pass", "the most a timing check may false-pass (as --specdec-false-pass)", dict(default="")),
+    (
+        "specdec_session_false_fail",
+        "a session budget for any false fail (as --specdec-session-false-fail)",
+        dict(default=""),
     ),
     ("specdec_drift_check", "auto, on or off: measure reference traffic again at the session's end", dict(default="")),
     (

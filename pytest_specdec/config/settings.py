@@ -20,8 +20,8 @@ from ..serving.pool import DEFAULT_KV_CACHE_BYTES
 from ..load.workloads import data_path_env_var
 from ..history.options import HistorySettings, resolve_history_settings
 from ..engines.server_spec import DEFAULT_ENGINE
-from ..verdict.sequential.rule import MAX_RUNS, MIN_RUNS
-from .units import AUTO_REPEATS
+from ..verdict.sequential.rule import FALSE_FAIL, FALSE_PASS, MAX_RUNS, MIN_RUNS
+from .units import AUTO_REPEATS, parse_rate
 
 from .options import (  # re-exported: the converters and tables lived here
     _data_workloads,
@@ -98,6 +98,11 @@ class Settings:
     baseline_dir: Path = Path("baselines")  # resolved: the option, else the ini under the rootdir
     update_baselines: bool = False
     strict: bool = False  # --specdec-strict: a baseline check that compared nothing fails
+    # Each timing check's error rates, and a budget for any false fail in the whole session (None: none):
+    # verdict.alarm_budget.
+    false_fail: float = FALSE_FAIL
+    false_pass: float = FALSE_PASS
+    session_false_fail: float | None = None
     tolerances: Any = field(default_factory=dict)  # specdec_tolerances ini: a fraction or {metric: fraction}
     shard: tuple[int, int] | None = None  # --specdec-shard I/N
     # Service-level objectives for goodput and capacity searches ({"tpot": ms, "ttft_x": multiple, ...}),
@@ -183,6 +188,21 @@ def resolve_settings(
             f"--specdec-max-repeats {max_repeats} is below the {MIN_RUNS} draws --specdec-repeats auto measures "
             f"first: give at least {MIN_RUNS}, or a fixed --specdec-repeats N"
         )
+    false_fail, false_pass = (
+        _option_or_ini(
+            getoption,
+            getini,
+            f"--specdec-{side}",
+            f"specdec_{side.replace('-', '_')}",
+            parse_rate,
+            default,
+            deprecations,
+        )
+        for side, default in (("false-fail", FALSE_FAIL), ("false-pass", FALSE_PASS))
+    )
+    session_false_fail = _option_or_ini(
+        getoption, getini, "--specdec-session-false-fail", "specdec_session_false_fail", parse_rate, None, deprecations
+    )
     slo = _slo_from_ini(getini("specdec_slo"))
     slo_percentile = (
         parse_ini("specdec_slo_percentile", getini("specdec_slo_percentile"), parse_percentile)
@@ -286,6 +306,9 @@ def resolve_settings(
         ).resolve(),
         update_baselines=bool(getoption("specdec_update_baselines")),
         strict=bool(getoption("specdec_strict") or getini("specdec_strict")),
+        false_fail=false_fail,
+        false_pass=false_pass,
+        session_false_fail=session_false_fail,
         tolerances=tolerances,
         shard=getoption("specdec_shard"),
         slo=tuple(slo.items()),

@@ -65,6 +65,18 @@ def parse_count(value: str) -> int:
     return _whole_number(value, 0, "0 or more")
 
 
+def parse_rate(value: str) -> float:
+    """An error rate in (0, 0.5): ``"0.05"`` or ``"5%"``."""
+    text = str(value).strip()
+    try:
+        rate = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 0.5 (0.05 or 5%), got {value!r}") from None
+    if not 0 < rate < 0.5:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 0.5 (0.05 or 5%), got {value!r}")
+    return rate
+
+
 AUTO_REPEATS = "auto"
 
 

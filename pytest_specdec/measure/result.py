@@ -162,6 +162,8 @@ class SpecDecResult:
     rule: Rule | None = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
+    # check name -> the error rates it is decided at (the session's false-alarm budget); None: the rule's own.
+    rates: Callable[[str], dict[str, float]] | None = field(default=None, repr=False, compare=False)
     # With run(unconstrained=True), the same prompts measured free of their constraints (measure.validity).
     unconstrained: SpecDecResult | None = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -6,6 +6,7 @@ A plain object over the session's `Measurements`, usable from a script.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..engines import engine_named
@@ -39,6 +40,7 @@ class SpecDecTest:
         slo: dict | None = None,
         slo_percentile: float = 99.0,
         builds: tuple | None = None,
+        rates: Callable[[str], dict[str, float]] | None = None,
     ):
         self.spec = spec
         self.measurements = measurements
@@ -50,6 +52,10 @@ class SpecDecTest:
         self.results: list = []  # SpecDecResult, CapacityResult: one report row each
         # (this build, the baseline build) under --specdec-baseline-from build:PATH (build_runs.Build), else None.
         self.builds = builds
+        # check name -> the error rates it is decided at (the session's false-alarm budget: verdict.alarm_budget);
+        # None: the rule's defaults.
+        self.rates = rates
+        self.alarm_budget: dict | None = None  # the session budget's settings, for the rows (AlarmBudget.config)
 
     @property
     def pool(self) -> ServerPool:
@@ -125,6 +131,7 @@ class SpecDecTest:
                 )
                 summary += f"; mechanism {result.mechanism.speedup():.2f}x {result.mechanism.note}".rstrip()
         result.gate = self.gate
+        result.rates = self.rates
         if not self.pattern.search and self.builds is None:
             result.sampler = drawer_for(self.measurements, self.spec, self.workload, self.pattern, seed)
         self.results.append(result)
@@ -163,6 +170,7 @@ class SpecDecTest:
             else:
                 result = self.measurements.run(self.spec, self.workload, pattern, seed=seed, slo=self.slo)
             result.gate = self.gate
+            result.rates = self.rates
             self.results.append(result)
             sweep.results.append(result)
         sweep.attach_report()
@@ -197,6 +205,7 @@ class SpecDecTest:
             result = self.measurements.run(spec, self.workload, self.pattern, seed=seed, slo=self.slo)
             arm(self.measurements, result, self.workload, self.pattern, prompts, seed=seed)
             result.gate = self.gate
+            result.rates = self.rates
             self.results.append(result)
             check_forced_acceptance(result, result.forced)  # a server that ignored it fails here, by name
             results.append(result)

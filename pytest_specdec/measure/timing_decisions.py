@@ -105,11 +105,11 @@ class DecidedFigures:
         """Decide check `name` with the result's rule, sending the draws again while it is undecided and the
         servers can (`more_runs`); the decision is kept for the row and the reports (`sign` -1: the evidence
         was negated, for a check that a figure is at most a bound)."""
+        rule = self.sequential_rule()
+        if self.result.rates is not None:  # the session's false-alarm budget: this check's share
+            rule = replace(rule, **self.result.rates(name))
         decision = replace(
-            decide_until(
-                evidence, self.result.more_runs, bad, good, self.sequential_rule(), self.result.again_reference
-            ),
-            sign=sign,
+            decide_until(evidence, self.result.more_runs, bad, good, rule, self.result.again_reference), sign=sign
         )
         self.result.decisions[name] = decision
         return decision

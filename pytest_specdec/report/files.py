@@ -16,6 +16,7 @@ from typing import Iterable
 from .. import schemas
 from ..version import __version__
 from ..atomic import write_atomic
+from .false_alarms import false_alarms
 from ..verdict.metric_names import speedup
 from .pr_comment import pr_comment, run_link
 from .tables import csv_text, markdown_summary
@@ -44,6 +45,7 @@ def report_document(rows: list[dict], fingerprint: dict | None = None) -> dict:
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "plugin_version": __version__,
         "fingerprint": fingerprint or {},
+        "false_alarms": false_alarms(rows),  # from the rows: a merge of shards states the whole session's
         "results": rows,
     }
 

@@ -38,6 +38,7 @@ from .html_sections import (
 from .builds import builds_section
 from .frontier_report import frontier_section
 from .drift_report import drift_section
+from .false_alarms import false_alarm_section
 from .row.constraints import constrained_section
 from .energy import energy_section
 from .series_report import series_section
@@ -269,6 +270,7 @@ def render_html(
         builds_section(rows)
         + not_compared_section(rows)
         + drift_section(rows)
+        + false_alarm_section(rows)
         + flag_section(rows)
         + sd_cost_section(rows)
         + capacity_section(rows)

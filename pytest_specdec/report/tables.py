@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .frontier_report import frontier_markdown
 from .drift_report import drift_lines, drift_markdown
+from .false_alarms import false_alarm_lines, false_alarm_markdown
 from .row.constraints import constrained_markdown
 from .energy import energy_markdown
 from .series_report import series_markdown
@@ -136,6 +137,8 @@ def summary_sections(
         )
     if server_history:
         sections.append(("specdec servers", [record.describe() for record in server_history]))
+    if alarms := false_alarm_lines(rows):
+        sections.append(("specdec false alarms", alarms))
     if undecided := undecided_lines(rows):  # last, where a reader of a green log looks: not passed
         sections.append((f"specdec undecided: {len(undecided)} checks not passed", undecided))
     return sections
@@ -216,6 +219,7 @@ def markdown_summary(rows: list[dict], plots: Iterable[Path] = (), title: str = 
     out += slo_section(rows, escape)
     out += frontier_markdown(rows, escape)
     out += drift_markdown(rows, escape)
+    out += false_alarm_markdown(rows, escape)
     priced = [r for r in rows if r["speculative_usd_per_1m_tokens"] is not None]
     if priced:
         out += [

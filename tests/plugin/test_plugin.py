@@ -678,6 +678,9 @@ def test_run_without_traffic_markers_says_which_are_missing(pytester):
         (["--specdec-repeats=0"], "", "*--specdec-repeats: expected auto or a whole number >= 1, got '0'*"),
         ([], "[pytest]\nspecdec_repeats = many\n", "*ini setting specdec_repeats: expected auto or a whole number*"),
         (["--specdec-repeats=auto", "--specdec-max-repeats=1"], "", "*--specdec-max-repeats 1 is below the 2 draws*"),
+        (["--specdec-session-false-fail=50%"], "", "*--specdec-session-false-fail: must be between 0 and 0.5*'50%'*"),
+        (["--specdec-false-fail=often"], "", "*--specdec-false-fail: expected a rate between 0 and 0.5*'often'*"),
+        ([], "[pytest]\nspecdec_false_pass = 0\n", "*ini setting specdec_false_pass: must be between 0 and 0.5*"),
     ],
 )
 def test_bad_repeats_are_usage_errors(pytester, monkeypatch, args, ini, message):

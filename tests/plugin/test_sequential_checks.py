@@ -8,10 +8,13 @@ between two draws is content, not timing: what the sequential rule has to tell a
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.support.fault_suite import MODEL
 from tests.support import SUPPORT
@@ -77,6 +80,26 @@ def test_a_wide_margin_is_decided_at_the_minimum(tmp_path):
     (decision,) = row["decisions"].values()
     assert decision["outcome"] == "passed" and decision["stopped"] == "decided at the minimum"
     assert launches == ["reference", "ngram"]
+    # No session budget: the check at the rule's own 5%, and the session's chance of a false fail said at its end.
+    assert decision["false_fail"] == 0.05
+    assert "1 timing check at 5.00% false fails each, no session budget" in run.stdout
+
+
+def test_a_session_budget_splits_its_false_fails_over_the_tests_and_states_the_sessions_chance(tmp_path):
+    run, row, _, _ = _session(tmp_path, "--specdec-session-false-fail=5%", sd_chunk_s=0.012, spread=0.0, bound=0.5)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    (decision,) = row["decisions"].values()
+    share = 0.05 * 6 / math.pi**2  # one test: its first check gets 6/pi^2 of the whole budget
+    assert decision["false_fail"] == pytest.approx(share) and decision["outcome"] == "passed"
+    assert row["alarm_budget"] == {"false_fail": 0.05, "false_pass": 0.05, "session": 0.05, "tests": 1}
+    document = json.loads((tmp_path / "report" / "results.json").read_text())
+    alarms = document["false_alarms"]
+    assert alarms["checks"] == 1 and alarms["any_false_fail_at_most"] == pytest.approx(share)
+    assert (
+        "1 timing check at 3.04% false fails each, the session budget 5.0% split over 1 test: the chance that any "
+        "false-failed an unchanged build is at most 3.04%"
+    ) in run.stdout
+    assert 'id="false-alarms"' in (tmp_path / "report" / "report.html").read_text()
 
 
 def test_an_undecided_check_sends_the_draws_again_on_the_running_server_and_counts_acceptance_once(tmp_path):

@@ -19,6 +19,7 @@ def decision_cells(result) -> dict:
             "stopped": d.stopped,
             "basis": d.interval,
             "why": d.why or None,
+            "false_fail": _finite(d.false_fail),  # None: decided on one run, no error rate
         }
         for name, d in result.decisions.items()
     }

@@ -111,6 +111,7 @@ def row_for(
     gpu_usd_per_hour: float | None = None,
     detection: dict | None = None,
     drift: dict | None = None,
+    alarm_budget: dict | None = None,
     regression_comparison: str | None = None,
     regression_not_compared=None,
     regression_figures: list | None = None,
@@ -210,6 +211,7 @@ def row_for(
     )
     row["detection"] = dict(detection or {})
     row["drift"] = dict(drift or {})
+    row["alarm_budget"] = alarm_budget  # the session's false-alarm budget (verdict.alarm_budget), for any merge
     if result is None:
         return row
     if hasattr(result, "capacity_ratio"):
@@ -363,6 +365,7 @@ def rows_for_test(
             gpu_usd_per_hour=gpu_usd_per_hour,
             detection=detection,
             drift=drift,
+            alarm_budget=getattr(test, "alarm_budget", None),
             regression_comparison=comparison,
             regression_not_compared=getattr(gate, "not_compared", None) if regression else None,
             regression_figures=getattr(gate, "figures", None) if regression else None,

@@ -80,6 +80,7 @@ class Decision:
     again_reference: bool = field(default=False)
     move: float = 0.0  # the bias bound the machine's move left in the interval (log; verdict.sequential.evidence)
     move_measured: float | None = None  # the move the reference's two sends read (log); None: not measured
+    false_fail: float = FALSE_FAIL  # the rate it was decided at (a session budget's share: verdict.alarm_budget)
 
     @property
     def ratio(self) -> float:
@@ -119,6 +120,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         interval=interval,
         move=move,
         move_measured=moved,
+        false_fail=rule.false_fail,
     )
     if variance is None and rule.max_runs == 1 and draws == 1:  # --specdec-repeats 1: asked for one run
         return Decision(
@@ -126,7 +128,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
             low=estimate,
             high=estimate,
             stopped="one run (--specdec-repeats 1): the point estimate decides, with no error rate",
-            **common,
+            **{**common, "false_fail": math.nan},  # no rate to state or to budget
         )
     if variance is None:
         return Decision(

@@ -100,3 +100,14 @@ def test_parked_cpu_servers_default_to_two_take_zero_and_refuse_a_negative(tmp_p
             parse_count(bad)
     with pytest.raises(ValueError, match="ini setting specdec_cpu_parked_servers: must be 0 or more"):
         _resolve(ini={"specdec_cpu_parked_servers": "-2"}, tmp_path=tmp_path)
+
+
+def test_error_rates_and_the_session_budget_come_from_the_flags_or_the_ini(tmp_path):
+    plain = _resolve(tmp_path=tmp_path)
+    assert (plain.false_fail, plain.false_pass, plain.session_false_fail) == (0.05, 0.05, None)
+    given = _resolve({"specdec_false_fail": 0.02, "specdec_session_false_fail": 0.1}, tmp_path=tmp_path)
+    assert (given.false_fail, given.session_false_fail) == (0.02, 0.1)
+    from_ini = _resolve(ini={"specdec_false_pass": "10%", "specdec_session_false_fail": "0.05"}, tmp_path=tmp_path)
+    assert (from_ini.false_pass, from_ini.session_false_fail) == (0.1, 0.05)
+    with pytest.raises(ValueError, match="ini setting specdec_session_false_fail"):
+        _resolve(ini={"specdec_session_false_fail": "0.7"}, tmp_path=tmp_path)
