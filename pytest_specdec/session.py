@@ -45,7 +45,7 @@ from .serving.gpus import (
 from .serving.pool import ServerPool, order_for_reuse
 from .serving.server import ManagedServer
 from .verdict.gate import BaselineSession, RegressionGate
-from .verdict.alarm_budget import AlarmBudget
+from .verdict.alarm_budget import AlarmBudget, RatesForTest
 from .verdict.learned_drift import DriftBook
 from .verdict.machine import run_probe, session_fingerprint
 
@@ -400,7 +400,7 @@ class SpecdecSession:
             slo=plan.slo,
             slo_percentile=plan.slo_percentile,
             builds=self.builds_for(plan.spec.engine),
-            rates=lambda check, test_id=canonical_id(nodeid): self.alarms.rule_rates(test_id, check),
+            rates=RatesForTest(self.alarms, canonical_id(nodeid)),
         )
         test.mechanism = plan.mechanism  # @pytest.mark.specdec_mechanism
         test.alarm_budget = self.alarms.config()

@@ -19,36 +19,56 @@ from .store import HistoryStore, open_history
 from .url import HistoryError, HistoryURL
 
 
+def test_series(
+    store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], *, python: Callable[[], str]
+) -> dict[str, SessionSeries]:
+    """Every figure's values of `test_id` on the machine and build `fingerprint` names, since each figure's newest
+    change point, found in one run of Otava for them all; `python()` gives Otava's interpreter, asked for only
+    when a series is long enough to look for change points."""
+    key = fingerprint_key(fingerprint)
+    metrics = sorted({metric for test, k, metric, _ in store.series_keys() if test == test_id and k == key})
+    series = {(test_id, key, metric): store.series(test_id, key, metric) for metric in metrics}
+    long_enough = any(len(points) >= MIN_POINTS for points in series.values())
+    reports = detect_series(series, python=python() if long_enough else "").reports if series else []
+    accepted = store.acceptances(test_id, key)
+    found = {}
+    for report in reports:
+        segment = stable_segment(report, {uid for figure, uid in accepted if figure == report.metric})
+        newest = report.newest
+        since = None if newest is None else f"session {newest.session_number} ({newest.after.started_at[:10]})"
+        found[report.metric] = SessionSeries(tuple(p.value for p in segment), since, str(store.url))
+    return found
+
+
 def session_series(
     store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], metric: str, *, python: Callable[[], str]
 ) -> SessionSeries:
-    """`metric`'s values of `test_id` on the machine and build `fingerprint` names, since the newest change point;
-    `python()` gives Otava's interpreter, asked for only when the series is long enough to look for change points."""
-    key = fingerprint_key(fingerprint)
-    points = store.series(test_id, key, metric)
-    if not points:
-        return SessionSeries(
-            (), None, str(store.url), f"the history has no {metric} of this test on this machine and build"
-        )
-    otava = python() if len(points) >= MIN_POINTS else ""
-    report = detect_series({(test_id, key, metric): points}, python=otava).reports[0]
-    accepted = {uid for figure, uid in store.acceptances(test_id, key) if figure == metric}
-    segment = stable_segment(report, accepted)
-    newest = report.newest
-    since = None if newest is None else f"session {newest.session_number} ({newest.after.started_at[:10]})"
-    return SessionSeries(tuple(p.value for p in segment), since, str(store.url))
+    """`metric`'s values of `test_id` on the machine and build `fingerprint` names, since its newest change point."""
+    return test_series(store, test_id, fingerprint, python=python).get(metric) or _none(str(store.url), metric)
+
+
+def _none(where: str, metric: str) -> SessionSeries:
+    return SessionSeries((), None, where, f"the history has no {metric} of this test on this machine and build")
 
 
 class HistoryDrift:
-    """The `DriftBook` lookup for ``--specdec-history``: opens the history for each series it is asked for."""
+    """The `DriftBook` lookup for ``--specdec-history``: reads a test's series once, the first time one of its
+    figures is asked for (one Otava run a test)."""
 
     def __init__(self, url: HistoryURL, python):
         self.url = url
         self.python = python  # a callable: the Otava environment is found only when a series needs it
+        self._tests: dict[tuple[str, str], dict[str, SessionSeries] | str] = {}
 
     def __call__(self, test_id: str, fingerprint: Mapping[str, Any], metric: str) -> SessionSeries:
-        try:
-            with open_history(self.url) as store:
-                return session_series(store, test_id, fingerprint, metric, python=self.python)
-        except (HistoryError, DetectorError) as exc:
-            return SessionSeries((), None, str(self.url), f"the history could not be read for it: {exc}")
+        key = (test_id, fingerprint_key(fingerprint))
+        if key not in self._tests:
+            try:
+                with open_history(self.url) as store:
+                    self._tests[key] = test_series(store, test_id, fingerprint, python=self.python)
+            except (HistoryError, DetectorError) as exc:
+                self._tests[key] = f"the history could not be read for it: {exc}"
+        found = self._tests[key]
+        if isinstance(found, str):
+            return SessionSeries((), None, str(self.url), found)
+        return found.get(metric) or _none(str(self.url), metric)

@@ -6,6 +6,7 @@ given; the xdist controller records once, with every worker's rows.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -96,7 +97,11 @@ class HistoryRecorder:
     def drift_lookup(self):
         """Each gated figure's session values since its newest change point (history.drift), from which the gate
         learns this machine's drift between sessions (verdict.learned_drift.DriftBook)."""
-        return HistoryDrift(self.settings.url, self.python)
+        # A partial, not this recorder's method: a result keeps its gate, and the gate its drift source, and a
+        # result must pickle (the recorder holds the environment, which does not).
+        return HistoryDrift(
+            self.settings.url, functools.partial(otava_python, self.settings.otava_python, (self.rootpath,))
+        )
 
     def run_detection(self, series: Sequence[tuple[str, str]]) -> Detection:
         """Change points in the given (test, fingerprint key) series; none given, none checked."""

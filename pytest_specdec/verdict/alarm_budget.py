@@ -101,3 +101,15 @@ def any_false_fail(rates: list[float]) -> float:
     """A bound on the chance that any of checks decided at `rates` false-failed an unchanged build: their sum
     (Bonferroni, whatever their dependence), at most 1."""
     return min(1.0, sum(rates))
+
+
+@dataclass(frozen=True)
+class RatesForTest:
+    """One test's side of the budget: check name -> the `Rule` fields it is decided with.  An object, not a
+    closure, so that a result holding it can be pickled (xdist, a saved run)."""
+
+    budget: AlarmBudget
+    test: str
+
+    def __call__(self, check: str) -> dict[str, float]:
+        return self.budget.rule_rates(self.test, check)

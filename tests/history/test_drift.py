@@ -2,10 +2,13 @@
 and build only, on both databases, with Apache Otava finding the change point (history.drift)."""
 
 import math
+import pickle
 import random
 
 from pytest_specdec.history.changepoints import otava_python
 from pytest_specdec.history.drift import HistoryDrift, session_series
+from pytest_specdec.history.options import HistorySettings
+from pytest_specdec.history.recorder import HistoryRecorder
 from pytest_specdec.history.records import SessionRecord, figures_of
 from pytest_specdec.history.store import open_history
 from pytest_specdec.history.url import parse_history_url
@@ -68,3 +71,12 @@ def test_a_history_that_cannot_be_read_falls_back_and_says_so(tmp_path):
     missing = parse_history_url(str(tmp_path / "nowhere" / "history.db"))
     figure = DriftBook(HistoryDrift(missing, otava_python)).figure(TEST, FINGERPRINT, METRIC, 0.042)
     assert figure.source == "built-in" and "the history could not be read for it" in figure.describe()
+
+
+def test_the_sessions_drift_source_pickles_with_the_results_that_hold_it(tmp_path):
+    # A result keeps its gate, the gate its session's DriftBook, and results are pickled (xdist, saved runs).
+    url = str(tmp_path / "h.db")
+    record(url, [2.0, 2.02, 1.98, 2.01])
+    recorder = HistoryRecorder(HistorySettings(url=parse_history_url(url)), tmp_path)
+    book = pickle.loads(pickle.dumps(DriftBook(recorder.drift_lookup())))
+    assert book.figure(TEST, FINGERPRINT, METRIC, 0.042).sessions == 4

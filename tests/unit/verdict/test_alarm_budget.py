@@ -2,10 +2,11 @@
 budget, and the statement is the sum of the rates the checks used."""
 
 import math
+import pickle
 
 import pytest
 
-from pytest_specdec.verdict.alarm_budget import AlarmBudget, any_false_fail
+from pytest_specdec.verdict.alarm_budget import AlarmBudget, RatesForTest, any_false_fail
 from pytest_specdec.verdict.sequential.rule import FALSE_FAIL
 
 
@@ -50,3 +51,13 @@ def test_the_statement_is_the_sum_of_the_rates_used_and_names_checks_without_one
     assert AlarmBudget().statement([]) is None
     summary = budget.as_dict(rates, 2)
     assert summary["checks"] == 3 and summary["checks_without_rate"] == 2 and summary["session"] == 0.05
+
+
+def test_a_tests_rates_travel_with_its_result_when_pickled():
+    # A result holds its test's rates (the main job's results and xdist's reports are pickled): no closure.
+    rates = RatesForTest(AlarmBudget(session=0.05, tests=2), "t::a")
+    first = rates("speedup >= 1.15")["false_fail"]
+    again = pickle.loads(pickle.dumps(rates))
+    assert again.test == "t::a" and again.budget.claims == rates.budget.claims
+    # The copy goes on spending the same test's share: its next check gets the second check's rate.
+    assert again("speedup against the baseline")["false_fail"] == pytest.approx(first / 4)
