@@ -21,11 +21,6 @@ from .verdict.gate.inventory import remove_baselines, unused_baselines_under
 if TYPE_CHECKING:  # the session holds this part; the part reads what the session measured
     from .session import SpecdecSession
 
-SKIP_NO_DEVICE = (
-    "specdec tests need a device flag: run with --specdec-gpu (GPU vLLM) or --specdec-cpu (vLLM's CPU build)"
-)
-SKIP_NEEDS_GPU = "needs a GPU (requires_gpu=True in @pytest.mark.specdec): run with --specdec-gpu"
-
 
 class SessionReport:
     """The results side of `SpecdecSession`."""
