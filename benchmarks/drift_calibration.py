@@ -36,9 +36,9 @@ import numpy as np
 from pytest_specdec.verdict.detection import SESSION_DRIFT
 from pytest_specdec.verdict.learned_drift import CONFIDENCE, learn_drift, session_value_var, smallest_failable_drop
 from pytest_specdec.verdict.sequential.evidence import read
-from pytest_specdec.verdict.sequential.rule import FAILED, Evidence, Rule, decide_until, tolerance_zone
+from pytest_specdec.verdict.sequential.rule import FAILED, Rule, tolerance_zone
 
-from sequential_calibration import content_spread, pct, table
+from sequential_calibration import content_spread, pct, sequential_check, table
 
 DRIFTS = (0.01, 0.02, 0.04, 0.08)
 HISTORIES = (5, 10, 20)
@@ -58,24 +58,13 @@ def gate(sd, ref, base, rule, drift_for) -> tuple[str, float]:
     """The stored-baseline gate as `verdict.gate.speedups.decide_speedup` runs it: each look reads this session's
     timing spread, asks `drift_for(timing, draws)` for the drift, and decides with known_var = 2 d^2."""
     m = rule.min_runs
-    sends = [[sd[r, 0]] for r in range(m)]
     used = []
 
-    def evidence():
-        plain = Evidence(tuple(map(tuple, sends)), reference=tuple(ref[:m]), baseline=tuple(base[:m]))
-        d = drift_for(read(plain).timing, m)
-        used.append(d)
-        return Evidence(plain.sends, reference=plain.reference, baseline=plain.baseline, known_var=2 * d**2)
+    def known_var(plain) -> float:
+        used.append(drift_for(read(plain).timing, m))
+        return 2 * used[-1] ** 2
 
-    def more():
-        k = len(sends[0])
-        if k >= sd.shape[1]:
-            return False
-        for r, draw in enumerate(sends):
-            draw.append(sd[r, k])
-        return True
-
-    decision = decide_until(evidence, more, *tolerance_zone(TOLERANCE), rule)
+    decision = sequential_check(sd, ref[:m], base[:m], known_var, tolerance_zone(TOLERANCE), rule)
     return decision.outcome, used[-1]
 
 

@@ -44,6 +44,7 @@ import argparse
 import math
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -99,19 +100,21 @@ class Draws:
 def sequential_check(sd, ref, base, known_var, zone, rule, ref_again=None, move=UNMEASURED_MOVE):
     """`decide_until` as the plugin runs it: `more()` sends every measured draw once more; for a check against
     the reference (no `base`), `again()` sends the reference's draws again after SD's (`ref_again`: their log
-    values then), as `measure.more_draws` does where the machine's unseen move is what is left."""
+    values then), as `measure.more_draws` does where the machine's unseen move is what is left.  `known_var`
+    is a number, or a function of each look's evidence without it (a drift learned as the plugin's gate asks
+    for it at every look: benchmarks/drift_calibration.py)."""
     sends = [[sd[r, 0]] for r in range(rule.min_runs)]
     again_sent: list = []
 
     def evidence():
-        return Evidence(
+        plain = Evidence(
             tuple(map(tuple, sends)),
             reference=tuple(ref),
             baseline=None if base is None else tuple(base),
-            known_var=known_var,
             reference_again=tuple(again_sent) if again_sent else None,
             unmeasured_move=move if base is None else 0.0,
         )
+        return replace(plain, known_var=known_var(plain) if callable(known_var) else known_var)
 
     def again():
         if again_sent or ref_again is None:

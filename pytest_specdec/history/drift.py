@@ -19,7 +19,7 @@ from .store import HistoryStore, open_history
 from .url import HistoryError, HistoryURL
 
 
-def test_series(
+def stable_series(
     store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], *, python: Callable[[], str]
 ) -> dict[str, SessionSeries]:
     """Every figure's values of `test_id` on the machine and build `fingerprint` names, since each figure's newest
@@ -40,13 +40,6 @@ def test_series(
     return found
 
 
-def session_series(
-    store: HistoryStore, test_id: str, fingerprint: Mapping[str, Any], metric: str, *, python: Callable[[], str]
-) -> SessionSeries:
-    """`metric`'s values of `test_id` on the machine and build `fingerprint` names, since its newest change point."""
-    return test_series(store, test_id, fingerprint, python=python).get(metric) or _none(str(store.url), metric)
-
-
 def _none(where: str, metric: str) -> SessionSeries:
     return SessionSeries((), None, where, f"the history has no {metric} of this test on this machine and build")
 
@@ -65,7 +58,7 @@ class HistoryDrift:
         if key not in self._tests:
             try:
                 with open_history(self.url) as store:
-                    self._tests[key] = test_series(store, test_id, fingerprint, python=self.python)
+                    self._tests[key] = stable_series(store, test_id, fingerprint, python=self.python)
             except (HistoryError, DetectorError) as exc:
                 self._tests[key] = f"the history could not be read for it: {exc}"
         found = self._tests[key]

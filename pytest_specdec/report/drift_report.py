@@ -24,13 +24,7 @@ def drift_groups(rows: list[dict]) -> list[tuple[str, dict, list[str]]]:
 
 
 def _cells(name: str, used: dict, tests: list[str]) -> list[str]:
-    # "drift 1.0% (history: 5 sessions, ...)" -> what is in the brackets; the built-in figure's note says whose.
-    text = used["describe"]
-    if used["source"] == "built-in":
-        source = f"built-in: {used['note']}"
-    else:
-        source = text[text.index(" (") + 2 : -1] if " (" in text and text.endswith(")") else used["source"]
-    return [name, f"{used['value']:.1%}", source, f"{used['smallest_failable_drop']:.1%}", ", ".join(tests)]
+    return [name, f"{used['value']:.1%}", used["origin"], f"{used['smallest_failable_drop']:.1%}", ", ".join(tests)]
 
 
 def drift_lines(rows: list[dict]) -> list[str]:

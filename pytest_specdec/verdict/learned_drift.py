@@ -30,10 +30,9 @@ from .chi_square import chi2_critical
 from .sequential.rule import Rule
 from .sequential.student_t import t_quantile
 
-# Of the upper bound on the drift: a learned figure understates the machine's one time in four.  The rule's other
-# margins (its looks, the timing spread's own bound) absorb that: benchmarks/drift_calibration.py keeps the stated
-# 5% false fails at every true drift from 1% to 8% and history of 5-20 sessions with it, and at 50% (the bare
-# estimate) a cell with four draws a session and 1% timing noise came within a point of it.
+# Of the upper bound on the drift: a learned figure understates the machine's one time in four, which the rule's
+# other margins (its looks, the timing spread's own bound) absorb; the bare estimate (50%) leaves them none.
+# benchmarks/drift_calibration.py checks the stated false-fail rate with it (docs/deciding.md has its tables).
 CONFIDENCE = 0.75
 MIN_SESSIONS = 3  # two sessions give one degree of freedom: a bound, but one no narrower than the built-in figure
 
@@ -58,13 +57,14 @@ class DriftFigure:
             "since": self.since,
             "note": self.note,
             "smallest_failable_drop": smallest_failable_drop(self.value),
+            "origin": self.origin(),
             "describe": self.describe(),
         }
 
-    def describe(self) -> str:
-        if self.source == "built-in":  # note: "the CPU build's figure, not this machine's[; why]"
-            whose, _, rest = self.note.partition(", ")
-            return f"drift: {whose} ({self.value:.1%}), {rest}"
+    def origin(self) -> str:
+        """Where the figure came from, in words (the part of `describe` after the value)."""
+        if self.source == "built-in":
+            return f"built-in: {self.note}"
         what = "sessions" if self.source == "history" else "server starts"
         since = f" since the change point of {self.since}" if self.since else ""
         bound = (
@@ -73,7 +73,13 @@ class DriftFigure:
             else ""
         )
         floor = f"; {self.note}" if self.note else ""
-        return f"drift {self.value:.1%} ({self.source}: {self.sessions} {what}{since}{bound}{floor})"
+        return f"{self.source}: {self.sessions} {what}{since}{bound}{floor}"
+
+    def describe(self) -> str:
+        if self.source == "built-in":  # note: "the CPU build's figure, not this machine's[; why]"
+            whose, _, rest = self.note.partition(", ")
+            return f"drift: {whose} ({self.value:.1%}), {rest}"
+        return f"drift {self.value:.1%} ({self.origin()})"
 
 
 def upper_sd(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:

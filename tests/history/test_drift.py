@@ -6,7 +6,7 @@ import pickle
 import random
 
 from pytest_specdec.history.changepoints import otava_python
-from pytest_specdec.history.drift import HistoryDrift, session_series
+from pytest_specdec.history.drift import HistoryDrift, stable_series
 from pytest_specdec.history.options import HistorySettings
 from pytest_specdec.history.recorder import HistoryRecorder
 from pytest_specdec.history.records import SessionRecord, figures_of
@@ -44,7 +44,7 @@ def test_only_the_sessions_after_the_change_point_are_learned_from(history_url):
     after = [2.2 * math.exp(generator.gauss(0, 0.01)) for _ in range(10)]  # this build: an improvement, steady
     record(history_url, before + after)
     with open_history(parse_history_url(history_url)) as store:
-        series = session_series(store, TEST, FINGERPRINT, METRIC, python=otava_python)
+        series = stable_series(store, TEST, FINGERPRINT, python=otava_python)[METRIC]
     assert series.values == tuple(after) and series.since.startswith("session 11 (2026-11-01)")
     # Learned from those ten alone: the older level's spread and the step are not this machine's drift.
     book = DriftBook(HistoryDrift(parse_history_url(history_url), otava_python))
