@@ -36,6 +36,7 @@ from ..serving.server_series import DEFAULT_INTERVAL_S
 from .run_watch import RunWatch
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import ManagedServer
+from ..serving.models import load_tokenizer
 from ..engines.server_spec import ServerSpec
 from ..load.workloads import Workload
 
@@ -113,9 +114,7 @@ class Measurements:
     def tokenizer(self, model: str):
         """The target's tokenizer (transformers is imported only here, at run time)."""
         if model not in self._tokenizers:
-            from transformers import AutoTokenizer
-
-            self._tokenizers[model] = AutoTokenizer.from_pretrained(self.pool.model_resolver(model))
+            self._tokenizers[model] = load_tokenizer(self.pool.model_resolver(model))
         return self._tokenizers[model]
 
     def prompts(self, model: str, workload: Workload, pattern: AccessPattern, seed: int) -> list:

@@ -120,6 +120,35 @@ def resolve_model(name: str, cache: Path | None = None) -> str:
     return str(_ensure_truncated(full, bundled.layers, cache))
 
 
+# The tokenizer classes AutoTokenizer resolves to the one generic fast tokenizer: named in a model's
+# tokenizer_config.json, it is loaded as that class without importing AutoTokenizer, whose import maps every
+# model family transformers knows and takes seconds in each new process (every pytest session pays it).
+GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(model: str):
+    """The tokenizer of `model` (a resolved name: a local directory or a name transformers resolves).
+
+    A local model whose tokenizer_config.json names the generic fast tokenizer, beside its tokenizer.json,
+    is loaded as that class: the class AutoTokenizer picks for it, with the same files.  Anything else goes
+    through AutoTokenizer, which picks a model family's own class."""
+    folder = Path(model)
+    generic = False
+    if (folder / "tokenizer.json").is_file():
+        try:
+            config = json.loads((folder / "tokenizer_config.json").read_text())
+        except (OSError, ValueError):
+            config = {}
+        generic = isinstance(config, dict) and config.get("tokenizer_class") in GENERIC_TOKENIZER_CLASSES
+    if generic:
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(model)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model)
+
+
 @contextlib.contextmanager
 def _locked(cache: Path, what: str) -> Iterator[None]:
     """Serialise preparation across processes (pytest-xdist workers)."""

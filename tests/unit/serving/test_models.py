@@ -94,3 +94,43 @@ def test_truncated_draft_keeps_the_first_layers(tmp_path):
     assert (dest / "tokenizer.json").read_text() == "{}"
     with pytest.raises(ValueError, match="between 1 and 3"):
         models.write_truncated_draft(source, dest, 4, load_file, save_file)
+
+
+BUNDLED_DIR = models.cache_dir() / f"{models.SMOLLM2}-v{models._CONVERSION_VERSION}"
+SAMPLE_TEXTS = ["def sub(a: int, b: int) -> int:", "héllo wörld <|im_start|>", "", "  spaces\n\nnewlines\t"]
+
+
+def tokenized(tokenizer) -> list:
+    chat = [{"role": "user", "content": "hi"}]
+    return [
+        *((tokenizer(t).input_ids, tokenizer(t, add_special_tokens=False).input_ids) for t in SAMPLE_TEXTS),
+        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True),
+        tokenizer.special_tokens_map,
+        len(tokenizer),
+    ]
+
+
+def test_a_model_naming_the_generic_tokenizer_loads_as_autotokenizer_would_load_it():
+    from transformers import AutoTokenizer
+
+    assert (BUNDLED_DIR / "tokenizer.json").is_file(), "scripts/setup prepares the bundled model"
+    assert json.loads((BUNDLED_DIR / "tokenizer_config.json").read_text())["tokenizer_class"] in (
+        models.GENERIC_TOKENIZER_CLASSES
+    )
+    ours, theirs = models.load_tokenizer(str(BUNDLED_DIR)), AutoTokenizer.from_pretrained(str(BUNDLED_DIR))
+    assert type(ours) is type(theirs)
+    assert tokenized(ours) == tokenized(theirs)
+
+
+@pytest.mark.parametrize("config", ['{"tokenizer_class": "GPT2Tokenizer"}', "{not json", None])
+def test_any_other_tokenizer_goes_through_autotokenizer(tmp_path, monkeypatch, config):
+    import transformers
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    if config is not None:
+        (tmp_path / "tokenizer_config.json").write_text(config)
+    asked = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda path: asked.append(path) or "auto")
+    assert models.load_tokenizer(str(tmp_path)) == "auto" and asked == [str(tmp_path)]
+    # A name transformers resolves (a hub id, no local folder) too.
+    assert models.load_tokenizer("meta-llama/Llama-3.1-8B-Instruct") == "auto"
