@@ -10,7 +10,7 @@ the prompts do to SD's speed cancels and what is left is timing.
   vocabulary and carries a thousand candidates on, greedy tokens and drafts the same, the reference untouched;
   benchmarks/planted_sd_slowdown.py measures what it costs) against the real one: the test fails, naming the
   speedup and the sequential decision, and the row says the runs it took.
-- The real build against itself (A/A): the gate passes.
+- The real build against itself (A/A): the gate passes, and both sides accepted the same drafts.
 
 Every server runs one thread (``-t 1``).  On a 2-core box llama.cpp's default is a thread per core, and its
 threads wait for each other at every step: with another process busy on the box, one of them waited for the
@@ -109,4 +109,8 @@ def test_the_real_build_against_itself_passes_the_speedup_gate(specdec_pool, tmp
     draws = check_runs(row, text, "passed")
     low, high = row["decisions"][CHECK]["interval"]
     assert low > 0.9, row["decisions"]  # surely within the tolerance
+    # One build on both sides, greedy: every draw accepts the same drafts, whatever the timing.
+    figures = row["builds"]["figures"]
+    for figure in ("acceptance_rate", "acceptance_length"):
+        assert figures[figure]["this"] == figures[figure]["baseline"], (figure, figures[figure])
     assert runs_cell_matches(row, draws), (row["runs"], row["decisions"][CHECK]["stopped"])

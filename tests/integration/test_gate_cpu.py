@@ -1,22 +1,22 @@
-"""The regression gate on a real CPU engine, with regressions of known kind.
+"""The regression gate on a real CPU engine, with regressions of known kind, and the drift it learns from a
+results history.
 
-One test, three pytest runs of a suite of two tests, each with a baseline:
-record both with n-gram SD on llama.cpp (k=4, 3-token n-grams: 62% of draft
-tokens accepted on these code edits); re-run one unchanged (green) while the
-other narrows its n-gram to one token (24% accepted), which the gate fails
-on acceptance (one run, one reference server for both); then run the
-unchanged test on the same llama.cpp made uniformly slower (one thread where
-it used one per core, prompts prefilled a token a step and a sampler that sorts
-the whole vocabulary, the same greedy tokens, set behind the command line by
-tests/support/planted_build.py's sitecustomize, which the servers load from
-PYTHONPATH: an engine change the
-plugin cannot see, not even in the build's path, on the same machine), which
-fails naming the
-reference's own slowdown (its tok/s 53.3% lower here, 2026-11-28).
+One test, seven pytest runs of a suite of two tests, each with a baseline, every run recorded into one
+results history (--specdec-history): record both with n-gram SD on llama.cpp (k=4, 3-token n-grams: 62% of
+draft tokens accepted on these code edits); record the unchanged one four times more, so the history holds
+five sessions of it; re-run one unchanged (green, its speedup gated with the drift learned from those five
+sessions, and saying so) while the other narrows its n-gram to one token (24% accepted), which the gate
+fails on acceptance (one run, one reference server for both; its own drift the built-in figure, labelled,
+with one session in the history); then run the unchanged test on the same llama.cpp made uniformly slower
+(one thread where it used one per core, prompts prefilled a token a step and a sampler that sorts the whole
+vocabulary, the same greedy tokens, set behind the command line by tests/support/planted_build.py's
+sitecustomize, which the servers load from PYTHONPATH: an engine change the plugin cannot see, not even in
+the build's path, on the same machine), which fails naming the reference's own slowdown, with the drift
+learned from six sessions.
 
 The engine is llama.cpp because what this test proves is the plugin's gate
 (baselines, machine identity, the reference's own figures, the verdict
-lines), not an engine's internals: its seven server starts are 1-2 s each,
+lines), not an engine's internals: its server starts are 1-2 s each,
 where vLLM's CPU build took 25-35 s a start and the test 373-392 s (41-50 s
 a session here on llama.cpp).  vLLM's figures go through the same gate in
 the README's main job (examples/cpu's baselines).
@@ -35,6 +35,7 @@ import json
 
 import pytest
 
+from pytest_specdec.verdict.detection import SESSION_DRIFT
 from tests.support.planted_build import PLANTED_CHANGES_ENV, SD_SLOWER, planted_site
 
 # Every forward step slower, the reference's and SD's alike: llama.cpp on one thread for decoding and prompts.
@@ -49,6 +50,8 @@ ONE_THREAD = {"cpuparams.n_threads": 1, "cpuparams_batch.n_threads": 1}
 ENGINE_SLOWER = {**ONE_THREAD, "n_ubatch": 1, **SD_SLOWER, "sampling.min_keep": 49152}
 
 BUNDLED = "specdec:smollm2-135m"
+EXTRA_SESSIONS = 4  # recorded after the first: five sessions of the unchanged test before its first gate
+BUILT_IN_DRIFT = SESSION_DRIFT["speedup"]
 
 GATED_SUITE = f"""
 import os
@@ -95,8 +98,22 @@ def test_narrowed_ngram_gate(specdec):
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess(
-        "--specdec-cpu", "--specdec-repeats=2", "-p", "no:cacheprovider", "-s", *args, timeout=900
+        "--specdec-cpu",
+        "--specdec-repeats=2",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        f"--specdec-report={pytester.path / 'report'}",
+        *args,
+        timeout=900,
     )
+
+
+def drift_of(pytester, test: str) -> dict:
+    """The drift the last session's gate used for `test`'s speedup, as its results.json row gives it."""
+    rows = json.loads((pytester.path / "report" / "results.json").read_text())["results"]
+    (row,) = [row for row in rows if row["test"].endswith(f"::{test}")]
+    return row["drift"]["speedup_output_throughput"]
 
 
 def gate_lines(result) -> str:
@@ -119,15 +136,24 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
     pytester.makepyfile(test_gated=GATED_SUITE)
 
     monkeypatch.setenv("NGRAM_SIZE", "3")
-    recorded = run(pytester, "--specdec-update-baselines")
+    # Every session goes into one results history: its sessions of the unchanged test on this machine and build
+    # are what the gate learns that test's drift from (verdict.learned_drift), once it holds three.
+    history = f"--specdec-history={tmp_path / 'history.db'}"
+    recorded = run(pytester, "--specdec-update-baselines", history)
     recorded.assert_outcomes(passed=2)
     baselines = sorted((pytester.path / "baselines").glob("*.json"))
     assert len(baselines) == 2, baselines
+    # Four more sessions of the unchanged test, recorded as its baseline each time rather than gated: a
+    # history of five sessions before the first gate, which no false alarm of a gate can cut short.
+    for _ in range(EXTRA_SESSIONS):
+        run(pytester, "-k", "not narrowed", "--specdec-update-baselines", history).assert_outcomes(
+            passed=1, deselected=1
+        )
 
     # The unchanged test passes; the other, its n-gram narrowed to one token, fails on acceptance.
     with monkeypatch.context() as narrowed:
         narrowed.setenv("NARROWED_NGRAM_SIZE", "1")
-        rerun = run(pytester)
+        rerun = run(pytester, history)
     failed = [line for line in rerun.outlines if line.startswith("FAILED ")]
     assert all("::test_narrowed_ngram_gate" in line for line in failed), (
         f"the unchanged re-run failed the gate:\n{gate_lines(rerun)}"
@@ -139,6 +165,16 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
             "*acceptance_rate*FAIL*",
         ]
     )
+    # The unchanged test's gate used the drift its own five earlier sessions show, and said so; the narrowed
+    # test, one session in the history, fell back on the built-in figure, labelled.
+    learned = drift_of(pytester, "test_ngram_gate")
+    # Five sessions since the newest change point, fewer only where Otava found one among them (never below
+    # the three a figure is learned from).
+    assert learned["source"] == "history" and 3 <= learned["sessions"] <= 1 + EXTRA_SESSIONS, learned
+    print(f"learned drift of the speedup: {learned['describe']} (the built-in figure: {BUILT_IN_DRIFT:.1%})")
+    rerun.stdout.fnmatch_lines([f"*drift {learned['value']:.1%} (history: {learned['sessions']} sessions*"])
+    fallback = drift_of(pytester, "test_narrowed_ngram_gate")
+    assert fallback["source"] == "built-in" and "3 needed" in fallback["note"], fallback
 
     # The same llama.cpp on one thread, prefilling a token a step, sampling through the whole vocabulary:
     # every run slower, SD's tok/s and TPOT fall with the reference's; the gate compares them all on the
@@ -146,7 +182,7 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
     with monkeypatch.context() as slow:
         slow.setenv("PYTHONPATH", str(planted_site(tmp_path)))
         slow.setenv(PLANTED_CHANGES_ENV, json.dumps(ENGINE_SLOWER))
-        slower = run(pytester, "-k", "not narrowed")
+        slower = run(pytester, "-k", "not narrowed", history)
     assert slower.ret != 0, f"the slower engine passed the gate:\n{gate_lines(slower)}"
     slower.assert_outcomes(failed=1, deselected=1)
     slower.stdout.fnmatch_lines(
@@ -164,4 +200,9 @@ def test_gate_passes_unchanged_and_fails_a_slower_engine_and_a_worse_drafter(
             "*the reference itself is *% slower (output_throughput*",
         ]
     )
+    # Gated with the drift learned from all six sessions, the slower engine still fails.
+    learned = drift_of(pytester, "test_ngram_gate")
+    assert learned["source"] == "history" and 3 <= learned["sessions"] <= 2 + EXTRA_SESSIONS, learned
+    print(f"learned drift, slower engine's gate: {learned['describe']}")
+    slower.stdout.fnmatch_lines([f"*drift {learned['value']:.1%} (history: {learned['sessions']} sessions*"])
     assert all(baseline.exists() for baseline in baselines)
