@@ -123,4 +123,3 @@ def test_two_builds_side_by_side_and_a_planted_regression(pytester, specdec_pool
     assert ngram["this"]["path"] == str(planted) and ngram["baseline"]["path"] == this_build
     assert "performance regressed against the baseline build of test_builds.py::test_ngram" in worse.stdout.str()
     worse.assert_outcomes(failed=1, deselected=1)
-
