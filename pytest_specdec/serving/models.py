@@ -21,6 +21,7 @@ Names, usable wherever a model is expected:
 
 Parsing a name is pure (collection uses it); resolving one to a directory
 imports torch and transformers and happens only when a server starts.
+`load_tokenizer` loads the tokenizer of a resolved name, bundled or not.
 Nothing is downloaded.
 """
 

@@ -31,8 +31,8 @@ from .sequential.rule import Rule
 from .sequential.student_t import t_quantile
 
 # Of the upper bound on the drift: a learned figure understates the machine's one time in four, which the rule's
-# other margins (its looks, the timing spread's own bound) absorb; the bare estimate (50%) leaves them none.
-# benchmarks/drift_calibration.py checks the stated false-fail rate with it (docs/deciding.md has its tables).
+# other margins (its looks, the timing spread's own bound) must absorb.  Why this level and not the bare estimate
+# or a wider bound: benchmarks/drift_calibration.py's tables in docs/deciding.md.
 CONFIDENCE = 0.75
 MIN_SESSIONS = 3  # two sessions give one degree of freedom: a bound, but one no narrower than the built-in figure
 

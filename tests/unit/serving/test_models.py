@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,6 @@ def test_truncated_draft_keeps_the_first_layers(tmp_path):
         models.write_truncated_draft(source, dest, 4, load_file, save_file)
 
 
-BUNDLED_DIR = models.cache_dir() / f"{models.SMOLLM2}-v{models._CONVERSION_VERSION}"
 SAMPLE_TEXTS = ["def sub(a: int, b: int) -> int:", "héllo wörld <|im_start|>", "", "  spaces\n\nnewlines\t"]
 
 
@@ -113,11 +113,11 @@ def tokenized(tokenizer) -> list:
 def test_a_model_naming_the_generic_tokenizer_loads_as_autotokenizer_would_load_it():
     from transformers import AutoTokenizer
 
-    assert (BUNDLED_DIR / "tokenizer.json").is_file(), "scripts/setup prepares the bundled model"
-    assert json.loads((BUNDLED_DIR / "tokenizer_config.json").read_text())["tokenizer_class"] in (
+    bundled = Path(models.resolve_model("specdec:smollm2-135m"))  # prepared by scripts/setup
+    assert json.loads((bundled / "tokenizer_config.json").read_text())["tokenizer_class"] in (
         models.GENERIC_TOKENIZER_CLASSES
     )
-    ours, theirs = models.load_tokenizer(str(BUNDLED_DIR)), AutoTokenizer.from_pretrained(str(BUNDLED_DIR))
+    ours, theirs = models.load_tokenizer(str(bundled)), AutoTokenizer.from_pretrained(str(bundled))
     assert type(ours) is type(theirs)
     assert tokenized(ours) == tokenized(theirs)
 
