@@ -78,6 +78,9 @@ class Measurements:
         # server -> (its steady state, how often it had been resumed when warmed)
         self._warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # server -> engine facts
+        # server -> the counters of its metrics page's first timed-out scrape: each read waits out the timeout,
+        # so a page that did not answer once is not asked again by this server's later runs (sends again).
+        self._unanswered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.remeasures: collections.Counter = collections.Counter()  # spec key -> comparisons measured again
         self._servers: dict[str, object] = {}  # spec key -> the server that last measured it
         self.warm_up_rounds = MAX_ROUNDS  # bounds of warming one fresh server until it is steady
@@ -203,7 +206,11 @@ class Measurements:
         first = prompts
         for repeat in range(repeats) if only_repeat is None else (only_repeat,):
             prompts = self.prompts(spec.model, workload, pattern, repeat_seed(seed, repeat)) if repeat else first
-            before = server.spec_decode_counters() if spec.speculative_config and not per_request else None
+            before = None
+            if spec.speculative_config and not per_request:
+                before = self._unanswered[server] if server in self._unanswered else server.spec_decode_counters()
+                if before.timed_out:
+                    self._unanswered[server] = before
             # A draw past those planned (a builds A/B's more draws, a check undecided) has no total to count to.
             which = f" repeat {repeat + 1}/{repeats}" if repeat < repeats else f" draw {repeat + 1} (a check undecided)"
             which = which if repeats > 1 or only_repeat is not None else ""

@@ -202,8 +202,8 @@ def test_counters_from_another_draft_length_leave_theory_unavailable_not_crashed
 
 def test_a_metrics_page_that_does_not_answer_is_not_waited_on_again_for_the_run(fault_runs):
     # Each read of a page that never answers waits out the 10 s timeout.  It is read for the server's facts and
-    # once before the run; then the run neither samples its series nor scrapes the counters again to subtract
-    # from an unavailable first scrape (it read 5 times, one test took 50 s, before).
+    # once before the first run; then neither that run nor any later one on the server (a draw sent again when
+    # the timing looked off) samples its series or scrapes the counters again (5 reads, one test 50 s, before).
     _, text, row, asked = fault_runs["metrics-timeout"]
     assert asked == 2, asked
     assert (
