@@ -164,6 +164,31 @@ class SweepResult:
         )
         return self
 
+    def assert_no_regression(
+        self,
+        per_user: float | None = None,
+        metrics: list[str] | None = None,
+        tolerance: float | dict[str, float] | None = None,
+        allow_unavailable=(),
+        gpus: int | None = None,
+    ) -> "SweepResult":
+        """Compare the sweep's frontier with this test's stored baseline (recorded with --specdec-update-baselines):
+        each level's operating point on both sides (``per_gpu_c<level>``, ``per_user_c<level>``) and, with
+        `per_user`, SD's per-GPU throughput over the reference's at that speed (``frontier_ratio``), draw by draw
+        like any gated figure (measure.frontier_figures).  The test's baseline then holds its frontier."""
+        from .frontier_figures import FrontierFigures
+
+        result = self.results[-1] if self.results else None
+        if result is None or result.gate is None:
+            raise RuntimeError("assert_no_regression needs a baseline gate and a measured sweep: use specdec.sweep()")
+        figures = FrontierFigures(self.results, self.frontiers(gpus), per_user)
+        if per_user is not None:
+            self.worth_at(per_user, gpus=gpus)  # the target joins the report's frontier table and figure
+        result.gate.check(
+            figures, metrics=metrics or figures.metrics(), tolerance=tolerance, allow_unavailable=allow_unavailable
+        )
+        return self
+
     def frontier_table(self, per_user: float | None = None, usd_per_gpu_hour: float | None = None) -> str:
         """Both sides' operating points and frontiers as plain text (failure messages, scripts), with SD's worth at
         `per_user` when given."""

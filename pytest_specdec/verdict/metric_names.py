@@ -37,10 +37,11 @@ SD_RATIO_METRICS = (
     "oracle_speedup",
     "goodput_ratio",
     "capacity_ratio",
+    "frontier_ratio",
 )
 # The ratios above that are the machine's as much as SD's: they rest on step times or on loads a
 # machine holds, so a baseline gates them only on a machine of its speed (verdict.fingerprint.MachineSpeed).
-MACHINE_BOUND_RATIOS = ("best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio")
+MACHINE_BOUND_RATIOS = ("best_k", "oracle_speedup", "goodput_ratio", "capacity_ratio", "frontier_ratio")
 # Figures a baseline holds exactly: any change is flagged, whatever its direction
 # (a different recommended draft length means the configuration should change).
 EXACT_METRICS = ("best_k",)

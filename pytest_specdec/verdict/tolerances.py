@@ -47,10 +47,13 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     # SD against the reference under the test's SLO: ratios of two servers' figures, like speedups.
     "goodput_ratio": 0.15,
     "capacity_ratio": 0.15,
+    # A sweep's SD per-GPU throughput over the reference's at a per-user speed (measure.frontier_figures).
+    "frontier_ratio": 0.15,
 }
 # Families matched by prefix, checked in order (speedup first, so a speedup of
 # a p99 latency is still held to the ratio tolerance).
-_PREFIX_TOLERANCES = (("speedup_", 0.15), ("p95_", 0.25), ("p99_", 0.25))
+# A sweep level's operating point: its output throughput and its median TPOT in other units, held alike.
+_PREFIX_TOLERANCES = (("speedup_", 0.15), ("p95_", 0.25), ("p99_", 0.25), ("per_gpu_c", 0.10), ("per_user_c", 0.10))
 FALLBACK_TOLERANCE = 0.10
 
 

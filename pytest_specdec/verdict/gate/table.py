@@ -53,7 +53,7 @@ def _figure(row: Row) -> dict:
 
 def _unavailable(result, metric: str) -> str | None:
     """Why the result has no value for a gated metric (None when it has one in every repeat)."""
-    if is_ratio(metric):
+    if is_ratio(metric) or not hasattr(result, "speculative_runs"):  # a sweep's frontier says for each figure
         return result.unavailable(metric)
     missing = [
         run.repeat + 1
