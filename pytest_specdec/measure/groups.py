@@ -76,11 +76,19 @@ class GroupFigures:
             "speculative_median_tpot_ms": number(self.speculative_median_tpot_ms),
             "reference_median_ttft_ms": number(self.reference_median_ttft_ms),
             "speculative_median_ttft_ms": number(self.speculative_median_ttft_ms),
+            # Each side's tok/s per user in the group (analysis.frontier.PER_USER: 1000 / its median TPOT), the
+            # per-category throughput SPEED-Bench reports beside acceptance.
+            "reference_tok_s_per_user": number(_per_user(self.reference_median_tpot_ms)),
+            "speculative_tok_s_per_user": number(_per_user(self.speculative_median_tpot_ms)),
             "problem": self.problem,
             "request_rate_range": [number(self.request_rate_low), number(self.request_rate_high)],
             "request_rates": [number(rate) for rate in self.request_rates],
             "prompt_rates": [number(rate) for rate in self.prompt_rates],
         }
+
+
+def _per_user(median_tpot_ms: float) -> float:
+    return 1000.0 / median_tpot_ms if math.isfinite(median_tpot_ms) and median_tpot_ms > 0 else math.nan
 
 
 def _tpot_ms(record) -> float | None:

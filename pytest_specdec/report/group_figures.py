@@ -18,10 +18,12 @@ def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
             continue
         out += [
             f"**{title}** (acceptance from the server's per-request SD figures; TPOT speedup: the reference's "
-            "median TPOT over the group's requests / SD's; requests over every repeat):",
+            "median TPOT over the group's requests / SD's; tok/s per user: 1000 / each side's median TPOT; "
+            "requests over every repeat):",
             "",
-            f"| test | {grouping} | requests | accepted | per request | length | TPOT speedup | TTFT ms ref / SD |",
-            "|---|---|---|---|---|---|---|---|",
+            f"| test | {grouping} | requests | accepted | per request | length | TPOT speedup | tok/s per user ref / SD "
+            "| TTFT ms ref / SD |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for row, found in grouped:
             for g in found["figures"]:
@@ -30,7 +32,9 @@ def group_sections(rows: list[dict], escape: Callable[[Any], str]) -> list[str]:
                 out.append(
                     f"| {escape(row['test'])} | {escape(g['name'])} | {g['requests']} | "
                     f"{figure(g['acceptance_rate'], '.0%')} | {spread} | {figure(g['acceptance_length'], '.2f')} | "
-                    f"{figure(g['speedup_median_tpot'], '.2f', 'x')} | {figure(g['reference_median_ttft_ms'], '.0f')}"
+                    f"{figure(g['speedup_median_tpot'], '.2f', 'x')} | "
+                    f"{figure(g.get('reference_tok_s_per_user'), '.1f')} / {figure(g.get('speculative_tok_s_per_user'), '.1f')}"
+                    f" | {figure(g['reference_median_ttft_ms'], '.0f')}"
                     f" / {figure(g['speculative_median_ttft_ms'], '.0f')} |"
                 )
         out += [""] + [f"- {escape(row['test'])}: {escape(found['difference'])}" for row, found in grouped] + [""]

@@ -292,7 +292,11 @@ def test_groups_reach_the_summary_the_terminal_and_a_plot():
     from pytest_specdec.report.group_figures import group_sections
 
     text = "\n".join(group_sections([row], str))
-    assert "**Per category**" in text and "| t.py::test_c | a | 1 | 88% | 88%-88% | 4.50 | 4.00x | 100 / 100 |" in text
+    assert (
+        "**Per category**" in text
+        and "| t.py::test_c | a | 1 | 88% | 88%-88% | 4.50 | 4.00x | 25.0 / 100.0 | 100 / 100 |" in text
+    )
+    assert "| t.py::test_c | b | 1 | 12% | 12%-12% | 1.50 | 1.33x | 25.0 / 33.3 | 100 / 100 |" in text
     assert group_plot([row], "category").startswith(b"\x89PNG") and group_plot([row], "turn") is None
 
 
