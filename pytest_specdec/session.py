@@ -32,6 +32,7 @@ from .measure.build_runs import build_of
 from .measure.measurements import Measurements
 from .measure.capacity.sides import plan_capacity
 from .measure.specdec_test import SpecDecTest
+from .measure.start_drift import measure_drift_cost
 from .measure.progress import Terminal, progress_for
 from .serving.gpus import (
     DeviceError,
@@ -206,6 +207,8 @@ class SpecdecSession:
             self.settings.session_false_fail,
             tests=sum(1 for plan in self.plans.values() if plan.ok) + self.shard_deselected,
         )
+        if self.settings.measure_drift and self.terminal.write_line is not None:
+            self.terminal.write_line(measure_drift_cost(self.plans.values(), self._runnable))
 
     def _runnable(self, plan: Plan) -> bool:
         """A plan whose test would run a measurement in this session."""
@@ -330,6 +333,7 @@ class SpecdecSession:
             self._measurements.sequential = self.settings.sequential
             self._measurements.max_repeats = self.settings.max_repeats
             self._measurements.strict = self.settings.strict
+            self._measurements.measure_drift = self.settings.measure_drift
             for plan in self.plans.values():
                 if not (self._runnable(plan) and plan.workload and plan.pattern and plan.spec.speculative_config):
                     continue

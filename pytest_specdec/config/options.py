@@ -259,6 +259,16 @@ COMMAND_LINE_OPTIONS: list[tuple[str, dict]] = [
         ),
     ),
     (
+        "--specdec-measure-drift",
+        dict(
+            action="store_true",
+            default=None,
+            help="start each test's reference and SD servers once more after its runs and send its first draw "
+            "again: the spread between starts is the drift a stored-baseline gate allows for where no results "
+            "history knows this machine's (2 more server starts a test; ini specdec_measure_drift).",
+        ),
+    ),
+    (
         "--specdec-baseline-dir",
         dict(
             default=None,
@@ -410,6 +420,11 @@ INI_KEYS: list[tuple[str, str, dict]] = [
         "specdec_session_false_fail",
         "a session budget for any false fail (as --specdec-session-false-fail)",
         dict(default=""),
+    ),
+    (
+        "specdec_measure_drift",
+        "true: start each test's servers once more for the drift between starts (as --specdec-measure-drift)",
+        dict(type="bool", default=False),
     ),
     ("specdec_drift_check", "auto, on or off: measure reference traffic again at the session's end", dict(default="")),
     (

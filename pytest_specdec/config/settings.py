@@ -98,6 +98,8 @@ class Settings:
     baseline_dir: Path = Path("baselines")  # resolved: the option, else the ini under the rootdir
     update_baselines: bool = False
     strict: bool = False  # --specdec-strict: a baseline check that compared nothing fails
+    # --specdec-measure-drift: each test's servers started once more, their spread the gate's drift (measure.start_drift)
+    measure_drift: bool = False
     # Each timing check's error rates, and a budget for any false fail in the whole session (None: none):
     # verdict.alarm_budget.
     false_fail: float = FALSE_FAIL
@@ -306,6 +308,7 @@ def resolve_settings(
         ).resolve(),
         update_baselines=bool(getoption("specdec_update_baselines")),
         strict=bool(getoption("specdec_strict") or getini("specdec_strict")),
+        measure_drift=bool(getoption("specdec_measure_drift") or getini("specdec_measure_drift")),
         false_fail=false_fail,
         false_pass=false_pass,
         session_false_fail=session_false_fail,

@@ -34,6 +34,7 @@ from ..engines import engine_named
 from ..serving.energy import energy_meter
 from ..serving.server_series import DEFAULT_INTERVAL_S
 from .run_watch import RunWatch
+from .start_drift import StartDrifts
 from ..serving.engine_facts import read_engine_facts
 from ..serving.server import ManagedServer
 from ..serving.models import load_tokenizer
@@ -90,6 +91,9 @@ class Measurements:
         # spec key -> times its reference's draws were sent again after SD's (the machine's move)
         self.references_again: collections.Counter[str] = collections.Counter()
         self.warm_up_seconds = MAX_SECONDS
+        # --specdec-measure-drift: each test's servers started once more (measure.start_drift), pooled by build.
+        self.measure_drift = False
+        self.start_drifts = StartDrifts()
 
     # The parts' methods the session, the tests and the capacity search call on the measurements.
     reference_key = staticmethod(ReferenceRuns.reference_key)

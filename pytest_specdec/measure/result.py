@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the types of the parts a result carries; their modules need
     from ..serving.server_series import ServerSeries
     from ..verdict.distribution import DistributionTest
     from ..verdict.gate import RegressionGate
+    from ..verdict.learned_drift import StartSpread
     from ..verdict.sequential.rule import Rule
     from .build_runs import BuildComparison
     from .distribution_samples import Drawer
@@ -164,6 +165,9 @@ class SpecDecResult:
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
     # check name -> the error rates it is decided at (the session's false-alarm budget); None: the rule's own.
     rates: Callable[[str], dict[str, float]] | None = field(default=None, repr=False, compare=False)
+    # --specdec-measure-drift: the changes of every server started anew so far in the session on this engine
+    # build, this test's two included (measure.start_drift); the gate reads its drift from them.  None: not asked.
+    start_drift: StartSpread | None = field(default=None, repr=False, compare=False)
     # With run(unconstrained=True), the same prompts measured free of their constraints (measure.validity).
     unconstrained: SpecDecResult | None = field(default=None, repr=False, compare=False)
     _analyses: dict = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -21,6 +21,7 @@ from .distribution_samples import drawer_for
 from .forced_sweep import AcceptanceSweep
 from .measurements import Measurements, RunError
 from .more_draws import arm
+from .start_drift import measure_start_drift
 from .validity import finish_constrained, free_reference
 
 
@@ -121,6 +122,10 @@ class SpecDecTest:
             )
             summary = f"speedup {result.speedup():.2f}x, acceptance {result.acceptance_rate:.0%}"
             prompts = self.measurements.prompts(self.spec.model, self.workload, self.pattern, seed)
+            if self.measurements.measure_drift:  # before any check: the gate reads its drift from these starts
+                result.start_drift = measure_start_drift(
+                    self.measurements, result, self.workload, self.pattern, prompts, seed=seed, logprobs=logprobs
+                )
             arm(self.measurements, result, self.workload, self.pattern, prompts, seed=seed, logprobs=logprobs)
             if self.mechanism:
                 from .mechanism import measure_mechanism

@@ -161,6 +161,17 @@ class ServerPool:
         self.current = server
         return server
 
+    def start_anew(self, spec: ServerSpec) -> ManagedServer:
+        """A server for `spec` started afresh, even where one runs or is parked (--specdec-measure-drift: the
+        spread between starts of one configuration); a running endpoint cannot be, and is refused."""
+        if spec.endpoint:
+            raise ServerStartError(f"{spec.label()} is a running endpoint: the plugin does not start it anew")
+        if self.current is not None and self.current.spec == spec:
+            self._stop_current()
+        if (parked := self.parked.pop(spec.key, None)) is not None:
+            parked.stop()
+        return self.get(spec)
+
     def _external(self, spec: ServerSpec):
         """A server someone else runs: checked once per session, never started or stopped."""
         from .endpoint import EndpointError, ExternalServer

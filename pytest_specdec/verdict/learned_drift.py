@@ -23,10 +23,11 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .chi_square import chi2_critical
+from .metric_names import SPEEDUP_PREFIX, speedup_metric
 from .sequential.rule import Rule
 from .sequential.student_t import t_quantile
 
@@ -35,6 +36,10 @@ from .sequential.student_t import t_quantile
 # or a wider bound: benchmarks/drift_calibration.py's tables in docs/deciding.md.
 CONFIDENCE = 0.75
 MIN_SESSIONS = 3  # two sessions give one degree of freedom: a bound, but one no narrower than the built-in figure
+# Starts anew (--specdec-measure-drift): one test gives two, its reference's and its SD server's, and a bound on two
+# degrees of freedom; every later test on the same engine build adds two more.
+MIN_RESTARTS = 2
+SIDE_PREFIXES = ("speculative_", "reference_")
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class DriftFigure:
         """Where the figure came from, in words (the part of `describe` after the value)."""
         if self.source == "built-in":
             return f"built-in: {self.note}"
-        what = "sessions" if self.source == "history" else "server starts"
+        what = "sessions" if self.source == "history" else "servers started anew in this session"
         since = f" since the change point of {self.since}" if self.since else ""
         bound = (
             f", upper {CONFIDENCE:.0%} bound on the sd {self.estimate:.1%} read from them"
@@ -133,6 +138,46 @@ def learn_drift(
     return DriftFigure(value, source, len(logs), math.expm1(estimate), since, note)
 
 
+@dataclass(frozen=True)
+class StartSpread:
+    """What --specdec-measure-drift measured up to a test: per run figure (``output_throughput``,
+    ``median_tpot_ms``, ...), the log change of one draw from a server's first start to a start anew, for every
+    server started anew so far in the session on that engine build (both sides of each test measured); `why_none`
+    says why a test has none (an endpoint, which the plugin does not start)."""
+
+    changes: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    restarts: int = 0
+    why_none: str = ""
+
+
+def measured_drift(spread: StartSpread, figure: str, confidence: float = CONFIDENCE) -> DriftFigure | None:
+    """The drift of `figure` (a speedup, ``speedup_output_throughput``, or one side's own figure,
+    ``speculative_median_tpot_ms``) from servers started anew in this session, or None with fewer than
+    MIN_RESTARTS changes of its run figure.
+
+    Each change holds two starts' effects on one draw, the first start's and the new one's, and two runs' timing,
+    which is not taken off (the bound errs high): a start's log variance is half the changes' mean square, their
+    mean being zero (a start anew has no direction), read through the upper `confidence` bound as `learn_drift`
+    reads sessions (chi-square, a degree of freedom per change).  A speedup holds one start of each side, so its
+    drift is two starts'; a side's own figure one start's.  Starts within one session miss what moves a machine
+    over hours (its neighbours, its temperature): a results history learns that too, and is preferred."""
+    speedup = figure.startswith(SPEEDUP_PREFIX)
+    metric = speedup_metric(figure) if speedup else figure
+    for prefix in SIDE_PREFIXES:
+        metric = metric.removeprefix(prefix)
+    changes = [c for c in spread.changes.get(metric, ()) if isinstance(c, (int, float)) and math.isfinite(c)]
+    if len(changes) < MIN_RESTARTS:
+        return None
+    n = len(changes)
+    mean_square = sum(c * c for c in changes) / n
+    bound = mean_square * n / chi2_critical(confidence, n)
+    starts = 2 if speedup else 1
+    value = math.expm1(math.sqrt(starts * bound / 2))
+    estimate = math.expm1(math.sqrt(starts * mean_square / 2))
+    note = "the runs' own timing not taken off (the figure errs high)"
+    return DriftFigure(value, "measured", n, estimate, None, note)
+
+
 def smallest_failable_drop(drift: float, rule: Rule = Rule()) -> float:
     """The smallest measured drop of a speedup the stored-baseline gate can fail with a per-side `drift`,
     however many runs: with every run's noise gone the interval is still the two sessions' drift wide, and its
@@ -193,25 +238,35 @@ class DriftBook:
         *,
         within: float = 0.0,
         floor: float = 0.0,
+        measured: StartSpread | None = None,
     ) -> DriftFigure:
         """The drift of `figure` (the history's name: ``speedup_output_throughput``, ``speculative_median_tpot_ms``)
-        for this test on this machine: learned (`learn_drift`, `within` and `floor` as there), else `built_in`
-        labelled with why nothing was learned."""
+        for this test on this machine: learned from the history (`learn_drift`, `within` and `floor` as there), else
+        measured from servers started anew in this session (`measured`: `measured_drift`, at least `floor`), else
+        `built_in` labelled with why neither was there."""
         series = self.series(test_id, fingerprint, figure)
+        whys = []
         if series is not None and series.values:
             since = series.since
             learned = learn_drift(series.values, since=since, floor=floor, within=within)
             if learned is not None:
                 return learned
-            why = (
+            whys.append(
                 f"the history has {len(series.values)} session(s) of this test on this machine and build"
                 f"{f' since the change point of {since}' if since else ''}, {MIN_SESSIONS} needed"
             )
         elif series is not None:
-            why = series.why_none
-        else:
-            why = ""
+            whys.append(series.why_none)
+        if measured is not None:
+            found = measured_drift(measured, figure)
+            if found is not None:
+                if floor > found.value:
+                    found = replace(
+                        found, value=floor, note=f"raised to the machine's move this session measured, {floor:.1%}"
+                    )
+                return found
+            whys.append(measured.why_none or f"{measured.restarts} server(s) started anew, {MIN_RESTARTS} needed")
         fallback = built_in_drift(built_in, self.device)
-        if why:
+        if why := "; ".join(w for w in whys if w):
             fallback = replace(fallback, note=f"{fallback.note}; {why}")
         return fallback

@@ -92,8 +92,9 @@ class RegressionGate:
     def _drift(self, result, metric: str):
         """`decide_speedup`'s drift source for `metric` against a stored baseline (verdict.learned_drift)."""
         fingerprint = self._fingerprint_for(result)
+        measured = getattr(result, "start_drift", None)  # --specdec-measure-drift's starts anew, where measured
         return lambda within, floor: self.session.drift.figure(
-            self.test_id, fingerprint, metric, session_drift(metric), within=within, floor=floor
+            self.test_id, fingerprint, metric, session_drift(metric), within=within, floor=floor, measured=measured
         )
 
     def _side_drift(self, result, side: str, metric: str) -> DriftFigure | None:
@@ -102,7 +103,13 @@ class RegressionGate:
         built_in = session_drift(metric)
         if not built_in or side == "derived" or getattr(result, "builds", None) is not None:
             return None
-        return self.session.drift.figure(self.test_id, self._fingerprint_for(result), f"{side}_{metric}", built_in)
+        return self.session.drift.figure(
+            self.test_id,
+            self._fingerprint_for(result),
+            f"{side}_{metric}",
+            built_in,
+            measured=getattr(result, "start_drift", None),
+        )
 
     def _fingerprint_for(self, result, build=None) -> dict:
         """The session's fingerprint, with the engine that served `result` where it is not vLLM (the session's

@@ -111,3 +111,9 @@ def test_error_rates_and_the_session_budget_come_from_the_flags_or_the_ini(tmp_p
     assert (from_ini.false_pass, from_ini.session_false_fail) == (0.1, 0.05)
     with pytest.raises(ValueError, match="ini setting specdec_session_false_fail"):
         _resolve(ini={"specdec_session_false_fail": "0.7"}, tmp_path=tmp_path)
+
+
+def test_measuring_the_drift_between_starts_comes_from_the_flag_or_the_ini(tmp_path):
+    assert _resolve(tmp_path=tmp_path).measure_drift is False
+    assert _resolve({"specdec_measure_drift": True}, tmp_path=tmp_path).measure_drift is True
+    assert _resolve(ini={"specdec_measure_drift": True}, tmp_path=tmp_path).measure_drift is True

@@ -365,3 +365,22 @@ def test_a_parked_server_that_died_is_started_again(tmp_path):
         assert again is not first and again.alive and pool.starts[a.key] == 2 and not pool.resumes
     finally:
         pool.close()
+
+
+def test_a_server_started_anew_replaces_the_running_or_parked_one_of_its_configuration(tmp_path):
+    pool, _ = parking_pool(tmp_path, limit=1)
+    try:
+        a, b = ServerSpec("a"), ServerSpec("b")
+        first = pool.get(a)
+        again = pool.start_anew(a)  # running: stopped, and started afresh
+        assert again is not first and again.alive and not first.alive
+        pool.get(b)  # a parked
+        assert list(pool.parked) == [a.key]
+        third = pool.start_anew(a)  # parked: stopped, not resumed
+        assert third is not again and not again.alive and third.alive and a.key not in pool.parked
+        assert pool.starts == {a.key: 3, b.key: 1} and not pool.resumes
+        with pytest.raises(ServerStartError, match="running endpoint: the plugin does not start it anew"):
+            ngram = {"method": "ngram", "num_speculative_tokens": 4}
+            pool.start_anew(ServerSpec("a", ngram, endpoints=(("speculative", "http://127.0.0.1:9"),)))
+    finally:
+        pool.close()

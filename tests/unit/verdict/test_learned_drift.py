@@ -11,8 +11,10 @@ from pytest_specdec.verdict.learned_drift import (
     MIN_SESSIONS,
     DriftBook,
     SessionSeries,
+    StartSpread,
     built_in_drift,
     learn_drift,
+    measured_drift,
     session_value_var,
     smallest_failable_drop,
     upper_sd,
@@ -127,3 +129,42 @@ def test_the_book_learns_from_the_history_and_else_falls_back_labelled_with_why(
     # No history at all: the built-in figure, labelled, with nothing more to say.
     alone = DriftBook().figure("t::a", {}, "speedup_output_throughput", 0.042)
     assert alone.describe() == "drift: the CPU build's figure (4.2%), not this machine's"
+
+
+def test_servers_started_anew_give_a_bound_on_a_starts_spread_two_starts_for_a_speedup():
+    changes = (0.04, -0.02, 0.03, -0.05)  # four servers started anew, each one draw's log change
+    spread = StartSpread({"output_throughput": changes}, restarts=4)
+    side = measured_drift(spread, "speculative_output_throughput")
+    speedup = measured_drift(spread, "speedup_output_throughput")
+    mean_square = sum(c * c for c in changes) / 4
+    # Four degrees of freedom (the changes' mean is zero): chi-square(4)'s lower 25% point is 1.9226.  A change holds
+    # two starts, so a start's variance is half its mean square; a speedup holds one start of each side.
+    assert math.log1p(side.value) == pytest.approx(math.sqrt(mean_square * 4 / 1.9226 / 2), rel=1e-3)
+    assert math.log1p(speedup.value) == pytest.approx(math.sqrt(2) * math.log1p(side.value), rel=1e-9)
+    assert side.source == "measured" and side.sessions == 4 and side.value > side.estimate
+    assert side.describe().startswith(f"drift {side.value:.1%} (measured: 4 servers started anew in this session")
+    assert "the runs' own timing not taken off" in side.describe()
+    # A figure of another run metric reads its own changes; too few of them give nothing.
+    assert measured_drift(spread, "speedup_median_tpot") is None
+    assert measured_drift(StartSpread({"output_throughput": (0.01,)}, 1), "speedup_output_throughput") is None
+
+
+def test_measured_starts_rank_after_the_history_and_before_the_built_in_figure():
+    steady = tuple(math.exp(0.01 * math.sin(i)) for i in range(8))
+    lookup = Lookup({("t::a", "speedup_output_throughput"): SessionSeries(steady, None, "history.db")})
+    book = DriftBook(lookup)
+    measured = StartSpread({"output_throughput": (0.02, -0.03)}, restarts=2)
+    assert book.figure("t::a", {}, "speedup_output_throughput", 0.042, measured=measured).source == "history"
+    found = book.figure("t::b", {}, "speedup_output_throughput", 0.042, measured=measured)
+    assert found.source == "measured" and found.sessions == 2
+    # Never below the machine's move this session's own reference measured.
+    assert book.figure("t::b", {}, "speedup_output_throughput", 0.042, floor=0.5, measured=measured).value == 0.5
+    one = StartSpread({"output_throughput": (0.02,)}, restarts=1)
+    fallback = book.figure("t::b", {}, "speedup_output_throughput", 0.042, measured=one)
+    assert fallback.source == "built-in" and "the history has no speedup_output_throughput" in fallback.describe()
+    assert "1 server(s) started anew, 2 needed" in fallback.describe()
+    endpoint = StartSpread(why_none="its servers are running endpoints, which the plugin does not start anew")
+    assert (
+        "running endpoints"
+        in DriftBook().figure("t::a", {}, "speedup_output_throughput", 0.042, measured=endpoint).describe()
+    )
