@@ -22,7 +22,15 @@ N(0, drift).  A history session's value is its speedup over the draws it measure
 the gate learns from those values what it can: `learn_drift(..., within=...)` takes off the part this
 session's own timing spread says a session's value carries.  The baseline file is the newest history session.
 
-    .venv/bin/python benchmarks/drift_calibration.py [--sessions 400] [--seed 0] [--sigma 0.03]
+With `--measured`, the gate reads its drift from servers started anew in the session instead
+(`--specdec-measure-drift`, `learned_drift.measured_drift`): each start of a server shifts its side's figures by
+N(0, drift / sqrt(2)), so a speedup, one start of each side, moves by N(0, drift) as above.  The test under the
+gate and the earlier tests of the session each start both servers once more and send one draw again; a change is
+the new start's shift less the first start's (the test's own first starts are the ones its speedup carries), plus
+two runs' timing.  The rows are then the starts anew pooled by the time the gate decides: 2 (the first test), 6
+and 20.
+
+    .venv/bin/python benchmarks/drift_calibration.py [--sessions 400] [--seed 0] [--sigma 0.03] [--measured]
 """
 
 from __future__ import annotations
@@ -34,7 +42,14 @@ import time
 import numpy as np
 
 from pytest_specdec.verdict.detection import SESSION_DRIFT
-from pytest_specdec.verdict.learned_drift import CONFIDENCE, learn_drift, session_value_var, smallest_failable_drop
+from pytest_specdec.verdict.learned_drift import (
+    CONFIDENCE,
+    StartSpread,
+    learn_drift,
+    measured_drift,
+    session_value_var,
+    smallest_failable_drop,
+)
 from pytest_specdec.verdict.sequential.evidence import read
 from pytest_specdec.verdict.sequential.rule import FAILED, Rule, tolerance_zone
 
@@ -42,6 +57,7 @@ from sequential_calibration import content_spread, pct, sequential_check, table
 
 DRIFTS = (0.01, 0.02, 0.04, 0.08)
 HISTORIES = (5, 10, 20)
+RESTARTS = (2, 6, 20)  # servers started anew by the time the gate decides: the first test's two, then more tests'
 DROPS = (0.0, 0.025, 0.05, 0.075, 0.10, 0.125, 0.15, 0.20, 0.25, 0.30)
 TOLERANCE = 0.10
 POWER = 0.9
@@ -107,6 +123,43 @@ def cell(
     return out
 
 
+def measured_cell(seed, n: int, restarts: int, drift: float, sigma: float, content: float, rule: Rule) -> dict:
+    """Both gates (measured from starts anew, built-in) at every drop, on the same sessions."""
+    rng = np.random.default_rng(seed)
+    log_sd = math.sqrt(math.log1p(sigma**2))
+    per_start = drift / math.sqrt(2)
+    m, sends = rule.min_runs, rule.max_runs // rule.min_runs
+    first = per_start * rng.standard_normal((n, 2))  # the test's first starts: (reference, SD)
+    now_drift = first[:, 1] - first[:, 0]  # what its speedup carries from them
+    # The test's own two changes (its new starts less its first ones), then the earlier tests' (independent).
+    again = per_start * rng.standard_normal((n, restarts))
+    again[:, :2] -= first
+    earlier = per_start * rng.standard_normal((n, restarts))
+    again[:, 2:] -= earlier[:, 2:]
+    changes = again + log_sd * (rng.standard_normal((n, restarts)) - rng.standard_normal((n, restarts)))
+    base_drift = drift * rng.standard_normal(n)  # the baseline's session
+    effect = content * rng.standard_normal((n, m))
+    base = base_drift[:, None] + effect + log_sd * (rng.standard_normal((n, m)) - rng.standard_normal((n, m)))
+    sd_noise = log_sd * rng.standard_normal((n, m, sends))
+    ref = log_sd * rng.standard_normal((n, m))
+    out = {"learned": {}, "built-in": {}, "learned_drift": []}
+    for i in range(n):
+        figure = measured_drift(
+            StartSpread({"output_throughput": tuple(changes[i])}, restarts), "speedup_output_throughput"
+        )
+        for drop in DROPS:
+            sd = math.log1p(-drop) + now_drift[i] + effect[i][:, None] + sd_noise[i]
+            for name, drift_for in (
+                ("learned", lambda t, d: figure.value),
+                ("built-in", lambda t, d: SESSION_DRIFT["speedup"]),
+            ):
+                outcome, used = gate(sd, ref[i], base[i], rule, drift_for)
+                out[name].setdefault(drop, []).append(outcome == FAILED)
+                if name == "learned" and drop == 0.0:
+                    out["learned_drift"].append(used)
+    return out
+
+
 def smallest(failed: dict) -> str:
     for drop in DROPS:
         if np.mean(failed[drop]) >= POWER:
@@ -128,6 +181,9 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--draws", type=int, default=Rule().min_runs, help="draws a session measures (default %(default)s)"
     )
+    parser.add_argument(
+        "--measured", action="store_true", help="the drift measured from servers started anew in the session"
+    )
     args = parser.parse_args(argv)
     rule, content, started = Rule(min_runs=args.draws), content_spread(), time.monotonic()
     margin = 1.96 * math.sqrt(rule.false_fail * (1 - rule.false_fail) / args.sessions)
@@ -140,18 +196,21 @@ def main(argv=None) -> None:
     )
     rows = []
     for a, drift in enumerate(DRIFTS):
-        for b, h in enumerate(HISTORIES):
-            got = cell(
-                [args.seed, a, b],
-                args.sessions,
-                h,
-                drift,
-                args.sigma,
-                content,
-                rule,
-                not args.keep_within,
-                args.confidence,
-            )
+        for b, h in enumerate(RESTARTS if args.measured else HISTORIES):
+            if args.measured:
+                got = measured_cell([args.seed, a, b], args.sessions, h, drift, args.sigma, content, rule)
+            else:
+                got = cell(
+                    [args.seed, a, b],
+                    args.sessions,
+                    h,
+                    drift,
+                    args.sigma,
+                    content,
+                    rule,
+                    not args.keep_within,
+                    args.confidence,
+                )
             learned_ff, built_ff = np.mean(got["learned"][0.0]), np.mean(got["built-in"][0.0])
             used = float(np.mean(got["learned_drift"]))
             holds = (
@@ -172,21 +231,20 @@ def main(argv=None) -> None:
                     f"{smallest_failable_drop(used, rule):.1%} / {smallest_failable_drop(built_in, rule):.1%}",
                 ]
             )
-            print(f"  drift {drift:.0%}, history {h}: done at {time.monotonic() - started:.0f} s", flush=True)
+            print(f"  drift {drift:.0%}, {h}: done at {time.monotonic() - started:.0f} s", flush=True)
+    what = "measured" if args.measured else "learned"
     heads = [
         "true drift a side",
-        "history sessions",
-        "drift learned (mean)",
-        "false fails: learned / built-in",
-        "learned holds 5%",
-        "smallest drop failed in 90%: learned / built-in",
-        "smallest measured drop it can fail: learned / built-in",
+        "servers started anew" if args.measured else "history sessions",
+        f"drift {what} (mean)",
+        f"false fails: {what} / built-in",
+        f"{what} holds 5%",
+        f"smallest drop failed in 90%: {what} / built-in",
+        f"smallest measured drop it can fail: {what} / built-in",
     ]
     print()
     print(
-        table(
-            f"Stored-baseline gate, learned drift against built-in (margin of error at 5%: {margin:.1%})", heads, rows
-        )
+        table(f"Stored-baseline gate, {what} drift against built-in (margin of error at 5%: {margin:.1%})", heads, rows)
     )
     print(f"{time.monotonic() - started:.0f} s")
 

@@ -14,7 +14,11 @@ a stored baseline, ``--specdec-repeats auto``), each recorded into one SQLite hi
 Printed per session: its outcome, the speedup, the drift of ``speedup_output_throughput`` it used and the
 smallest measured drop that drift lets the gate fail, and the seconds.
 
-    .venv/bin/python benchmarks/learned_drift_cpu.py [--sessions 6]
+With ``--measured`` no history is kept: every gated session runs with ``--specdec-measure-drift``, so its gate
+reads the drift from the test's two servers started anew in that session (measure.start_drift), the planted
+slower engine's too.
+
+    .venv/bin/python benchmarks/learned_drift_cpu.py [--sessions 6] [--measured]
 """
 
 from __future__ import annotations
@@ -58,10 +62,11 @@ ENGINE_SLOWER = {
 }
 
 
-def session(work: Path, number: int, *args: str, env: dict | None = None) -> dict:
+def session(work: Path, number: int, *args: str, env: dict | None = None, history: bool = True) -> dict:
     report = work / f"report-{number}"
     command = [sys.executable, "-m", "pytest", "--specdec-cpu", "-p", "no:cacheprovider", "-q"]
-    command += [f"--specdec-history={work / 'history.db'}", f"--specdec-report={report}", *args]
+    command += [f"--specdec-history={work / 'history.db'}"] if history else []
+    command += [f"--specdec-report={report}", *args]
     began = time.monotonic()
     run = subprocess.run(command, cwd=work, env={**os.environ, **(env or {})}, capture_output=True, text=True)
     rows = json.loads((report / "results.json").read_text())["results"] if (report / "results.json").is_file() else []
@@ -91,21 +96,28 @@ def line(found: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=6, help="gated sessions after the recording (default 6)")
+    parser.add_argument(
+        "--measured", action="store_true", help="no history: each gated session measures its drift from starts anew"
+    )
     args = parser.parse_args(argv)
+    gated = ("--specdec-measure-drift",) if args.measured else ()
+    history = not args.measured
     work = Path(tempfile.mkdtemp(prefix="specdec-learned-drift-"))
     (work / "test_gated.py").write_text(SUITE)
     os.environ[OTAVA_ENV_VAR] = otava_python(None, (ROOT,))  # the sessions run outside the repository
     print("| session | outcome / gate | speedup | drift of speedup_output_throughput | no drop under | s |")
     print("|---|---|---|---|---|---|")
-    found = session(work, 0, "--specdec-update-baselines")
+    found = session(work, 0, "--specdec-update-baselines", history=history)
     print(line(found), flush=True)
     for number in range(1, args.sessions + 1):
-        found = session(work, number)
+        found = session(work, number, *gated, history=history)
         print(line(found), flush=True)
     slower = session(
         work,
         args.sessions + 1,
+        *gated,
         env={"PYTHONPATH": str(planted_site(work)), PLANTED_CHANGES_ENV: json.dumps(ENGINE_SLOWER)},
+        history=history,
     )
     print(line(slower), flush=True)
     if slower["regression"] != "failed":

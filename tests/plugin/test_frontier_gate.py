@@ -16,7 +16,7 @@ URLS = json.loads(open(os.environ["FAULT_URLS"]).read())
                      endpoints={{"reference": URLS["reference"], "speculative": URLS["speculative"]}})
 @pytest.mark.workload("random_s", input_len=24, output_len=24)
 def test_frontier(specdec):
-    sweep = specdec.sweep([1, 2], prompts_per_level=2)
+    sweep = specdec.sweep([1, 2], num_prompts=4)
     sweep.assert_no_regression()
 """
 
