@@ -150,17 +150,22 @@ class StartSpread:
     why_none: str = ""
 
 
-def measured_drift(spread: StartSpread, figure: str, confidence: float = CONFIDENCE) -> DriftFigure | None:
+def measured_drift(
+    spread: StartSpread, figure: str, timing: float = 0.0, confidence: float = CONFIDENCE
+) -> DriftFigure | None:
     """The drift of `figure` (a speedup, ``speedup_output_throughput``, or one side's own figure,
     ``speculative_median_tpot_ms``) from servers started anew in this session, or None with fewer than
     MIN_RESTARTS changes of its run figure.
 
-    Each change holds two starts' effects on one draw, the first start's and the new one's, and two runs' timing,
-    which is not taken off (the bound errs high): a start's log variance is half the changes' mean square, their
-    mean being zero (a start anew has no direction), read through the upper `confidence` bound as `learn_drift`
-    reads sessions (chi-square, a degree of freedom per change).  A speedup holds one start of each side, so its
-    drift is two starts'; a side's own figure one start's.  Starts within one session miss what moves a machine
-    over hours (its neighbours, its temperature): a results history learns that too, and is preferred."""
+    Each change holds two starts' effects on one draw, the first start's and the new one's, and two runs' timing
+    (`timing`: one run's log sd, this session's, `Reading.timing`; 0 leaves it in, and the figure errs high).  A
+    start's log variance is half the changes' mean square, their mean being zero (a start anew has no direction),
+    read through the upper `confidence` bound as `learn_drift` reads sessions (chi-square, a degree of freedom per
+    change), less one run's timing variance (none can be negative).  A speedup holds one start of each side, so
+    its drift is two starts'; a side's own figure one start's.  Starts within one session miss what moves a
+    machine over hours (its neighbours, its temperature): a results history learns that too, and is preferred."""
+    if timing < 0 or not math.isfinite(timing):
+        raise ValueError(f"timing must be a finite log sd >= 0, got {timing!r}")
     speedup = figure.startswith(SPEEDUP_PREFIX)
     metric = speedup_metric(figure) if speedup else figure
     for prefix in SIDE_PREFIXES:
@@ -172,9 +177,13 @@ def measured_drift(spread: StartSpread, figure: str, confidence: float = CONFIDE
     mean_square = sum(c * c for c in changes) / n
     bound = mean_square * n / chi2_critical(confidence, n)
     starts = 2 if speedup else 1
-    value = math.expm1(math.sqrt(starts * bound / 2))
+    value = math.expm1(math.sqrt(starts * max(bound / 2 - timing**2, 0.0)))
     estimate = math.expm1(math.sqrt(starts * mean_square / 2))
-    note = "the runs' own timing not taken off (the figure errs high)"
+    note = (
+        f"two runs' timing ({math.expm1(timing):.1%} a run) taken off each change"
+        if timing
+        else "the runs' own timing not taken off (the figure errs high)"
+    )
     return DriftFigure(value, "measured", n, estimate, None, note)
 
 
@@ -239,10 +248,12 @@ class DriftBook:
         within: float = 0.0,
         floor: float = 0.0,
         measured: StartSpread | None = None,
+        timing: float = 0.0,
     ) -> DriftFigure:
         """The drift of `figure` (the history's name: ``speedup_output_throughput``, ``speculative_median_tpot_ms``)
         for this test on this machine: learned from the history (`learn_drift`, `within` and `floor` as there), else
-        measured from servers started anew in this session (`measured`: `measured_drift`, at least `floor`), else
+        measured from servers started anew in this session (`measured`: `measured_drift` with one run's log sd
+        `timing` taken off, at least `floor`), else
         `built_in` labelled with why neither was there."""
         series = self.series(test_id, fingerprint, figure)
         whys = []
@@ -258,7 +269,7 @@ class DriftBook:
         elif series is not None:
             whys.append(series.why_none)
         if measured is not None:
-            found = measured_drift(measured, figure)
+            found = measured_drift(measured, figure, timing)
             if found is not None:
                 if floor > found.value:
                     found = replace(

@@ -93,8 +93,15 @@ class RegressionGate:
         """`decide_speedup`'s drift source for `metric` against a stored baseline (verdict.learned_drift)."""
         fingerprint = self._fingerprint_for(result)
         measured = getattr(result, "start_drift", None)  # --specdec-measure-drift's starts anew, where measured
-        return lambda within, floor: self.session.drift.figure(
-            self.test_id, fingerprint, metric, session_drift(metric), within=within, floor=floor, measured=measured
+        return lambda within, floor, timing: self.session.drift.figure(
+            self.test_id,
+            fingerprint,
+            metric,
+            session_drift(metric),
+            within=within,
+            floor=floor,
+            measured=measured,
+            timing=timing,
         )
 
     def _side_drift(self, result, side: str, metric: str) -> DriftFigure | None:

@@ -39,10 +39,11 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
     `baseline`'s per-draw speedups; None for the verdict when the rule does not apply (no paired draws, or a
     result that cannot decide), and the gate compares as before.
 
-    `drift(within, floor)` gives the drift between this session and a stored baseline's (a `DriftFigure`):
+    `drift(within, floor, timing)` gives the drift between this session and a stored baseline's (a `DriftFigure`):
     `within` is the log variance a session's value carries from its own runs, read from this session's timing
     spread, which a history's session values hold beside their drift; `floor` the machine's move this session's
-    own reference measured, if it did.  It is asked at every look, as the timing spread firms up."""
+    own reference measured, if it did; `timing` one run's log sd (what a server started anew carries beside its
+    start, measure.start_drift).  It is asked at every look, as the timing spread firms up."""
     if not metric.startswith(SPEEDUP_PREFIX) or not hasattr(result, "decide"):
         return None, None, None, None
     if list(baseline.config.get("repeat_seeds") or []) != result.repeat_seeds():
@@ -66,7 +67,7 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
 
     used: list[DriftFigure] = []
     if drift is None:
-        drift = lambda within, floor: built_in_drift(SESSION_DRIFT["speedup"])  # noqa: E731
+        drift = lambda within, floor, timing: built_in_drift(SESSION_DRIFT["speedup"])  # noqa: E731
 
     def evidence():
         plain = result.speedup_evidence(run_metric, baseline=per_draw(), baseline_reference=references())
@@ -76,7 +77,7 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
         draws = len([s for s in plain.sends if s])
         within = session_value_var(reading.timing, draws) if reading.timing is not None else 0.0
         floor = abs(math.expm1(reading.move_measured)) if reading.move_measured is not None else 0.0
-        figure = drift(within, floor)
+        figure = drift(within, floor, reading.timing if reading.timing is not None else 0.0)
         used.append(figure)
         return replace(plain, known_var=2 * figure.value**2)
 

@@ -144,6 +144,13 @@ def test_servers_started_anew_give_a_bound_on_a_starts_spread_two_starts_for_a_s
     assert side.source == "measured" and side.sessions == 4 and side.value > side.estimate
     assert side.describe().startswith(f"drift {side.value:.1%} (measured: 4 servers started anew in this session")
     assert "the runs' own timing not taken off" in side.describe()
+    # This session's one-run timing taken off each start's variance: two runs' timing sit in every change.
+    taken = measured_drift(spread, "speculative_output_throughput", timing=0.02)
+    assert math.log1p(taken.value) == pytest.approx(math.sqrt(mean_square * 4 / 1.9226 / 2 - 0.02**2), rel=1e-3)
+    assert "two runs' timing (2.0% a run) taken off each change" in taken.describe()
+    assert measured_drift(spread, "speculative_output_throughput", timing=0.5).value == 0.0  # none can be negative
+    with pytest.raises(ValueError, match="timing"):
+        measured_drift(spread, "speculative_output_throughput", timing=math.nan)
     # A figure of another run metric reads its own changes; too few of them give nothing.
     assert measured_drift(spread, "speedup_median_tpot") is None
     assert measured_drift(StartSpread({"output_throughput": (0.01,)}, 1), "speedup_output_throughput") is None
