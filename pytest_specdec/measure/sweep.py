@@ -28,6 +28,7 @@ from ..formatting import figure
 from ..load.crossover import Crossover, crossover
 from ..verdict.metric_names import geometric_mean, speedup_name
 from ..verdict.sequential.rule import FAILED, PASSED, Decision
+from .frontier_figures import FrontierFigures
 from .result import SpecDecResult
 
 
@@ -176,8 +177,6 @@ class SweepResult:
         each level's operating point on both sides (``per_gpu_c<level>``, ``per_user_c<level>``) and, with
         `per_user`, SD's per-GPU throughput over the reference's at that speed (``frontier_ratio``), draw by draw
         like any gated figure (measure.frontier_figures).  The test's baseline then holds its frontier."""
-        from .frontier_figures import FrontierFigures
-
         result = self.results[-1] if self.results else None
         if result is None or result.gate is None:
             raise RuntimeError("assert_no_regression needs a baseline gate and a measured sweep: use specdec.sweep()")
