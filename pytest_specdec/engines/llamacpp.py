@@ -46,7 +46,8 @@ from .per_request import ACCEPTED, DRAFTED
 TITLE = "llama.cpp"
 BINARY_ENV = "SPECDEC_LLAMA_SERVER"
 SHIM_MODULE = "pytest_specdec.engines.llamacpp_serve"
-# The shim is one standalone file: another environment's Python (another xllamacpp build) runs it by path.
+# The shim is one standalone file: every Python runs it by path (`server_program`), this environment's as
+# another's (another xllamacpp build).
 SHIM_PATH = str(Path(__file__).with_name("llamacpp_serve.py"))
 PREFIX = "llamacpp:spec_decode_"
 _COUNTERS = {
@@ -104,7 +105,10 @@ OWN_FLAGS = frozenset(
 def server_program(python: str, build: str | None = None) -> list[str]:
     """The `build` a spec names (a llama-server binary, or the Python of an environment with another
     xllamacpp); else ``llama-server`` when one is installed (or named by SPECDEC_LLAMA_SERVER), else the
-    xllamacpp shim under `python`."""
+    xllamacpp shim under `python`, run by its file whichever environment `python` is: a builds A/B launches
+    both builds' servers alike, so what differs between them is the build.  Run as a module (``-m``), this
+    environment's shim would import the whole plugin into the server's process, another's would not
+    (benchmarks/shim_launch.py compares the two launches)."""
     if build is not None:
         return [build, SHIM_PATH] if is_python(build) else [build]
     named = os.environ.get(BINARY_ENV)
@@ -113,7 +117,7 @@ def server_program(python: str, build: str | None = None) -> list[str]:
     found = shutil.which("llama-server")
     if found:
         return [found]
-    return [python, "-m", SHIM_MODULE] if python == sys.executable else [python, SHIM_PATH]
+    return [python, SHIM_PATH]
 
 
 # llama.cpp renamed its speculative flags in PR #22397 ("spec : refactor params", April 2026; xllamacpp
@@ -404,9 +408,9 @@ class LlamaCpp(Engine):
         return build if isinstance(build, str) and build and not build.startswith(("b0-", "unknown")) else None
 
     def local_version(self, command: list[str]) -> str | None:
-        if SHIM_MODULE in command:  # run as a module only under this interpreter (`server_program`)
+        if SHIM_MODULE in command:  # the shim run as a module (by hand): this interpreter's
             return xllamacpp_version(sys.executable)
-        if SHIM_PATH in command:  # another environment's Python: ask it
+        if SHIM_PATH in command:  # the shim by its file (`server_program`): ask the Python that runs it
             return xllamacpp_version(command[0])
         return None  # a llama-server binary: only its /props can say, and it did not
 

@@ -231,11 +231,15 @@ def test_a_current_llama_server_keeps_the_current_names(tmp_path, monkeypatch, f
     assert "--draft-max" not in draft
 
 
-def test_another_environments_python_runs_the_shim_by_its_file(monkeypatch, tmp_path):
+def test_every_environments_python_runs_the_shim_by_its_file(monkeypatch, tmp_path):
+    # This environment's shim is launched as another environment's is, so a builds A/B launches both builds
+    # alike: run as a module it would import the whole plugin into the server's process, another's would not.
     monkeypatch.delenv(llamacpp.BINARY_ENV, raising=False)
     monkeypatch.setattr(llamacpp.shutil, "which", lambda name: None)
     here = llamacpp.ENGINE.command(launch(NGRAM_CONFIG))
-    assert here[:3] == [sys.executable, "-m", llamacpp.SHIM_MODULE]
+    assert here[:2] == [sys.executable, llamacpp.SHIM_PATH]
+    assert llamacpp.SHIM_MODULE not in here
+    assert llamacpp.ENGINE.local_version(here) == llamacpp.xllamacpp_version(sys.executable)
     other = tmp_path / "python"
     other.write_text("#!/bin/sh\necho 2026.4.8929\n")  # answers the version probe as that build's Python does
     other.chmod(0o755)
