@@ -22,7 +22,7 @@ so 1 + 3 per draw server starts, each warmed until steady.  On one thread a serv
 mostly prefill, so the workload is random tokens on 32-token prompts (a code edit needs more than 72): a draw
 costs about half what 96-token code edits did, and the slowest 2-core boxes need the most draws
 (docs/benchmarks.md, "CI on a slow box").  What the prompts say does not matter here: both builds send the
-same ones, and the check is timing.  SD's runs are paired by draw and both builds' references read apart
+same ones, and the check is timing.  SD's runs are paired by draw and both builds' references paired apart
 (verdict.sequential.evidence), so two draws can decide when the runs agree.  Six prompts a run, not three: with
 three, one run's timing spread reached 7% on a 2-core box and both tests ended undecided at the cap of 8
 draws a side (the SD-slow build at 0.900, 0.79-1.02; the A/A at 0.961, 0.88-1.05), where the zone between a
@@ -57,8 +57,8 @@ def check_runs(row: dict, text: str, outcome: str) -> int:
     assert decision["outcome"] == outcome and decision["runs"] == draws == decision["draws"], decision
     stopped = "decided at the minimum" if draws == MIN_DRAWS else f"decided after {draws} runs a side"
     assert decision["stopped"] == stopped, decision
-    # The gate gave the rule both builds' references, read apart from SD's pairs (verdict.sequential.evidence).
-    assert decision["basis"].startswith("SD paired by draw, each build's references apart"), decision
+    # The gate gave the rule both builds' references, paired apart from SD's pairs (verdict.sequential.evidence).
+    assert decision["basis"].startswith("SD paired by draw, the builds' references paired apart"), decision
     # Both builds' reference and SD on every draw, in A B B A order (each draw's second build starts where
     # the first left off): one server start or resume per side switch, 1 + 3 a draw, no more (a llama.cpp
     # server is one process, which the pool stops rather than parks: serving.pool).

@@ -7,7 +7,7 @@ compares speedups only on the machine the baseline was recorded on).  Against a 
 between two sessions counts too, which no run in this session shrinks: the machine's own, learned from the
 results history where it has sessions enough (verdict.learned_drift), else the built-in figure, labelled;
 against a baseline build measured in this session (--specdec-baseline-from build:PATH) it cancels, and
-both builds' references are read apart from SD's pairs (verdict.sequential.evidence).
+both builds' references are paired apart from SD's pairs (verdict.sequential.evidence).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ timing is noise.  Before any draw was sent twice the interval is the draws' own 
 is wider, so a decision it allows is safe.  Once draws are sent again, they tell the timing spread
 (`sends_timing`), pooled with the reference's spread across draws; the estimate stays the first sends'.
 Paired draws (changes against a baseline on the same seeds) set a disturbed one aside (`set_aside`).  In a
-builds A/B both builds' references are measured in this session, and read apart from SD's paired draws
-(`_builds_apart`).  Against a stored baseline the drift between two sessions counts too (`known_var`).
+builds A/B both builds' references are measured in this session, and paired by draw apart from SD's
+paired draws (`_builds_apart`).  Against a stored baseline the drift between two sessions counts too (`known_var`).
 
 **The machine's move.**  A workload's reference is measured once, first, and shared by every configuration;
 SD runs later.  If the machine gets slower or faster in between (a neighbour, a clock), the speedup is biased
@@ -169,31 +169,34 @@ def _builds_apart(sends, ref, base, base_ref) -> Reading:
     """A builds A/B: both builds measured in this session, one send a draw on each, on the same draws.
 
     SD's runs are paired by draw (SD on this build against SD on the baseline build: the prompts cancel),
-    and the two references are read apart from them: their speed does not depend on the prompts, so each
-    build's references across draws are timing alone.  Paired per draw, the figure rests on four runs and a
-    disturbed one among them costs the whole draw; apart, a disturbed reference run is set aside on its own
-    (with its draw's run on the other build, so the prompts still cancel if a reference depends on them) and
-    SD's pair keeps its draw.  The estimate is the same mean; its spread has three parts, each with its own
-    degrees of freedom (Welch-Satterthwaite), where the paired draws had draws - 1 in all.  A reference whose
-    speed does depend on the prompts only widens its part: the estimate still pairs them."""
+    and the two builds' references are paired by draw apart from them: this build's reference against the
+    baseline build's on the same draw.  Each build runs its reference beside the other's (A B B A), so a move
+    of the machine between draws (a neighbour for a minute, a clock) moves both builds' references alike and
+    cancels in their pair, as it does in the estimate.  Read one build at a time, as they once were, each
+    build's references spread with every such move, and real-build A/A sessions whose references wandered
+    between draws while their pairs agreed stayed undecided at the cap (docs/deciding.md).
+
+    Paired per draw as one figure, SD and references together rest on four runs and a disturbed one among
+    them costs the whole draw; apart, a disturbed reference run is set aside with its pair (`set_aside`: it
+    stands out among the pairs, where the machine's moves cancel) and SD's pair keeps its draw.  Both kinds of
+    pair are two runs' timing on one machine, so their spreads pool, on the degrees of freedom of both, where
+    the paired draws had draws - 1 in all; the pooled variance times (1/n + 1/m) is the estimate's variance
+    whatever each kind's own spread, when nothing was set aside (equal counts)."""
     sd_change = [s[0] - b - r for s, b, r in zip(sends, base, base_ref)]
+    ref_change = [r - b for r, b in zip(ref, base_ref)]
     sd_kept, said = set_aside(sd_change)
-    ref_kept, said_ref = set_aside(ref, "reference runs")
-    base_kept, said_base = set_aside(base_ref, "reference runs on the baseline build")
-    both = [i for i in ref_kept if i in base_kept]  # a reference set aside on either build leaves both
-    dropped_refs = len(ref) - len(both)
-    estimate = _mean([sd_change[i] for i in sd_kept]) - _mean([ref[i] - base_ref[i] for i in both])
-    sd_var = _var([sd_change[i] for i in sd_kept])
-    ref_var, base_var = _var([ref[i] for i in both]), _var([base_ref[i] for i in both])
-    # A run set aside still spent its degree of freedom: what is kept was chosen for being close.
-    sd_df, ref_df = len(sd_kept) - 1 - (len(sends) - len(sd_kept)), len(both) - 1 - dropped_refs
-    parts = [(sd_var / len(sd_kept), sd_df), (ref_var / len(both), ref_df), (base_var / len(both), ref_df)]
-    variance = sum(v for v, _ in parts)
-    df = variance**2 / sum(v**2 / max(1, d) for v, d in parts) if variance > 0 else math.inf
+    ref_kept, said_ref = set_aside(ref_change, "reference pairs (this build's against the baseline build's)")
+    sd_pairs, ref_pairs = [sd_change[i] for i in sd_kept], [ref_change[i] for i in ref_kept]
+    estimate = _mean(sd_pairs) - _mean(ref_pairs)
+    squares = _var(sd_pairs) * (len(sd_pairs) - 1) + _var(ref_pairs) * (len(ref_pairs) - 1)
+    pair_var = squares / (len(sd_pairs) + len(ref_pairs) - 2)
+    # A pair set aside still spent its degree of freedom: what is kept was chosen for being close.
+    df = len(sd_pairs) + len(ref_pairs) - 2 - (len(sends) - len(sd_pairs)) - (len(ref) - len(ref_pairs))
+    variance = pair_var * (1 / len(sd_pairs) + 1 / len(ref_pairs))
     firsts = [s[0] - r - b for s, r, b in zip(sends, ref, base)]
-    timing = math.sqrt((ref_var + base_var) / 2)  # one reference run's, across draws
-    interval = "SD paired by draw, each build's references apart (timing)" + said + said_ref + said_base
-    return Reading(estimate, variance, df, interval, math.sqrt(_var(firsts)), timing, 0.0)
+    timing = math.sqrt(pair_var / 2)  # one run's, net of the machine's moves between draws
+    interval = "SD paired by draw, the builds' references paired apart (timing)" + said + said_ref
+    return Reading(estimate, variance, max(1, df), interval, math.sqrt(_var(firsts)), timing, 0.0)
 
 
 class _References(NamedTuple):
