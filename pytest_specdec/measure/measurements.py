@@ -90,6 +90,7 @@ class Measurements:
         self.sends_again: collections.Counter[str] = collections.Counter()  # spec key -> draws sent again
         # spec key -> times its reference's draws were sent again after SD's (the machine's move)
         self.references_again: collections.Counter[str] = collections.Counter()
+        self.new_draws: collections.Counter[str] = collections.Counter()  # spec key -> batches of new draws
         self.warm_up_seconds = MAX_SECONDS
         # --specdec-measure-drift: each test's servers started once more (measure.start_drift), pooled by build.
         self.measure_drift = False

@@ -12,10 +12,17 @@ A check against the reference that only the machine's possible move since the re
 undecided sends the reference's draws again after SD's (`again_reference`, once a result: one start of the
 reference's server where one server runs at a time), in either repeats mode: the two sends of each draw
 bracket SD's in time and measure the move (verdict.sequential.evidence).
+
+A check against the reference that SD's first sends leave undecided however often they are sent again (a
+server that remembers what it served sends a draw faster the second time, by amounts that differ by draw,
+which reads as timing spread) gets new draws instead, under auto repeats, up to the cap (`new_draws`): new
+prompts on both sides, each one more first send for the estimate to rest on.  Where the reference's draws
+were sent again after SD's, each new draw's are too, so every draw stays bracketed.
 """
 
 from __future__ import annotations
 
+from ..analysis.outputs import compare_outputs
 from ..verdict.sequential.rule import Rule
 
 
@@ -23,12 +30,12 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
     """Set `result`'s rule, strictness and (under auto repeats) its way to more runs; returns the result."""
     draws = len(result.speculative_runs)
 
-    def send_again(spec, run, what: str):
-        """Draw `run.repeat` sent once more on `spec`'s server, the draw's own prompts."""
-        (again,) = measurements.measure(
-            spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what=what, only_repeat=run.repeat
+    def send(spec, repeat: int, what: str):
+        """Draw `repeat` sent on `spec`'s server, the draw's own prompts (a draw measured before: sent again)."""
+        (run,) = measurements.measure(
+            spec, workload, pattern, prompts, seed=seed, logprobs=logprobs, what=what, only_repeat=repeat
         )
-        return again
+        return run
 
     def again_reference() -> bool:
         """The reference's draws sent again, after SD's; False once they were (one bracket a result)."""
@@ -40,7 +47,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
         )
         for run in list(result.reference_runs):
             what = "reference sent again after SD (the machine's move)"
-            result.reference_again_runs.append(send_again(result.spec.reference(), run, what))
+            result.reference_again_runs.append(send(result.spec.reference(), run.repeat, what))
         measurements.references_again[result.spec.key] += 1
         return True
 
@@ -48,6 +55,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
     if not measurements.sequential:  # --specdec-repeats N: exactly N runs, decided on them or undecided
         result.rule = Rule(min_runs=draws, max_runs=draws)
         result.strict = measurements.strict
+        result.new_draws = None
         return result
     result.rule = Rule(min_runs=draws, max_runs=max(draws, measurements.max_repeats))
     result.strict = measurements.strict
@@ -58,7 +66,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
             return False
         spec = result.spec
         for run in list(result.speculative_runs):
-            result.timing_runs.append(send_again(spec, run, "SD sent again (timing)"))
+            result.timing_runs.append(send(spec, run.repeat, "SD sent again (timing)"))
             measurements.sends_again[spec.key] += 1
         return True
 
@@ -69,5 +77,39 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
         measurements.builds.more_build_draws(result, workload, pattern, prompts, draws, seed=seed, logprobs=logprobs)
         return True
 
-    result.more_runs = more_runs if getattr(result, "builds", None) is None else more_build_draws
+    def new_draws() -> bool:
+        """`draws` new draws of the workload on both sides; False when that would pass the cap."""
+        if result.runs_per_side() + draws > result.rule.max_runs:
+            return False
+        spec, reference = result.spec, result.spec.reference()
+        start = len(result.speculative_runs)
+        repeats = range(start, start + draws)
+        bracket = bool(result.reference_again_runs)
+        measurements.on_event(
+            f"{spec.label()}: measuring {draws} new draws on both sides: SD's first sends leave the check "
+            "undecided however often they are sent again"
+        )
+        if bracket:  # the reference before and after SD on every new draw, as on the first ones
+            references = [send(reference, r, "reference, a new draw") for r in repeats]
+            speculative = [send(spec, r, "SD, a new draw") for r in repeats]
+            what = "reference sent again after SD (the machine's move)"
+            result.reference_again_runs.extend(send(reference, r, what) for r in repeats)
+        else:  # SD's server is the one up: its new draws first, one server switch fewer
+            speculative = [send(spec, r, "SD, a new draw") for r in repeats]
+            references = [send(reference, r, "reference, a new draw") for r in repeats]
+        tokenizer = measurements.tokenizer(spec.model)
+        # A list of the result's own: the reference's first runs may be shared by every result of the workload.
+        result.reference_runs = [*result.reference_runs, *references]
+        result.speculative_runs.extend(speculative)
+        result.outputs_per_repeat.extend(
+            compare_outputs(ref.records, sd.records, decode=tokenizer.decode, sampling=workload.sampling)
+            for ref, sd in zip(references, speculative)
+        )
+        result._analyses.clear()  # the per-request analyses are computed again, over every draw
+        measurements.new_draws[spec.key] += 1
+        return True
+
+    builds = getattr(result, "builds", None) is not None
+    result.more_runs = more_build_draws if builds else more_runs
+    result.new_draws = None if builds else new_draws  # a builds A/B's more runs are new draws already
     return result

@@ -160,6 +160,9 @@ class SpecDecResult:
     # two), and the callable that sends them while the servers can (None: they cannot be had).
     reference_again_runs: list = field(default_factory=list, repr=False, compare=False)
     again_reference: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
+    # The callable that measures new draws of the workload on both sides (measure.more_draws: SD's first sends
+    # are what a check is left with); None: they cannot be had.
+    new_draws: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     rule: Rule | None = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)
     strict: bool = field(default=False, repr=False, compare=False)  # --specdec-strict: an undecided check fails
@@ -177,7 +180,7 @@ class SpecDecResult:
     def __getstate__(self) -> dict:
         # The sampler is bound to this session's live servers: a result pickled for another process (kept
         # results, a worker's) carries what was measured, not a way to draw more.
-        return {**self.__dict__, "sampler": None, "more_runs": None, "again_reference": None}
+        return {**self.__dict__, "sampler": None, "more_runs": None, "again_reference": None, "new_draws": None}
 
     @property
     def checks(self) -> ResultChecks:

@@ -92,6 +92,7 @@ class DecidedFigures:
             baseline_reference=base_ref,
             reference_again=again,
             unmeasured_move=UNMEASURED_MOVE if baseline is None else 0.0,
+            remembers=bool(getattr(self.result.spec, "remembers_requests", False)),
         )
 
     def sequential_rule(self) -> Rule:
@@ -109,7 +110,10 @@ class DecidedFigures:
         if self.result.rates is not None:  # the session's false-alarm budget: this check's share
             rule = replace(rule, **self.result.rates(name))
         decision = replace(
-            decide_until(evidence, self.result.more_runs, bad, good, rule, self.result.again_reference), sign=sign
+            decide_until(
+                evidence, self.result.more_runs, bad, good, rule, self.result.again_reference, self.result.new_draws
+            ),
+            sign=sign,
         )
         self.result.decisions[name] = decision
         return decision
@@ -141,7 +145,7 @@ class DecidedFigures:
             mean = sum(firsts) / len(firsts)
             content = math.sqrt(sum((v - mean) ** 2 for v in firsts) / (len(firsts) - 1))
             parts.append(f"between draws {math.expm1(content):.1%}")
-        squares, df, offset = sends_timing([s for s in evidence.sends if s])
+        squares, df, offset = sends_timing([s for s in evidence.sends if s], firsts=not evidence.remembers)
         if df:  # one run's timing spread of SD's figure, as the rule reads it from the sends again
             timing = math.sqrt(squares / df)
             parts.append(f"same draw sent again {math.expm1(timing):.1%}")

@@ -62,6 +62,9 @@ class Evidence:
     # for until then: a check against the reference only (a baseline's comparisons carry their own).
     reference_again: tuple[float, ...] | None = None
     unmeasured_move: float = 0.0
+    # SD's server remembers what it served (suffix decoding's tree): a draw sent again is faster by an amount
+    # that depends on its prompts, so a first send's distance from its sends again is not timing (`sends_timing`).
+    remembers: bool = False
 
 
 class Reading(NamedTuple):
@@ -109,15 +112,20 @@ def set_aside(values: Sequence[float], what: str = "draws") -> tuple[list[int], 
     return [i for i in kept if i not in far], said
 
 
-def sends_timing(sends: Sequence[Sequence[float]], stood_for: Sequence[int] = ()) -> tuple[float, int, float | None]:
+def sends_timing(
+    sends: Sequence[Sequence[float]], stood_for: Sequence[int] = (), firsts: bool = True
+) -> tuple[float, int, float | None]:
     """(sum of squares, degrees of freedom, shared offset) of one run's timing, from draws sent again.
 
     The sends after a draw's first, around their own mean, are timing alone.  And how far each first send
-    lies from its sends again, around the offset the draws share (a server that remembers, a prefix cache or
-    suffix decoding's outputs, makes every draw's sends again faster), is the first sends' timing: a first
-    send a neighbour slowed shows there, where the sends again cannot show it.  d = first - mean(again) has
-    (1 + 1/k) of one run's variance, so the weight k / (k + 1) puts every draw's on one run's scale.  Draws in
-    `stood_for` had their first send set aside (`first_sends_disturbed`): only their sends again count."""
+    lies from its sends again, around the offset the draws share (a prefix cache makes every draw's sends
+    again faster alike), is the first sends' timing: a first send a neighbour slowed shows there, where the
+    sends again cannot show it.  d = first - mean(again) has (1 + 1/k) of one run's variance, so the weight
+    k / (k + 1) puts every draw's on one run's scale.  Draws in `stood_for` had their first send set aside
+    (`first_sends_disturbed`): only their sends again count.  Without `firsts` (a server that remembers what
+    it served: suffix decoding sends a draw again faster by an amount that depends on its prompts, so d is
+    the prompts' as much as the clock's) only the sends again count, each timing the others; the offset is
+    still said."""
     again = [tuple(s[1:]) for s in sends if len(s) > 1]
     df = sum(len(a) - 1 for a in again)
     squares = sum((v - _mean(a)) ** 2 for a in again if len(a) > 1 for v in a)
@@ -125,7 +133,7 @@ def sends_timing(sends: Sequence[Sequence[float]], stood_for: Sequence[int] = ()
         (s[0] - _mean(s[1:]), (len(s) - 1) / len(s)) for i, s in enumerate(sends) if len(s) > 1 and i not in stood_for
     ]
     shared = sum(d * w for d, w in offsets) / sum(w for _, w in offsets) if offsets else None
-    if len(offsets) >= 2:
+    if firsts and len(offsets) >= 2:
         squares += sum(w * (d - shared) ** 2 for d, w in offsets)
         df += len(offsets) - 1
     return squares, df, shared
@@ -244,7 +252,7 @@ def reference_disturbed(evidence: Evidence) -> str | None:
     sends = [tuple(s) for s in evidence.sends if s]
     if evidence.reference is None or evidence.baseline is not None or evidence.reference_again is not None:
         return None
-    squares, df, _ = sends_timing(sends)
+    squares, df, _ = sends_timing(sends, firsts=not evidence.remembers)
     ref = list(evidence.reference[: len(sends)])
     if not df or len(ref) < 2:
         return None
@@ -280,11 +288,12 @@ def _read(evidence: Evidence, sends, draws, ref, ref_groups, base) -> Reading:
     first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
     estimate = _mean(first)
     content = math.sqrt(_var(first)) if draws >= 2 else None
-    sends, stood_for, said_sd = first_sends_disturbed(sends)
+    # A server that remembers sends a draw again faster by its prompts' own amount: no first send stands out.
+    sends, stood_for, said_sd = (sends, [], "") if evidence.remembers else first_sends_disturbed(sends)
     if stood_for:
         first = [s[0] - (ref[r] if ref else 0.0) - (base[r] if base else 0.0) for r, s in enumerate(sends)]
         estimate = _mean(first)
-    squares, within_df, _ = sends_timing(sends, stood_for)
+    squares, within_df, _ = sends_timing(sends, stood_for, firsts=not evidence.remembers)
     if within_df == 0:
         if draws < 2:
             return Reading(estimate, None, 0, "one draw sent once", content, None, 0.0)
@@ -325,4 +334,6 @@ def _read(evidence: Evidence, sends, draws, ref, ref_groups, base) -> Reading:
         df = variance**2 / sum(v**2 / d for v, d in parts)
     timing = run_var * (2 if ref is not None else 1)  # one run's variance of the figure (both sides of a ratio)
     interval = "timing from draws sent again" + said_sd
+    if evidence.remembers:
+        interval += "; SD's server remembers what it served: its sends again time one another, not its first sends"
     return Reading(estimate, variance, df, interval, content, math.sqrt(timing), variance)

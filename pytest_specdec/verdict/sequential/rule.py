@@ -17,7 +17,9 @@ re-testing after each batch from inflating false fails, the known trap of "run u
 What goes into the interval (content spread against timing spread, sends again, a disturbed draw set aside,
 a builds A/B's references read apart, the drift against a stored baseline) is `verdict.sequential.evidence`'s: this
 module is the rule over it.  When the drift alone covers the zone, the check is undecided at once, and
-says what would decide it.
+says what would decide it.  When SD's first sends are what is left (sending them again only adds degrees of
+freedom), a check against the reference asks for new draws of the workload on both sides where the caller
+can measure them (`decide_until`'s `new_draws`: measure.more_draws).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class Decision:
     sign: int = 1  # -1: the evidence was negated (a check that a figure is at most a bound); ratios undo it
     # The reference's draws sent again after SD's would decide it: the machine's move is what is left.
     again_reference: bool = field(default=False)
+    # New draws of the workload on both sides would narrow it: SD's first sends are what is left, which no send
+    # again narrows (a server that remembers what it served, a first send a neighbour slowed).
+    new_draws: bool = field(default=False)
     move: float = 0.0  # the bias bound the machine's move left in the interval (log; verdict.sequential.evidence)
     move_measured: float | None = None  # the move the reference's two sends read (log); None: not measured
     false_fail: float = FALSE_FAIL  # the rate it was decided at (a session budget's share: verdict.alarm_budget)
@@ -101,8 +106,17 @@ class Decision:
         return head + (f": {self.why}" if self.why else "")
 
 
-def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, at_cap: bool | None = None) -> Decision:
-    """One look of the rule (module docstring) at `evidence`; `bad` < `good` are the zone's edges (log)."""
+def decide(
+    evidence: Evidence,
+    bad: float,
+    good: float,
+    rule: Rule = Rule(),
+    *,
+    at_cap: bool | None = None,
+    can_draw: bool = False,
+) -> Decision:
+    """One look of the rule (module docstring) at `evidence`; `bad` < `good` are the zone's edges (log).
+    `can_draw`: new draws of the workload can be measured on both sides (`decide_until`'s `new_draws`)."""
     if not bad < good:
         raise ValueError(f"the zone needs bad < good, got {bad} and {good}")
     draws = len([s for s in evidence.sends if s])
@@ -160,7 +174,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
     pass_low = estimate - t_quantile(rule.false_pass / looks, df) * spread - move
     can_fail, can_pass = fail_high < good, pass_low > bad
 
-    def undecided(why: str, more: bool, again_reference: bool = False) -> Decision:
+    def undecided(why: str, more: bool, again_reference: bool = False, new_draws: bool = False) -> Decision:
         stopped = _stopped(runs_per_side, rule, at_cap, decided=False)
         return Decision(
             UNDECIDED,
@@ -170,6 +184,7 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
             why=why,
             more=more,
             again_reference=again_reference,
+            new_draws=new_draws,
             **common,
         )
 
@@ -222,6 +237,10 @@ def decide(evidence: Evidence, bad: float, good: float, rule: Rule = Rule(), *, 
         if moved is None and move > 0:  # the reference can still be sent again
             # Each draw's reference is then the mean of two sends: that halves its share and reads the move.
             return undecided(why + ": the reference's draws sent again after SD's halve its share", True, True)
+        if can_draw and evidence.baseline is None and not at_cap:
+            # Each new draw is one more first send on both sides for the estimate to rest on.  Against a
+            # baseline the new draws would have no pair: its draws were the ones it measured.
+            return undecided(why + ": new draws of the workload on both sides narrow it", True, new_draws=True)
         why += ": more draws (--specdec-repeats N) or a quieter box would decide it"
     elif at_cap:
         why = _what_decides(None if evidence.baseline is not None else content, timing, interval)
@@ -270,17 +289,20 @@ def decide_until(
     good: float,
     rule: Rule = Rule(),
     again_reference: Callable[[], bool] | None = None,
+    new_draws: Callable[[], bool] | None = None,
 ) -> Decision:
     """Look, and while undecided with runs left, ask `more()` for one more send of every draw (False: none
     could be had) and look again; where the machine's unseen move is what is left, ask `again_reference()`
-    to send the reference's draws again after SD's (once): the loop the plugin runs on live servers and the
-    calibration on simulated sessions (benchmarks/sequential_calibration.py)."""
-    decision = decide(evidence(), bad, good, rule)
+    to send the reference's draws again after SD's (once); where SD's first sends are what is left, ask
+    `new_draws()` for new draws of the workload on both sides (None: none can be had): the loop the plugin
+    runs on live servers and the calibration on simulated sessions (benchmarks/sequential_calibration.py)."""
+    can_draw = new_draws is not None
+    decision = decide(evidence(), bad, good, rule, can_draw=can_draw)
     while decision.outcome == UNDECIDED and decision.more:
-        ask = again_reference if decision.again_reference else more
+        ask = again_reference if decision.again_reference else new_draws if decision.new_draws else more
         if ask is None:
             return decision
         if not ask():
-            return decide(evidence(), bad, good, rule, at_cap=True)
-        decision = decide(evidence(), bad, good, rule)
+            return decide(evidence(), bad, good, rule, at_cap=True, can_draw=can_draw)
+        decision = decide(evidence(), bad, good, rule, can_draw=can_draw)
     return decision
