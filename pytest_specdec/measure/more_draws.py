@@ -13,16 +13,16 @@ undecided sends the reference's draws again after SD's (`again_reference`, once 
 reference's server where one server runs at a time), in either repeats mode: the two sends of each draw
 bracket SD's in time and measure the move (verdict.sequential.evidence).
 
-A check against the reference that SD's first sends leave undecided however often they are sent again (a
-server that remembers what it served sends a draw faster the second time, by amounts that differ by draw,
-which reads as timing spread) gets new draws instead, under auto repeats, up to the cap (`new_draws`): new
-prompts on both sides, each one more first send for the estimate to rest on.  Where the reference's draws
-were sent again after SD's, each new draw's are too, so every draw stays bracketed.
+A check against the reference that SD's first sends leave undecided however often they are sent again gets
+new draws instead, under auto repeats, up to the cap (`new_draws`): new prompts on both sides, each one more
+first send for the estimate to rest on.  Where the reference's draws were sent again after SD's, each new
+draw's are too, so every draw stays bracketed.  Like sends again, new draws are timing evidence, kept apart
+(`result.new_draw_runs`): the result's draws, which acceptance, outputs and a stored baseline's pairs are
+counted on, stay the ones `run()` measured.
 """
 
 from __future__ import annotations
 
-from ..analysis.outputs import compare_outputs
 from ..verdict.sequential.rule import Rule
 
 
@@ -82,7 +82,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
         if result.runs_per_side() + draws > result.rule.max_runs:
             return False
         spec, reference = result.spec, result.spec.reference()
-        start = len(result.speculative_runs)
+        start = len(result.speculative_runs) + len(result.new_draw_runs)
         repeats = range(start, start + draws)
         bracket = bool(result.reference_again_runs)
         measurements.on_event(
@@ -97,15 +97,7 @@ def arm(measurements, result, workload, pattern, prompts, *, seed: int = 0, logp
         else:  # SD's server is the one up: its new draws first, one server switch fewer
             speculative = [send(spec, r, "SD, a new draw") for r in repeats]
             references = [send(reference, r, "reference, a new draw") for r in repeats]
-        tokenizer = measurements.tokenizer(spec.model)
-        # A list of the result's own: the reference's first runs may be shared by every result of the workload.
-        result.reference_runs = [*result.reference_runs, *references]
-        result.speculative_runs.extend(speculative)
-        result.outputs_per_repeat.extend(
-            compare_outputs(ref.records, sd.records, decode=tokenizer.decode, sampling=workload.sampling)
-            for ref, sd in zip(references, speculative)
-        )
-        result._analyses.clear()  # the per-request analyses are computed again, over every draw
+        result.new_draw_runs.extend(zip(references, speculative))
         measurements.new_draws[spec.key] += 1
         return True
 

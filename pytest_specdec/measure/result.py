@@ -160,8 +160,10 @@ class SpecDecResult:
     # two), and the callable that sends them while the servers can (None: they cannot be had).
     reference_again_runs: list = field(default_factory=list, repr=False, compare=False)
     again_reference: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
-    # The callable that measures new draws of the workload on both sides (measure.more_draws: SD's first sends
-    # are what a check is left with); None: they cannot be had.
+    # New draws of the workload measured for checks against the reference, (reference run, SD run) each, apart
+    # from the draws run() measured (timing only, like sends again), and the callable that measures them
+    # (measure.more_draws: SD's first sends are what a check is left with); None: they cannot be had.
+    new_draw_runs: list = field(default_factory=list, repr=False, compare=False)
     new_draws: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     rule: Rule | None = field(default=None, repr=False, compare=False)
     decisions: dict = field(default_factory=dict, repr=False, compare=False)

@@ -40,8 +40,8 @@ class DecidedFigures:
         self.result = result
 
     def runs_per_side(self) -> int:
-        """SD runs this result took: each draw's first send and every send again."""
-        return len(self.result.speculative_runs) + len(self.result.timing_runs)
+        """SD runs this result took: each draw's first send, every send again and every new draw."""
+        return len(self.result.speculative_runs) + len(self.result.timing_runs) + len(self.result.new_draw_runs)
 
     def speedup_evidence(
         self, metric: str = "output_throughput", baseline=None, known_var: float = 0.0, sign=1, baseline_reference=None
@@ -59,6 +59,8 @@ class DecidedFigures:
             return values is None or (values[i] is not None and math.isfinite(values[i]) and values[i] > 0)
 
         pairs = self.result.repeat_pairs()
+        if baseline is None and baseline_reference is None:  # against the reference: new draws count too
+            pairs = [*pairs, *self.result.new_draw_runs]
         keep = [
             i
             for i, (ref, _) in enumerate(pairs)

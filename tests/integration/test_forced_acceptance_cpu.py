@@ -74,12 +74,16 @@ def test_a_sweep_is_honoured_at_every_length_on_one_reference(main_job):
     # One SD server start per length and result, and a start more only for what the result records: a
     # comparison flagged cold or drifting and measured again on servers started anew (`remeasured`), and each
     # batch of draws sent again for an undecided check (`timing_runs`; a llama.cpp server is stopped, never
-    # parked, so a batch may need its server started again).  The half-way example forces 3.0 as well.
+    # parked, so a batch may need its server started again), and each batch of new draws (`new_draw_runs`: SD
+    # started again after the reference's new draws).  The half-way example forces 3.0 as well.
     half_way = main_job.result("test_llamacpp_machinery_at_half_acceptance")
     for length in SWEPT:
         forced_here = [result for result in (*results, half_way) if result.forced.length == length]
         most = sum(
-            1 + bool(result.remeasured) + len(result.timing_runs) // len(result.speculative_runs)
+            1
+            + bool(result.remeasured)
+            + len(result.timing_runs) // len(result.speculative_runs)
+            + len(result.new_draw_runs) // len(result.speculative_runs)
             for result in forced_here
         )
         starts = re.findall(rf"^\[specdec\] starting .*synthetic_acceptance_length={length}\]", main_job.out, re.M)

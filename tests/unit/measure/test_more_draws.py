@@ -51,7 +51,7 @@ def armed(measurements: Measurements, sent_again: int = 1) -> SpecDecResult:
     return result
 
 
-def test_new_draws_measure_sd_then_the_reference_on_new_repeats_and_keep_the_shared_reference_untouched():
+def test_new_draws_measure_sd_then_the_reference_on_new_repeats_apart_from_the_results_draws():
     measurements = Measurements()
     result = armed(measurements)
     shared = result.reference_runs  # the workload's reference runs, which other results may hold too
@@ -64,13 +64,18 @@ def test_new_draws_measure_sd_then_the_reference_on_new_repeats_and_keep_the_sha
         ("reference", 2, "reference, a new draw"),
         ("reference", 3, "reference, a new draw"),
     ]
-    assert [r.repeat for r in result.speculative_runs] == [0, 1, 2, 3]
-    assert [r.repeat for r in result.reference_runs] == [0, 1, 2, 3] and len(shared) == 2
-    assert len(result.outputs_per_repeat) == 4 and all(o.basis for o in result.outputs_per_repeat)
+    # Timing evidence, apart: the draws acceptance, outputs and a stored baseline's pairs count stay run()'s.
+    assert [(ref.repeat, sd.repeat) for ref, sd in result.new_draw_runs] == [(2, 2), (3, 3)]
+    assert result.reference_runs is shared and len(shared) == 2 and len(result.speculative_runs) == 2
+    assert len(result.outputs_per_repeat) == 2 and result.repeat_seeds() == armed(Measurements()).repeat_seeds()
     assert measurements.new_draws[SUFFIX.key] == 1
     assert "measuring 2 new draws on both sides" in measurements.events[-1]
+    # A check against the reference reads all four draws; one against a baseline only the two it has pairs for.
+    assert len(result.speedup_evidence().sends) == 4
+    assert len(result.speedup_evidence(baseline=[1.5, 1.5]).sends) == 2
     # Two sends a draw and two new draws: 6 runs a side, so two more would pass no cap of 8 yet.
     assert result.runs_per_side() == 6 and result.new_draws() and result.runs_per_side() == 8
+    assert [sd.repeat for _, sd in result.new_draw_runs] == [2, 3, 4, 5]
     assert not result.new_draws() and result.runs_per_side() == 8  # the cap
 
 
