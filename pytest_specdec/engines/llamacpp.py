@@ -410,8 +410,9 @@ class LlamaCpp(Engine):
     def local_version(self, command: list[str]) -> str | None:
         if SHIM_MODULE in command:  # the shim run as a module (by hand): this interpreter's
             return xllamacpp_version(sys.executable)
-        if SHIM_PATH in command:  # the shim by its file (`server_program`): ask the Python that runs it
-            return xllamacpp_version(command[0])
+        if SHIM_PATH in command[1:]:  # the shim by its file (`server_program`): ask the Python that runs it,
+            # the word before the shim's path, behind any wrapper a launch hook put first (taskset, numactl)
+            return xllamacpp_version(command[command.index(SHIM_PATH) - 1])
         return None  # a llama-server binary: only its /props can say, and it did not
 
 

@@ -246,3 +246,5 @@ def test_every_environments_python_runs_the_shim_by_its_file(monkeypatch, tmp_pa
     there = llamacpp.ENGINE.command(launch(NGRAM_CONFIG, python=str(other)))
     assert there[:2] == [str(other), llamacpp.SHIM_PATH]
     assert llamacpp.ENGINE.local_version(there) == "xllamacpp 2026.4.8929"
+    # A launch hook's wrapper in front (taskset, numactl) leaves the Python that runs the shim to ask.
+    assert llamacpp.ENGINE.local_version(["taskset", "-c", "1", *there]) == "xllamacpp 2026.4.8929"
