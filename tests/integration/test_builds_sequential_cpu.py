@@ -15,7 +15,10 @@ the prompts do to SD's speed cancels and what is left is timing.
 Every server runs one thread (``-t 1``).  On a 2-core box llama.cpp's default is a thread per core, and its
 threads wait for each other at every step: with another process busy on the box, one of them waited for the
 scheduler each time, and a server's output rate fell from 63 to 1.7 tok/s (a 3-prompt run took 85 s, not 3).
-One thread loses its share of the box to a neighbour, not 30 times its speed.
+One thread loses its share of the box to a neighbour, not 30 times its speed.  And each inner session pins
+its client to one core and every server to the other (tests/support/builds_sessions.py `PINNED`): unpinned,
+the server's thread shared a core with the client's in some starts and not in others, and the A/A's pairs
+spread too wide for the zone within the cap.
 
 What a session costs: one server at a time, and both builds' reference and SD on every draw in A B B A order,
 so 1 + 3 per draw server starts, each warmed until steady.  On one thread a server's warm-up and runs are
