@@ -18,6 +18,7 @@ ratios' median and range over the rounds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -56,13 +57,10 @@ def post(url: str, payload: dict, timeout: float = 300) -> dict:
         return json.loads(response.read())
 
 
-def serve(python: str, sd: bool, prompts, output_len: int, extra: list[str]) -> dict:
-    """Start one server, send `prompts` one at a time, stop it: tok/s, tokens and drafts per prompt."""
-    port = free_port()
-    command = [python, SHIM_PATH, "-m", resolve_gguf(BUNDLED), "--alias", BUNDLED, "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT), "--kv-unified"]
-    command += (NGRAM if sd else []) + extra
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@contextlib.contextmanager
+def running(command: list[str], port: int, cwd: str | None = None):
+    """A server started from `command` on `port`, once its /health answers: its base URL; stopped after."""
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -74,8 +72,25 @@ def serve(python: str, sd: bool, prompts, output_len: int, extra: list[str]) -> 
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {command}")
+                raise RuntimeError(f"server did not start: {' '.join(command)}")
             time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def serve(python: str, sd: bool, prompts, output_len: int, extra: list[str]) -> dict:
+    """Start one server, send `prompts` one at a time, stop it: tok/s, tokens and drafts per prompt."""
+    port = free_port()
+    command = [python, SHIM_PATH, "-m", resolve_gguf(BUNDLED), "--alias", BUNDLED, "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--metrics", "-np", str(DEFAULT_SLOTS), "-c", str(DEFAULT_CONTEXT), "--kv-unified"]
+    command += (NGRAM if sd else []) + extra
+    with running(command, port) as base:
         settings = {"temperature": 0.0, "ignore_eos": True, "cache_prompt": False, "return_tokens": True}
         post(base + "/completion", {"prompt": "def warm_up():", "n_predict": 8, **settings})  # not timed
         tokens, drafts, seconds, count = [], [], 0.0, 0
@@ -88,13 +103,6 @@ def serve(python: str, sd: bool, prompts, output_len: int, extra: list[str]) -> 
             tokens.append(answer.get("tokens"))
             drafts.append((timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)))
         return {"tok_s": count / seconds, "tokens": tokens, "drafts": drafts}
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def spread(values: list[float]) -> str:

@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from planted_sd_slowdown import BUNDLED, free_port, post  # noqa: E402
+from planted_sd_slowdown import BUNDLED, free_port, post, running  # noqa: E402
 
 from pytest_specdec.engines.llamacpp import SHIM_MODULE, SHIM_PATH  # noqa: E402
 from pytest_specdec.serving.gguf_models import resolve_gguf  # noqa: E402
@@ -45,20 +42,7 @@ def decode_ms(launch: str, requests: int) -> float:
     command += ["-np", "4", "-c", "4096", "-t", "1"]
     # Run from another directory than the repository, as an installed plugin is: the module launch then
     # imports the installed package, not the working tree by accident.
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {' '.join(command)}")
-            time.sleep(0.2)
+    with running(command, port, cwd="/") as base:
         rng, counted = random.Random(0), []
         for i in range(requests):
             prompt = " ".join(str(rng.randint(0, 9999)) for _ in range(20))
@@ -67,13 +51,6 @@ def decode_ms(launch: str, requests: int) -> float:
             if i >= WARM:
                 counted.append(answer["timings"]["predicted_per_token_ms"])
         return statistics.median(counted)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def main() -> None:
