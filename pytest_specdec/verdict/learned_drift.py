@@ -100,11 +100,12 @@ def upper_sd(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[f
 
 
 def session_value_var(timing: float, draws: int) -> float:
-    """The log variance one session's speedup carries from its own runs: each of its `draws` draws one send of
-    SD and one of the reference, each with log spread `timing` (this session's, `Reading.timing`)."""
+    """The log variance one session's speedup carries from its own runs: the mean over its `draws` draws of one
+    pair each, SD's send against the reference's.  `timing` is one such pair's log sd, both sides in it: this
+    session's `Reading.timing` (a side's own run carries half its variance)."""
     if draws < 1:
         raise ValueError(f"a session value needs at least one draw, got {draws}")
-    return 2 * timing**2 / draws
+    return timing**2 / draws
 
 
 def learn_drift(
@@ -157,11 +158,12 @@ def measured_drift(
     ``speculative_median_tpot_ms``) from servers started anew in this session, or None with fewer than
     MIN_RESTARTS changes of its run figure.
 
-    Each change holds two starts' effects on one draw, the first start's and the new one's, and two runs' timing
-    (`timing`: one run's log sd, this session's, `Reading.timing`; 0 leaves it in, and the figure errs high).  A
-    start's log variance is half the changes' mean square, their mean being zero (a start anew has no direction),
-    read through the upper `confidence` bound as `learn_drift` reads sessions (chi-square, a degree of freedom per
-    change), less one run's timing variance (none can be negative).  A speedup holds one start of each side, so
+    Each change holds two starts' effects on one draw, the first start's and the new one's, and two runs of one
+    side (`timing`: one pair's log sd, SD's run against the reference's, this session's `Reading.timing`, so a
+    side's run carries half its variance; 0 leaves the runs in, and the figure errs high).  A start's log variance
+    is half the changes' mean square, their mean being zero (a start anew has no direction), read through the upper
+    `confidence` bound as `learn_drift` reads sessions (chi-square, a degree of freedom per change), less one
+    side's run variance, `timing**2 / 2` (none can be negative).  A speedup holds one start of each side, so
     its drift is two starts'; a side's own figure one start's.  Starts within one session miss what moves a
     machine over hours (its neighbours, its temperature): a results history learns that too, and is preferred."""
     if timing < 0 or not math.isfinite(timing):
@@ -177,10 +179,11 @@ def measured_drift(
     mean_square = sum(c * c for c in changes) / n
     bound = mean_square * n / chi2_critical(confidence, n)
     starts = 2 if speedup else 1
-    value = math.expm1(math.sqrt(starts * max(bound / 2 - timing**2, 0.0)))
+    run_var = timing**2 / 2  # one side's run: a pair's variance holds two such runs
+    value = math.expm1(math.sqrt(starts * max(bound / 2 - run_var, 0.0)))
     estimate = math.expm1(math.sqrt(starts * mean_square / 2))
     note = (
-        f"two runs' timing ({math.expm1(timing):.1%} a run) taken off each change"
+        f"two runs' timing ({math.expm1(math.sqrt(run_var)):.1%} a run of one side) taken off each change"
         if timing
         else "the runs' own timing not taken off (the figure errs high)"
     )

@@ -42,8 +42,9 @@ def decide_speedup(result, baseline, metric: str, tolerance: float, in_session: 
     `drift(within, floor, timing)` gives the drift between this session and a stored baseline's (a `DriftFigure`):
     `within` is the log variance a session's value carries from its own runs, read from this session's timing
     spread, which a history's session values hold beside their drift; `floor` the machine's move this session's
-    own reference measured, if it did; `timing` one run's log sd (what a server started anew carries beside its
-    start, measure.start_drift).  It is asked at every look, as the timing spread firms up."""
+    own reference measured, if it did; `timing` one pair's log sd, SD's run against the reference's (`Reading.timing`:
+    what a server started anew carries beside its start, measure.start_drift, is one side's half of it).  It is
+    asked at every look, as the timing spread firms up."""
     if not metric.startswith(SPEEDUP_PREFIX) or not hasattr(result, "decide"):
         return None, None, None, None
     if list(baseline.config.get("repeat_seeds") or []) != result.repeat_seeds():

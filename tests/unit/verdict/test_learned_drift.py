@@ -3,6 +3,7 @@ below this session's own spread, and the built-in figure only as a labelled fall
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -19,6 +20,7 @@ from pytest_specdec.verdict.learned_drift import (
     smallest_failable_drop,
     upper_sd,
 )
+from pytest_specdec.verdict.sequential.evidence import Evidence, read
 
 
 def test_the_bound_is_the_chi_square_upper_confidence_bound_on_the_sd():
@@ -69,7 +71,7 @@ def test_a_session_values_own_timing_is_taken_off_what_the_sessions_spread_shows
     rng = random.Random(3)
     values = [math.exp(rng.gauss(0.0, 0.03)) for _ in range(10)]  # 3% a session, all of it its runs' timing
     plain = learn_drift(values)
-    within = session_value_var(0.03, 2)  # two draws, SD and reference each sent once: 2 x 0.03^2 / 2
+    within = session_value_var(0.03 * math.sqrt(2), 2)  # two draws, pairs of 3% runs: 2 x 0.03^2 a pair, / 2
     assert within == pytest.approx(0.03**2)
     taken = learn_drift(values, within=within)
     _, bound = upper_sd([math.log(v) for v in values])
@@ -79,6 +81,43 @@ def test_a_session_values_own_timing_is_taken_off_what_the_sessions_spread_shows
     assert learn_drift([1.0, 1.001, 0.999, 1.0], within=0.05**2).value == 0.0
     with pytest.raises(ValueError, match="within"):
         learn_drift(values, within=-1.0)
+
+
+def sends_of(rng, sigma, draws, sends=4):
+    """One session's runs with no drift and no content: SD's sends of each draw and the reference's, log values."""
+    return (
+        tuple(tuple(rng.gauss(0.0, sigma) for _ in range(sends)) for _ in range(draws)),
+        tuple(rng.gauss(0.0, sigma) for _ in range(draws)),
+    )
+
+
+def test_the_timing_the_gate_reads_takes_off_what_a_session_value_carries_from_its_runs():
+    # The gate hands this session's Reading.timing to session_value_var (verdict.gate.speedups); a session's value is
+    # the median over its draws of each draw's first send of SD against the reference's (result.speedup()).  On
+    # sessions with no drift, what session_value_var says a value carries is what the values spread by: one pair's
+    # timing holds both sides' runs, so taking it as one side's took off twice the runs' share.
+    rng = random.Random(5)
+    draws, values, withins = 2, [], []
+    for _ in range(3000):
+        sends, reference = sends_of(rng, 0.03, draws)
+        values.append(statistics.median(s[0] - r for s, r in zip(sends, reference)))
+        withins.append(session_value_var(read(Evidence(sends=sends, reference=reference)).timing, draws))
+    assert statistics.mean(withins) == pytest.approx(statistics.pvariance(values), rel=0.1)
+
+
+def test_the_timing_the_gate_reads_takes_off_what_a_start_anew_carries_from_its_runs():
+    # A change holds two starts of one side and two runs of it; the gate hands measured_drift a pair's timing.
+    rng = random.Random(6)
+    start, sigma = 0.03, 0.02
+    changes = tuple(
+        rng.gauss(0.0, start) - rng.gauss(0.0, start) + rng.gauss(0.0, sigma) - rng.gauss(0.0, sigma)
+        for _ in range(4000)
+    )
+    sends, reference = sends_of(rng, sigma, 60)
+    timing = read(Evidence(sends=sends, reference=reference)).timing
+    spread = StartSpread({"output_throughput": changes}, len(changes))
+    side = measured_drift(spread, "speculative_output_throughput", timing, confidence=0.5)
+    assert math.log1p(side.value) == pytest.approx(start, rel=0.1)
 
 
 def test_the_smallest_drop_a_drift_lets_the_gate_fail():
@@ -144,10 +183,11 @@ def test_servers_started_anew_give_a_bound_on_a_starts_spread_two_starts_for_a_s
     assert side.source == "measured" and side.sessions == 4 and side.value > side.estimate
     assert side.describe().startswith(f"drift {side.value:.1%} (measured: 4 servers started anew in this session")
     assert "the runs' own timing not taken off" in side.describe()
-    # This session's one-run timing taken off each start's variance: two runs' timing sit in every change.
-    taken = measured_drift(spread, "speculative_output_throughput", timing=0.02)
+    # This session's timing taken off each start's variance: two runs of one side sit in every change, and `timing`
+    # is a pair's (SD's run against the reference's), so one side's run is half its variance.
+    taken = measured_drift(spread, "speculative_output_throughput", timing=0.02 * math.sqrt(2))
     assert math.log1p(taken.value) == pytest.approx(math.sqrt(mean_square * 4 / 1.9226 / 2 - 0.02**2), rel=1e-3)
-    assert "two runs' timing (2.0% a run) taken off each change" in taken.describe()
+    assert "two runs' timing (2.0% a run of one side) taken off each change" in taken.describe()
     assert measured_drift(spread, "speculative_output_throughput", timing=0.5).value == 0.0  # none can be negative
     with pytest.raises(ValueError, match="timing"):
         measured_drift(spread, "speculative_output_throughput", timing=math.nan)
