@@ -12,8 +12,10 @@ not steady either), bounded in rounds and seconds.  Plain agreement of two
 neighbouring rounds is not enough on a CPU: n-gram rounds of the same two
 prompts on the CPU build moved far from round to round with no trend
 (docs/benchmarks.md, "Figures the code once quoted"), so a close agreement
-never came, while no round after the fourth beat the best by more than noise.  A server that never settles is recorded as such and its
-comparisons are flagged (`SteadyState.steady`).
+never came, while no round after the fourth beat the best by more than noise.  One round far slower between two
+settled ones is a burst of other work on the machine, not a server that keeps slowing down: it does not restart
+the count (`spike`).  A server that never settles is recorded as such and its comparisons are flagged
+(`SteadyState.steady`).
 
 The figure compared is each round's time per output token including the first
 token (``sum(latency) / sum(output tokens)``): warm-up slows prefill and decode
@@ -110,6 +112,18 @@ def settled(figures: Sequence[tuple[float, float]], index: int, floor: float = M
     return best * (1 - tolerance) <= figure <= best * (1 + MAX_SLOWER), tolerance
 
 
+def spike(figures: Sequence[tuple[float, float]], index: int) -> bool:
+    """Whether round `index` is one burst: far slower than the best round before it (more than MAX_SLOWER) just
+    after a round that had settled.  A server that keeps slowing down shows no settled round before its slow
+    one, or a second slow round after it; one burst between two settled rounds is the machine's, not the
+    server's, and the caller still needs the round after it settled."""
+    figure, _ = figures[index]
+    earlier = [f for f, _ in figures[:index] if math.isfinite(f) and f > 0]
+    if not earlier or not math.isfinite(figure):
+        return False
+    return figure > min(earlier) * (1 + MAX_SLOWER) and settled(figures, index - 1)[0]
+
+
 def warm_until_steady(
     send_round: Callable[[int], Sequence],
     *,
@@ -119,7 +133,8 @@ def warm_until_steady(
     requested_tokens: int | None = None,
 ) -> SteadyState:
     """Call ``send_round(index)`` (it returns the round's request records) until the server is steady:
-    two consecutive rounds `settled` (at least MIN_ROUNDS rounds in all).
+    two consecutive rounds `settled`, or two settled with one `spike` between them (at least MIN_ROUNDS rounds
+    in all).
 
     Stops after `max_rounds` rounds or once `max_seconds` have passed, whichever comes first.
     """
@@ -130,7 +145,8 @@ def warm_until_steady(
         figures.append(round_figure(send_round(len(figures)), requested_tokens))
         if len(figures) >= MIN_ROUNDS:
             last, tolerance = settled(figures, len(figures) - 1)
-            if last and settled(figures, len(figures) - 2)[0]:
+            before = len(figures) - 2
+            if last and (settled(figures, before)[0] or spike(figures, before)):
                 return _state(figures, True, tolerance, clock() - began)
         elapsed = clock() - began
         if len(figures) >= max_rounds:

@@ -89,6 +89,26 @@ def test_a_server_that_keeps_slowing_down_is_not_steady():
     assert not state.steady and "slowing down" in state.reason
 
 
+def test_one_burst_between_settled_rounds_does_not_restart_the_count():
+    from pytest_specdec.measure.warm_up import warm_until_steady
+
+    # A baseline build's llama.cpp reference on one pinned core in a whole CI run on a 2-core box: warming until
+    # its fifth round, settled on the sixth, one round 56% slower than the best, then settled again.  Counted
+    # from the burst it was NOT steady at the cap of 8, and its builds A/B ended undecided.
+    figures = [88.0, 83.0, 90.0, 67.7, 57.7, 68.1, 90.1, 64.5]
+    state = warm_until_steady(lambda i: _round(figures[i]))
+    assert state.steady and state.rounds_ms_per_token == tuple(figures)
+    # A burst is one round: two slow rounds in a row, or a slow round with no settled one before it, still
+    # restart the count.
+    twice = [88.0, 83.0, 90.0, 67.7, 57.7, 68.1, 90.1, 95.0, 64.5, 66.0]
+    state = warm_until_steady(lambda i: _round(twice[i]), max_rounds=9)
+    assert not state.steady
+    assert warm_until_steady(lambda i: _round(twice[i]), max_rounds=10).rounds_ms_per_token == tuple(twice)
+    unsettled = [88.0, 60.0, 95.0, 61.0, 62.0]  # round 2 still warms (60 beats 88), so round 3 is no burst
+    state = warm_until_steady(lambda i: _round(unsettled[i]), max_rounds=5)
+    assert state.steady and len(state.rounds_ms_per_token) == 5  # settled on rounds 4 and 5 in a row
+
+
 def test_a_server_that_never_settles_is_recorded_as_not_steady_within_the_bounds():
     from pytest_specdec.measure.warm_up import warm_until_steady
 
