@@ -23,8 +23,12 @@ SLO held (a probe that could not be judged, or whose queue kept growing, see
 load/saturation.py, must come back as not holding).  A probe whose load the
 client could not offer (``offered=False``: it sent requests late, so the run
 measured the client) is neither held nor failed: it says nothing of the
-server, and the search stops there, since a higher load cannot be offered
-either.  Retrying a client stall is the caller's business.
+server.  The lowest such load is a ceiling the search stays under, since a
+higher load cannot be offered either; below it the search goes on (a client
+that cannot keep pace with 1 req/s may well keep pace with 0.5), and stops
+as ``client_bound`` where the next load it needs is at or above the ceiling
+and the gap to it is within ``resolution``.  Retrying a client stall is the
+caller's business.
 """
 
 from __future__ import annotations
@@ -75,11 +79,11 @@ class Capacity:
     ``bracket`` when probes do not err; :attr:`noise_interval` allows for
     those that do), ``above_highest_probe`` (every load held: a lower bound,
     ``>=``), ``not_reached`` (the lowest load probed failed: an upper bound,
-    ``<``; capacity None), ``not_offered`` (the client could not offer even
-    the first load: nothing is known). ``stopped``: why the search ended, one
+    ``<``; capacity None), ``not_offered`` (the client could offer no load
+    probed: nothing is known). ``stopped``: why the search ended, one
     of :data:`STOPPED` (``unconfirmed``: converged, but the budget ran out
-    before the boundary was probed again; ``client_bound``: the client could
-    not offer the last load probed).
+    before the boundary was probed again; ``client_bound``: the next load the
+    search needed was at or above the lowest one the client could not offer).
     """
 
     over: str
@@ -176,7 +180,9 @@ class Capacity:
         unit = _UNIT[self.over]
         unoffered = self.not_offered()
         if self.status == "not_offered":
-            text = f"unknown (the client could not offer {quantity(unoffered[0])} {unit}, the first load probed)"
+            text = f"unknown (the client could not offer {quantity(unoffered[0])} {unit}, the first load probed"
+            lowest = min(unoffered)
+            text += f", nor any load down to {quantity(lowest)} {unit})" if lowest < unoffered[0] else ")"
         elif self.status == "above_highest_probe":
             why = {
                 "max_load": f", the ceiling max_load={quantity(self.max_load)}",
@@ -262,20 +268,46 @@ def search_capacity(
 
     run(float(search.start), "bracket")
     while True:
-        if not probes[-1].offered:
-            stopped = "client_bound"
-            break
+        # The lowest load the client could not offer: nothing at or above it can be measured.
+        ceiling = min((p.load for p in probes if not p.offered), default=None)
         lo, hi = Capacity.from_probes(search.over, probes).bracket
-        if hi is None or lo is None:
-            if hi is None and search.max_load is not None and lo >= search.max_load:
-                stopped = "max_load"
-                break
-            if lo is None and hi <= search.min_load:
-                stopped = "min_load"
+        if lo is None:
+            # Nothing held yet: step down from the lowest load that failed or could not be offered.
+            top = min(x for x in (hi, ceiling) if x is not None)
+            if top <= search.min_load:
+                stopped = "min_load" if top == hi else "client_bound"
                 break
             if stopped := out_of("bracket"):
                 break
-            run(search.up(lo) if hi is None else search.down(hi), "bracket")
+            run(search.down(top), "bracket")
+            continue
+        if ceiling is not None and ceiling > lo and (hi is None or ceiling < hi):
+            # The client's ceiling lies inside the bracket: narrow towards it, never probe at or above it.
+            if search.converged(lo, ceiling):
+                stopped = "client_bound"
+                break
+            if hi is None:
+                if stopped := out_of("bracket"):
+                    break
+                upper = search.up(lo)
+                run(upper if upper < ceiling else search.midpoint(lo, ceiling), "bracket")
+            else:
+                if stopped := out_of("bisect"):
+                    break
+                run(_pick(search, lo, ceiling, shared), "bisect")
+            continue
+        if ceiling is not None and ceiling <= lo:
+            # A lower load held after a higher one could not be offered, or the ceiling came at the held
+            # load itself: nothing above it can be measured.
+            stopped = "client_bound"
+            break
+        if hi is None:
+            if search.max_load is not None and lo >= search.max_load:
+                stopped = "max_load"
+                break
+            if stopped := out_of("bracket"):
+                break
+            run(search.up(lo), "bracket")
             continue
         if not search.converged(lo, hi):
             if stopped := out_of("bisect"):

@@ -11,6 +11,7 @@ import pytest
 from pytest_specdec.config.spec import ServerSpec
 from pytest_specdec.measure.capacity.search import CapacitySearch, Probe, search_capacity
 from pytest_specdec.analysis.metrics import summarize
+from pytest_specdec.formatting import quantity
 from pytest_specdec.measure.result import Run, SpecDecResult, compare_outputs
 from pytest_specdec.measure.capacity.slo import CapacityResult, probe_seed
 from pytest_specdec.measure.sweep import SweepResult
@@ -210,16 +211,17 @@ def test_each_sweep_level_carries_the_sweeps_speedups_and_a_client_bound_level_i
 
 
 class StallingMeasurements:
-    """TPOT 10 ms below 8 req/s and 100 ms from there (SLO 50 ms); `stalled(side, load, attempt)` says which
-    runs the client sent late (30 ms)."""
+    """TPOT 10 ms below `fails_from` req/s (8 unless a side's is given) and 100 ms from there (SLO 50 ms);
+    `stalled(side, load, attempt)` says which runs the client sent late (30 ms)."""
 
     max_dispatch_lag_ms = 10.0
 
-    def __init__(self, stalled):
+    def __init__(self, stalled, fails_from=None):
         from types import SimpleNamespace
 
         self.pool = SimpleNamespace(get=lambda spec: SimpleNamespace(log_path=None))
         self.stalled, self.runs, self.events = stalled, [], []
+        self.fails_from = {"reference": 8.0, "SD": 8.0, **(fails_from or {})}
 
     def prompts(self, *args):
         return ["p"]
@@ -238,18 +240,18 @@ class StallingMeasurements:
         side = "SD" if spec.speculative_config else "reference"
         attempt = 1 + sum(1 for run in self.runs if run == (side, pattern.request_rate))
         self.runs.append((side, pattern.request_rate))
-        records = [Rec(i, 0.1, 0.01 if pattern.request_rate < 8 else 0.1) for i in range(4)]
+        records = [Rec(i, 0.1, 0.01 if pattern.request_rate < self.fails_from[side] else 0.1) for i in range(4)]
         for record in records:
             record.dispatch_lag = 0.03 if self.stalled(side, pattern.request_rate, attempt) else 0.0
         return [Run(spec, 0, summarize(records, 1.0), records, None, ["vllm", "serve", spec.model], 0.0)]
 
 
-def _stalled_search(stalled, **pattern):
+def _stalled_search(stalled, fails_from=None, **pattern):
     from pytest_specdec.load.patterns import resolve_pattern
     from pytest_specdec.load.workloads import resolve_workload
     from pytest_specdec.measure.capacity.slo import measure_capacity
 
-    measurements = StallingMeasurements(stalled)
+    measurements = StallingMeasurements(stalled, fails_from)
     found = measure_capacity(
         measurements,
         SPEC,
@@ -261,7 +263,7 @@ def _stalled_search(stalled, **pattern):
     return found, measurements
 
 
-def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_search():
+def test_a_load_the_client_never_offers_counts_neither_way_and_caps_that_sides_search():
     from pytest_specdec.measure.capacity.slo import CLIENT_BOUND_ATTEMPTS
 
     # From 4 req/s up the client sends SD's requests 30 ms late, run after run.
@@ -269,15 +271,18 @@ def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_s
     assert 4 <= found.reference.capacity < 8 and found.reference.status == "found"
     sd = found.speculative
     assert measurements.runs.count(("SD", 4.0)) == CLIENT_BOUND_ATTEMPTS == 3  # run again, then given up
-    assert [(p.load, p.offered) for p in sd.probes] == [(1.0, True), (2.0, True), (4.0, False)]
-    assert sd.stopped == "client_bound" and sd.status == "above_highest_probe" and sd.capacity == 2.0
-    assert sd.not_offered() == [4.0] and sd.probes[-1].detail["client_bound_lags_ms"] == [30.0] * 3
-    assert sd.describe() == (
-        ">= 2 req/s (held at every load up to 2; the client could not offer more)"
+    assert [(p.load, p.offered) for p in sd.probes][:3] == [(1.0, True), (2.0, True), (4.0, False)]
+    # Under the ceiling the search goes on (held all the way here), never at 4 or above again.
+    rest = [p.load for p in sd.probes[3:]]
+    assert rest and all(2.0 < load < 4.0 for load in rest) and all(p.holds for p in sd.probes[3:]), rest
+    assert sd.status == "above_highest_probe" and sd.capacity == max(rest)
+    assert sd.not_offered() == [4.0] and sd.probes[2].detail["client_bound_lags_ms"] == [30.0] * 3
+    assert sd.describe().startswith(f">= {quantity(max(rest))} req/s (held at every load up to {quantity(max(rest))}")
+    assert sd.describe().endswith(
         "; not offered (the client, not the server, set the pace) at 4: client-bound: p99 "
         "dispatch lag 30.0 ms over the 10 ms limit"
     )
-    # A lower bound of 2 over the reference's 4-8: it cannot say SD reaches 1x; it says why, and the remedy.
+    # A lower bound under the reference's 4-8: it cannot say SD reaches 1x; it says why, and the remedy.
     assert found.ratio().kind == "lower_bound"
     with pytest.raises(AssertionError) as failure:
         found.assert_capacity(1.0)
@@ -287,6 +292,21 @@ def test_a_load_the_client_never_offers_counts_neither_way_and_ends_that_sides_s
     assert found.assert_capacity(0.2) is found  # a lower bound that decides it passes
     assert sum("running it again" in e for e in measurements.events) == 2
     assert found.reproduce == {"reference_server": "vllm serve m", "speculative_server": "vllm serve m"}
+
+
+def test_a_reference_the_client_cannot_offer_at_its_first_load_is_searched_below_it():
+    """The CI failure of 2026-12-01: the reference's first probe, 1 req/s, was client-bound in all three runs
+    and its search ended there, so SD's capacity of 0.77 req/s had nothing to be compared with (undecidable).
+    Here the reference fails its SLO from 0.6 req/s and the client cannot offer it 1 req/s or more."""
+    found, _ = _stalled_search(
+        lambda side, load, attempt: side == "reference" and load >= 1, {"reference": 0.6, "SD": 0.8}, max_probes=6
+    )
+    reference = found.reference
+    assert reference.probes[0].load == 1.0 and not reference.probes[0].offered
+    assert all(p.load < 1 for p in reference.probes[1:]) and reference.status == "found", reference.describe()
+    assert 0.5 <= reference.capacity < 0.6 <= reference.bracket[1]
+    assert found.ratio().kind != "unknown"
+    assert found.assert_capacity(0.33) is found  # SD's 0.7-0.8 against the reference's 0.5-0.6: decided
 
 
 def test_a_client_stall_that_does_not_repeat_costs_a_run_and_changes_no_verdict():
@@ -309,7 +329,10 @@ def test_a_client_stall_that_does_not_repeat_costs_a_run_and_changes_no_verdict(
 def test_a_client_that_cannot_offer_even_the_first_load_leaves_the_capacity_unknown():
     found, _ = _stalled_search(lambda side, load, attempt: side == "SD", max_probes=4)
     assert found.speculative.status == "not_offered" and found.speculative.capacity is None
-    assert found.speculative.describe().startswith("unknown (the client could not offer 1 req/s, the first load")
+    assert found.speculative.describe().startswith(
+        "unknown (the client could not offer 1 req/s, the first load probed, nor any load down to"
+    )
+    assert all(not p.offered for p in found.speculative.probes) and len(found.speculative.probes) > 1
     assert found.ratio().kind == "unknown"
     with pytest.raises(AssertionError, match="undecidable"):
         found.assert_capacity(0.01)

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from pytest_specdec.formatting import quantity
 from pytest_specdec.measure.capacity.search import (
     Capacity,
     CapacitySearch,
@@ -227,24 +228,71 @@ def test_non_monotone_probes_are_flagged_and_not_believed():
     assert (lowest_failed.status, lowest_failed.capacity, lowest_failed.non_monotone) == ("not_reached", None, True)
 
 
-def test_a_load_the_client_did_not_offer_ends_the_search_and_counts_neither_way():
-    # Held at 1 and 2, failed at 4; the bisection's midpoint 2.83 could not be offered.
+def test_a_load_the_client_did_not_offer_is_a_ceiling_the_search_narrows_below():
+    # Held up to 3, failed at 4; the client cannot offer 2.83 or more: the bisection narrows between 2 and
+    # 2.83, never at or above it, and stops there.
     def probe(load):
-        if abs(load - math.sqrt(8)) < 1e-9:
-            return Probe(load, False, {"reason": "client-bound: p99 dispatch lag 40 ms"}, offered=False)
+        if load >= math.sqrt(8) - 1e-9:
+            if load < 4:
+                return Probe(load, False, {"reason": "client-bound: p99 dispatch lag 40 ms"}, offered=False)
         return Probe(load, load <= 3.0, {"reason": "synthetic"})
 
     found = search_capacity(probe, rates())
-    assert [p.load for p in found.probes] == pytest.approx([1, 2, 4, math.sqrt(8)])
-    assert found.stopped == "client_bound" and found.status == "found" and found.bracket == (2.0, 4.0)
-    assert found.not_offered() == pytest.approx([math.sqrt(8)]) and not found.reprobed()
+    loads = [p.load for p in found.probes]
+    assert loads[:4] == pytest.approx([1, 2, 4, math.sqrt(8)])
+    assert all(x < math.sqrt(8) for x in loads[4:]) and len(loads) > 4, loads
+    assert found.stopped == "client_bound" and found.status == "found" and found.bracket[1] == 4.0
+    lo = found.bracket[0]
+    assert lo == max(loads[4:]) and math.sqrt(8) / lo - 1 <= 0.1, loads  # converged against the ceiling
+    assert found.not_offered() == pytest.approx([math.sqrt(8)])
     assert found.describe() == (
-        "2 req/s (held at 2, failed at 4); not offered (the client, not the server, set "
-        "the pace) at 2.83: client-bound: p99 dispatch lag 40 ms; the search stopped "
-        "there, bracket 2-4"
+        f"{quantity(lo)} req/s (held at {quantity(lo)}, failed at 4); not offered (the client, not the server, "
+        "set the pace) at 2.83: client-bound: p99 dispatch lag 40 ms; the search stopped "
+        f"there, bracket {quantity(lo)}-4"
     )
     # Counted neither way: the same probes without it read the same capacity.
-    assert Capacity.from_probes("request_rate", found.probes[:3]).bracket == found.bracket
+    offered = [p for p in found.probes if p.offered]
+    assert Capacity.from_probes("request_rate", offered).bracket == found.bracket
+
+
+def test_a_first_load_the_client_cannot_offer_steps_the_search_down_below_it():
+    # The CI failure of 2026-12-01: the reference's first probe (1 req/s) was client-bound in every run, and
+    # the search ended there, its capacity unknown, while lower loads were there to measure.
+    def probe(load):
+        if load >= 1:
+            return Probe(load, False, {"reason": "client-bound"}, offered=False)
+        return Probe(load, load <= 0.6, {"reason": "synthetic"})
+
+    found = search_capacity(probe, rates())
+    loads = [p.load for p in found.probes]
+    assert loads[:3] == pytest.approx([1, 0.5, math.sqrt(0.5)]) and all(x < 1 for x in loads[1:]), loads
+    assert found.status == "found" and 0.5 <= found.capacity <= 0.6 < found.bracket[1] <= math.sqrt(0.5)
+    assert found.stopped in ("converged", "unconfirmed")
+
+
+def test_a_client_that_cannot_offer_any_load_steps_down_to_the_least_and_knows_nothing():
+    found = search_capacity(lambda load: Probe(load, False, {"reason": "client-bound"}, offered=False), rates())
+    assert [p.load for p in found.probes] == [1.0, 0.5, 0.25]  # min_load 0.25: nothing below it
+    assert found.status == "not_offered" and found.stopped == "client_bound" and found.capacity is None
+    assert found.describe().startswith(
+        "unknown (the client could not offer 1 req/s, the first load probed, nor any load down to 0.25 req/s)"
+    )
+
+
+def test_a_ceiling_below_a_failure_bisects_under_the_ceiling_and_converges_there():
+    # Failed at 1, the client could not offer 0.5, held at 0.25: the search bisects between 0.25 and the
+    # ceiling, never at 0.5 or above again, and brackets the true capacity (0.4) below it.
+    def probe(load):
+        if load == 0.5:
+            return Probe(load, False, {"reason": "client-bound"}, offered=False)
+        return Probe(load, load < 0.4, {"reason": "synthetic"})
+
+    found = search_capacity(probe, rates())
+    loads = [p.load for p in found.probes]
+    assert loads[:3] == [1.0, 0.5, 0.25] and all(x < 0.5 for x in loads[3:]), loads
+    assert found.status == "found" and found.stopped == "converged", found.describe()
+    lo, hi = found.bracket
+    assert 0.25 < lo < 0.4 <= hi < 0.5 and hi / lo - 1 <= 0.1, found.bracket
 
 
 def test_a_probe_for_another_load_is_refused():
