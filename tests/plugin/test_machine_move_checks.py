@@ -7,6 +7,7 @@ so they run in the serial session with the other timed fakes (scripts/test's SER
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,12 @@ def _move_session(directory: Path, slower: float, above: float):
     return run, rows[0], launches
 
 
+def _percent(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    assert found, (pattern, text)
+    return float(found.group(1))
+
+
 def test_a_machine_that_moved_around_sds_runs_is_measured_by_sending_the_reference_again(tmp_path):
     # The check cannot decide against the move it allows for unseen, so the reference's draws are sent again
     # after SD's (one more start of its server): the machine is 12% slower by then, the two sends of the
@@ -77,8 +84,14 @@ def test_a_machine_that_moved_around_sds_runs_is_measured_by_sending_the_referen
     assert launches[:3] == ["reference", "ngram", "reference"] and set(launches[3:]) <= {"ngram"}, launches
     (decision,) = row["decisions"].values()
     assert decision["outcome"] == "undecided", run.stdout[-3000:]
-    assert "the machine moved -1" in decision["why"] and "between the reference's runs and SD's" in decision["why"]
-    assert "the reference sent again after SD read the machine -1" in decision["basis"]
+    # The move read is the injected one within the runs' own noise: 1/1.12 is -10.7%, and a box that slows
+    # a fake's paced chunks by a few percent reads it a few points either side (CI read -9.2%).  What must
+    # hold is that the move was read, in its direction and of its size, not its second digit.
+    moved = _percent(r"the machine moved (-?[\d.]+)% between the reference's runs and SD's", decision["why"])
+    read = _percent(r"the reference sent again after SD read the machine (-?[\d.]+)%", decision["basis"])
+    injected = 100 * (1 / 1.12 - 1)
+    for figure in (moved, read):
+        assert 1.5 * injected < figure < 0.5 * injected, (figure, decision)
 
 
 def test_a_steady_machine_sends_the_reference_again_and_then_decides(tmp_path):
