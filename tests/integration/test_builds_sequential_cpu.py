@@ -1,10 +1,10 @@
 """A speedup against a baseline build decided by the sequential rule (--specdec-repeats auto), on real servers.
 
 Two llama.cpp builds in one session (--specdec-baseline-from build:PATH), the suite gating only
-``speedup_output_throughput`` at a 10% tolerance, with the default auto repeats: two draws of the workload on
-each build, then, while the check is undecided, two more draws on both builds (new prompts, the same
-A B B A order), up to the cap.  The speedup is compared draw by draw (the same seeds on both builds), so what
-the prompts do to SD's speed cancels and what is left is timing.
+``speedup_output_throughput`` at a 10% tolerance, with auto repeats: two draws of the workload on each build,
+then, while the check is undecided, two more draws on both builds (new prompts, the same A B B A order), up
+to the cap (12 draws a side: tests/support/builds_sessions.py `MAX_DRAWS`).  The speedup is compared draw by
+draw (the same seeds on both builds), so what the prompts do to SD's speed cancels and what is left is timing.
 
 - The planted SD-slow build (tests/support/planted_build.py's `SD_SLOWER`: the SD server's sampler sorts the whole
   vocabulary and carries a thousand candidates on, greedy tokens and drafts the same, the reference untouched;
@@ -40,11 +40,11 @@ import sys
 
 import pytest
 
-from tests.support.builds_sessions import CHECK, session
+from tests.support.builds_sessions import CHECK, MAX_DRAWS, session
 from tests.support.planted_build import SD_SLOWER, plant
 
 RUNS = re.compile(r"^(\d+) \((decided at the minimum|decided|undecided)\)$")
-MIN_DRAWS, MAX_DRAWS = 2, 8  # --specdec-repeats auto: two draws a side, up to the default cap
+MIN_DRAWS = 2  # --specdec-repeats auto: two draws a side, up to the sessions' cap (MAX_DRAWS)
 
 
 def check_runs(row: dict, text: str, outcome: str) -> int:

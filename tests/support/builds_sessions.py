@@ -24,6 +24,13 @@ CHECK = "speedup_output_throughput against the baseline build"
 # session saw a whole run start 8 ms late, its first two requests alike.  With three requests a run the p99
 # is the largest lag, and 50 ms is still under 2% of a run's three seconds.  The cause is not found (noted).
 CLIENT_LAG = "--specdec-max-dispatch-lag-ms=50"
+# The cap on draws a side (--specdec-max-repeats), above the default 8.  On the slowest 2-core boxes one run's
+# timing spreads 8-11%, and a check whose zone is 10% wide then needs more than 8 draws to narrow its interval
+# into it: CI ended the A/A undecided at the cap (2026-12-01) and, in whole runs here, the SD-slow build
+# (0.907, 0.750-1.096).  The rule spends its error rates over every look up to the cap (verdict.sequential.rule,
+# Bonferroni), so a higher cap keeps them; a quiet box still stops at 2-4 draws, and only an undecided check
+# pays for the draws beyond 8.
+MAX_DRAWS = 12
 # The suite accepts the TTFT flag (`result.accept_flags`, which holds for both builds' comparisons): n-gram does
 # not touch prefill, so a TTFT ratio beyond 25% one request at a time reads as a cold side, but one thread
 # prefilling fresh 32-token prompts spreads TTFT more than that by itself.  Measured on the slow CI box
@@ -99,9 +106,11 @@ def session(directory: Path, *args: str, suite: str = SUITE):
         (directory / "conftest.py").write_text(PINNED)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--specdec-cpu", CLIENT_LAG]
+    command += [f"--specdec-max-repeats={MAX_DRAWS}"]
     command += [f"--specdec-report={directory / 'report'}", f"--basetemp={directory / 'tmp'}", *args]
     start = time.monotonic()
-    run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+    # 12 draws a side, 37 server starts, each warmed until steady: minutes on the slowest boxes.
+    run = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=1200)
     seconds = time.monotonic() - start
     report = directory / "report" / "results.json"
     assert report.is_file(), run.stdout[-4000:] + run.stderr[-2000:]
