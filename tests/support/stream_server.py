@@ -84,10 +84,18 @@ class StreamServer:
         self.reset()
 
     def reset(self):
+        # A reply of the last test can end on the server's thread after the client has its last byte and the next
+        # test has reset the count: its decrement must not land on the new count (it read one too few in flight).
+        self._generation = getattr(self, "_generation", 0) + 1
         self.respond = lambda payload: stream([[1], [2]])
         self.requests = []  # (perf_counter at arrival, path, payload)
         self.in_flight = 0
         self.max_in_flight = 0
+        # Replies wait (up to hold_timeout s) until this many requests have been in flight at once, so a test of
+        # a concurrency cap reads the cap the client allows, not how fast a loaded machine sent the next request.
+        self.hold_until_in_flight = None
+        self.hold_timeout = 10.0
+        self._reached = None
 
     async def _connection(self, reader, writer):
         try:
@@ -99,16 +107,31 @@ class StreamServer:
                 body = await reader.readexactly(int(headers.get("Content-Length", headers.get("content-length", 0))))
                 payload = json.loads(body)
                 self.requests.append((arrived, request_line.split()[1], payload))
+                generation = self._generation
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
+                    await self._hold()
                     await self._reply(writer, self.respond(payload))
                 finally:
-                    self.in_flight -= 1
+                    if generation == self._generation:
+                        self.in_flight -= 1
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
+
+    async def _hold(self):
+        if self.hold_until_in_flight is None:
+            return
+        if self._reached is None:
+            self._reached = asyncio.Event()
+        if self.in_flight >= self.hold_until_in_flight:
+            self._reached.set()
+        try:
+            await asyncio.wait_for(self._reached.wait(), self.hold_timeout)
+        except asyncio.TimeoutError:
+            pass  # never reached: the replies go out and the test reads the smaller max_in_flight
 
     async def _reply(self, writer, reply):
         if reply.status != 200:

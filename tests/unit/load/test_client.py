@@ -174,7 +174,9 @@ def test_decoder_byte_by_byte_equals_whole():
 
 
 def test_concurrency_cap_is_honoured(server):
-    # Replies slow enough that three overlap even on a loaded machine (0.1 s flaked under load).
+    # The first replies wait until three are in flight: on a loaded machine the client's third request once came
+    # after the first reply had ended (0.15 s + 0.15 s), and the server saw two at a time although the cap was 3.
+    server.hold_until_in_flight = 3
     server.respond = lambda p: stream([[1], [2]], first=0.15, gap=0.15)
     done = []
     run = generate_load(
@@ -187,7 +189,17 @@ def test_concurrency_cap_is_honoured(server):
     assert [r.index for r in run.records] == list(range(12))
 
 
+def test_a_held_reply_does_not_raise_the_in_flight_count_past_the_clients_cap(server):
+    # The hold above is strict: a client capped at two leaves the fake at two, and the replies go out after the wait.
+    server.hold_until_in_flight, server.hold_timeout = 3, 1.0
+    server.respond = lambda p: stream([[1]], first=0.05)
+    run = generate_load(server.url, "m", [P("x", 1, 1)], one(4, max_concurrency=2))
+    assert all(r.success for r in run.records)
+    assert server.max_in_flight == 2
+
+
 def test_no_cap_sends_everything_at_once(server):
+    server.hold_until_in_flight = 10
     server.respond = lambda p: stream([[1]], first=0.3)
     run = generate_load(server.url, "m", [P("x", 1, 1)], one(10))
     assert all(r.success for r in run.records)

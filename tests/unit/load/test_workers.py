@@ -46,6 +46,7 @@ def test_each_worker_gets_a_share_in_proportion_to_its_cap_across_the_whole_sche
 
 
 def test_two_workers_send_every_request_once_within_the_cap_and_report_in_order(server):
+    server.hold_until_in_flight = 3  # the cap read, not how fast a loaded machine sent the third request
     server.respond = lambda p: stream([[1], [2, 3]], first=0.05, gap=0.02)
     done = []
     run = generate_load(
