@@ -19,7 +19,9 @@ sd `sigma`; content spread between draws (the same draws, by seed, in every sess
 paired change); each session, the baseline's and every history session included, shifted as a whole by
 N(0, drift).  A history session's value is its speedup over the draws it measured (two, one send each, as
 `--specdec-repeats auto` measures first), so it carries that session's own timing noise as well as its drift;
-the gate learns from those values what it can: `learn_drift(..., within=...)` takes off the part this
+the gate learns from those values what it can: `learn_drift(..., own=...)` takes off the part each session's
+own runs put into its value, as the history stores it beside the value (`own_variance`, read from that
+session's reference across its draws); with `--this-sessions-timing`, as before schema 4, the part this
 session's own timing spread says a session's value carries.  The baseline file is the newest history session.
 
 With `--measured`, the gate reads its drift from servers started anew in the session instead
@@ -31,6 +33,7 @@ two runs' timing.  The rows are then the starts anew pooled by the time the gate
 and 20.
 
     .venv/bin/python benchmarks/drift_calibration.py [--sessions 400] [--seed 0] [--sigma 0.03] [--measured]
+        [--outliers 0.05] [--this-sessions-timing]
 """
 
 from __future__ import annotations
@@ -47,10 +50,11 @@ from pytest_specdec.verdict.learned_drift import (
     StartSpread,
     learn_drift,
     measured_drift,
+    own_variance,
     session_value_var,
     smallest_failable_drop,
 )
-from pytest_specdec.verdict.sequential.evidence import read
+from pytest_specdec.verdict.sequential.evidence import Evidence, read
 from pytest_specdec.verdict.sequential.rule import FAILED, Rule, tolerance_zone
 
 from sequential_calibration import content_spread, pct, sequential_check, table
@@ -63,11 +67,31 @@ TOLERANCE = 0.10
 POWER = 0.9
 
 
-def history_runs(rng, n: int, h: int, drift: float, log_sd: float, draws: int) -> np.ndarray:
-    """[n, h, draws] log speedups per draw of h history sessions, the content left out (the same draws every
-    session: a constant per draw, added where a draw's value is used): each session's drift and its runs' timing."""
-    timing = log_sd * rng.standard_normal((n, h, draws, 2))  # (SD's send, the reference's) per draw
-    return drift * rng.standard_normal((n, h, 1)) + timing[..., 0] - timing[..., 1]
+SLOW_RUN = math.log(1.5)  # --outliers: such a run is 1.5 times slow (a neighbour, a hiccup)
+
+
+def timing_of(rng, shape, log_sd: float, outliers: float) -> np.ndarray:
+    """Runs' log timing: lognormal, and a fraction `outliers` of them 1.5 times slow."""
+    return log_sd * rng.standard_normal(shape) - SLOW_RUN * (rng.random(shape) < outliers)
+
+
+def history_runs(
+    rng, n: int, h: int, drift: float, log_sd: float, draws: int, outliers: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """([n, h, draws] log speedups per draw of h history sessions, [n, h, draws] their references' log timing),
+    the content left out (the same draws every session: a constant per draw, added where a draw's value is
+    used): each session's drift and its runs' timing."""
+    timing = timing_of(rng, (n, h, draws, 2), log_sd, outliers)  # (SD's send, the reference's) per draw
+    return drift * rng.standard_normal((n, h, 1)) + timing[..., 0] - timing[..., 1], timing[..., 1]
+
+
+def stored_own(speedups: np.ndarray, references: np.ndarray) -> list:
+    """Each history session's own variance as the plugin stores it in the history (`own_variance` of its speedup's
+    evidence, one send a draw): what its value carries from its runs, read from its reference's draws."""
+    return [
+        own_variance(Evidence(sends=tuple((float(v + r),) for v, r in zip(sp, ref)), reference=tuple(map(float, ref))))
+        for sp, ref in zip(speedups, references)
+    ]
 
 
 def gate(sd, ref, base, rule, drift_for) -> tuple[str, float]:
@@ -94,23 +118,27 @@ def cell(
     rule: Rule,
     subtract: bool = True,
     confidence: float = CONFIDENCE,
+    stored: bool = True,
+    outliers: float = 0.0,
 ) -> dict:
-    """Both gates (learned, built-in) at every drop, on the same sessions."""
+    """Both gates (learned, built-in) at every drop, on the same sessions.  `stored`: each history session's own
+    variance is in the history (as the plugin records it since schema 4); else this session's timing stands in."""
     rng = np.random.default_rng(seed)
     log_sd = math.sqrt(math.log1p(sigma**2))
     m, sends = rule.min_runs, rule.max_runs // rule.min_runs
-    history = history_runs(rng, n, h, drift, log_sd, m)
+    history, history_refs = history_runs(rng, n, h, drift, log_sd, m, outliers)
     now_drift = drift * rng.standard_normal(n)
     effect = content * rng.standard_normal((n, m))
-    sd_noise = log_sd * rng.standard_normal((n, m, sends))
-    ref = log_sd * rng.standard_normal((n, m))
+    sd_noise = timing_of(rng, (n, m, sends), log_sd, outliers)
+    ref = timing_of(rng, (n, m), log_sd, outliers)
     out = {"learned": {}, "built-in": {}, "learned_drift": []}
     for i in range(n):
         values = np.exp(history[i].mean(axis=1))  # each session's speedup over its draws
+        own = stored_own(history[i], history_refs[i]) if (subtract and stored) else ()
 
-        def learned(timing, draws, values=values):
+        def learned(timing, draws, values=values, own=own):
             within = session_value_var(timing, draws) if (subtract and timing is not None) else 0.0
-            return learn_drift(values, within=within, confidence=confidence).value
+            return learn_drift(values, within=within, own=own, confidence=confidence).value
 
         base = history[i, -1] + effect[i]  # the baseline file: the newest history session, per draw
         for drop in DROPS:
@@ -185,6 +213,17 @@ def main(argv=None) -> None:
         "--confidence", type=float, default=CONFIDENCE, help="of the learned bound (default %(default)s)"
     )
     parser.add_argument(
+        "--outliers",
+        type=float,
+        default=0.0,
+        help="fraction of runs 1.5 times slow, in the history's sessions and this one (default 0)",
+    )
+    parser.add_argument(
+        "--this-sessions-timing",
+        action="store_true",
+        help="a history without each session's own variance (before schema 4): this session's timing stands in",
+    )
+    parser.add_argument(
         "--draws", type=int, default=Rule().min_runs, help="draws a session measures (default %(default)s)"
     )
     parser.add_argument(
@@ -195,7 +234,8 @@ def main(argv=None) -> None:
     margin = 1.96 * math.sqrt(rule.false_fail * (1 - rule.false_fail) / args.sessions)
     built_in = SESSION_DRIFT["speedup"]
     print(
-        f"{args.sessions} sessions a cell, seed {args.seed}; per-run noise {args.sigma:.0%}; content spread "
+        f"{args.sessions} sessions a cell, seed {args.seed}; per-run noise {args.sigma:.0%}"
+        f"{f', {args.outliers:.0%} of runs 1.5x slow' if args.outliers else ''}; content spread "
         f"{content:.3f} (cancels in the paired change); tolerance {TOLERANCE:.0%}; rule: false fails "
         f"{rule.false_fail:.0%}, cap {rule.max_runs} runs a side; built-in drift {built_in:.1%} a side, whose "
         f"smallest failable measured drop is {smallest_failable_drop(built_in, rule):.1%}\n"
@@ -218,6 +258,8 @@ def main(argv=None) -> None:
                     rule,
                     not args.keep_within,
                     args.confidence,
+                    not args.this_sessions_timing,
+                    args.outliers,
                 )
             learned_ff, built_ff = np.mean(got["learned"][0.0]), np.mean(got["built-in"][0.0])
             used = float(np.mean(got["learned_drift"]))

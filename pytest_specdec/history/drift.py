@@ -36,7 +36,9 @@ def stable_series(
         segment = stable_segment(report, {uid for figure, uid in accepted if figure == report.metric})
         newest = report.newest
         since = None if newest is None else f"session {newest.session_number} ({newest.after.started_at[:10]})"
-        found[report.metric] = SessionSeries(tuple(p.value for p in segment), since, str(store.url))
+        found[report.metric] = SessionSeries(
+            tuple(p.value for p in segment), since, str(store.url), own=tuple(p.own_variance for p in segment)
+        )
     return found
 
 

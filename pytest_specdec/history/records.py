@@ -32,6 +32,9 @@ RATIO_FIGURES = (
 )
 # The figure a row's repeat range (`speedup_range`) is the spread of.
 RANGED = {"speedup_output_throughput": "speedup_range"}
+# The figure whose own log variance from its session's runs a row carries (`speedup_own_variance`): what a
+# learned drift takes off each session's value (verdict.learned_drift).
+OWN_VARIANCE = {"speedup_output_throughput": "speedup_own_variance"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Figure:
     low: float | None = None
     high: float | None = None
     repeats: int | None = None
+    own_variance: float | None = None  # the value's log variance from its own session's runs (OWN_VARIANCE)
 
     @property
     def higher_is_better(self) -> bool:
@@ -133,7 +137,9 @@ def figures_of(rows: Iterable[Mapping[str, Any]], fingerprint: Mapping[str, Any]
             spread = row.get(RANGED.get(metric, ""))
             if isinstance(spread, (list, tuple)) and len(spread) == 2:
                 low, high = _finite(spread[0]), _finite(spread[1])
-            yield Figure(metric=metric, value=value, low=low, high=high, **common)
+            own = _finite(row.get(OWN_VARIANCE.get(metric, "")))
+            own = own if own is not None and own >= 0 else None
+            yield Figure(metric=metric, value=value, low=low, high=high, own_variance=own, **common)
         for side in SIDES:
             for metric, raw in sorted((row.get(side) or {}).items()):
                 value = _finite(raw)

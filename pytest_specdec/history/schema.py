@@ -25,6 +25,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "metric TEXT NOT NULL, session_uid TEXT NOT NULL, accepted_by TEXT NOT NULL, accepted_at TEXT NOT NULL, "
         "reason TEXT)",
     ),
+    (  # 4: a value's own log variance from its session's runs, which a learned drift takes off (null: unknown)
+        "ALTER TABLE specdec_figures ADD COLUMN own_variance {real}",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 ADVISORY_LOCK = 0x5EC0DEC  # PostgreSQL: one schema change at a time
@@ -45,3 +48,4 @@ class Point:
     regression: str
     config: str
     number: int | None = None  # the session's place in the whole history (1: the oldest), not in this series
+    own_variance: float | None = None  # the value's log variance from its own session's runs (null: unknown)

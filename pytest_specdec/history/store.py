@@ -191,8 +191,8 @@ class HistoryStore:
             session_id = cursor.fetchone()[0]
             insert = self._sql(
                 "INSERT INTO specdec_figures (session_id, test, config, engine, engine_version, fingerprint_key, "
-                "workload, access_pattern, outcome, regression, metric, value, low, high, repeats) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                "workload, access_pattern, outcome, regression, metric, value, low, high, repeats, own_variance) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             )
             count = 0
             for figure in figures:
@@ -214,6 +214,7 @@ class HistoryStore:
                         figure.low,
                         figure.high,
                         figure.repeats,
+                        figure.own_variance,
                     ),
                 )
                 count += 1
@@ -254,8 +255,8 @@ class HistoryStore:
         rows = self._query(
             "SELECT s.session_uid, s.commit_sha, s.branch, s.started_at, f.value, f.low, f.high, f.outcome, "
             "f.regression, f.config, (SELECT count(*) FROM specdec_sessions o WHERE o.started_at < s.started_at "
-            "OR (o.started_at = s.started_at AND o.id <= s.id)) FROM specdec_figures f JOIN specdec_sessions s "
-            "ON s.id = f.session_id WHERE f.test = ? AND f.fingerprint_key = ? AND f.metric = ? "
+            "OR (o.started_at = s.started_at AND o.id <= s.id)), f.own_variance FROM specdec_figures f "
+            "JOIN specdec_sessions s ON s.id = f.session_id WHERE f.test = ? AND f.fingerprint_key = ? AND f.metric = ? "
             "ORDER BY s.started_at, s.id, f.id",
             (test, fingerprint, metric),
         )
@@ -288,11 +289,12 @@ class HistoryStore:
             "low",
             "high",
             "repeats",
+            "own_variance",
         )
         rows = self._query(
             "SELECT s.session_uid, s.commit_sha, s.branch, s.started_at, s.outcome, f.test, f.config, f.engine, "
             "f.engine_version, f.fingerprint_key, f.workload, f.access_pattern, f.outcome, f.regression, f.metric, "
-            "f.value, f.low, f.high, f.repeats FROM specdec_figures f JOIN specdec_sessions s "
+            "f.value, f.low, f.high, f.repeats, f.own_variance FROM specdec_figures f JOIN specdec_sessions s "
             "ON s.id = f.session_id ORDER BY s.started_at, s.id, f.id"
         )
         return [dict(zip(columns, row)) for row in rows]

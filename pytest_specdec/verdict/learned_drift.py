@@ -9,9 +9,10 @@ into its value.
 
 `learn_drift` reads the variance of the log session values through a one-sided upper confidence bound (chi-square,
 n - 1 degrees of freedom), never the bare estimate: a few sessions that happen to agree must not let a gate believe
-a machine is steadier than the data allow.  From that bound it takes off the variance a session's value carries
-from its own runs (`session_value_var`, read from this session's timing spread), which the gate's rule counts
-apart.  The result is never below `floor`: the machine's move this session's own reference measured, where it did.
+a machine is steadier than the data allow.  From that bound it takes off the variance the sessions' values carry
+from their own runs: each session's own, as the history stored it beside its value (`own_variance`), or, where a
+session has none stored, this session's timing spread standing in (`session_value_var`); the gate's rule counts
+this session's own apart.  The result is never below `floor`: the machine's move this session's own reference measured, where it did.
 Without sessions enough (fewer than `MIN_SESSIONS`) nothing is learned; `built_in_drift` labels the fallback, and
 says on a GPU machine that the figure was never measured on any GPU.  `DriftBook` is the session's source of
 figures; `smallest_failable_drop` what a drift lets a gate see.
@@ -28,13 +29,18 @@ from typing import Any
 
 from .chi_square import chi2_critical
 from .metric_names import SPEEDUP_PREFIX, speedup_metric
+from .sequential.evidence import Evidence, read
 from .sequential.rule import Rule
 from .sequential.student_t import t_quantile
 
-# Of the upper bound on the drift: a learned figure understates the machine's one time in four, which the rule's
-# other margins (its looks, the timing spread's own bound) must absorb.  Why this level and not the bare estimate
-# or a wider bound: benchmarks/drift_calibration.py's tables in docs/deciding.md.
-CONFIDENCE = 0.75
+# Of the upper bound on a history's drift: a learned figure understates the machine's about one time in three, which
+# the rule's other margins (its looks, the timing spread's own bound) absorb: in every cell of
+# benchmarks/drift_calibration.py's tables (docs/deciding.md) the stated false-fail rate held with half of it to
+# spare, where the bare estimate (50%) left none.  A wider bound narrows no floor and buys no rate those tables need.
+CONFIDENCE = 0.65
+# Of the bound on servers started anew (--specdec-measure-drift): a few changes of one session, each holding two
+# runs' timing, calibrated at this level (benchmarks/drift_calibration.py --measured).
+MEASURED_CONFIDENCE = 0.75
 MIN_SESSIONS = 3  # two sessions give one degree of freedom: a bound, but one no narrower than the built-in figure
 # Starts anew (--specdec-measure-drift): one test gives two, its reference's and its SD server's, and a bound on two
 # degrees of freedom; every later test on the same engine build adds two more.
@@ -52,6 +58,7 @@ class DriftFigure:
     estimate: float | None = None  # the sample sd itself, before the bound
     since: str | None = None  # the change point the sessions follow, where the history has one
     note: str = ""
+    confidence: float = CONFIDENCE  # of the upper bound it is
 
     def as_dict(self) -> dict:
         return {
@@ -73,7 +80,7 @@ class DriftFigure:
         what = "sessions" if self.source == "history" else "servers started anew in this session"
         since = f" since the change point of {self.since}" if self.since else ""
         bound = (
-            f", upper {CONFIDENCE:.0%} bound on the sd {self.estimate:.1%} read from them"
+            f", upper {self.confidence:.0%} bound on the sd {self.estimate:.1%} read from them"
             if self.estimate is not None
             else ""
         )
@@ -108,6 +115,24 @@ def session_value_var(timing: float, draws: int) -> float:
     return timing**2 / draws
 
 
+def own_variance(evidence: Evidence) -> float | None:
+    """The log variance a session's speedup carries from its own runs, as a results history stores it beside the
+    value (`history.records`): one pair's timing variance (SD's run against the reference's) over the draws.
+    The timing is the rule's own reading (`Reading.timing`) where draws were sent again; before that, twice the
+    reference's variance across its draws (its speed does not depend on the prompts, and SD's run times like
+    it).  None with one draw, or no reference."""
+    reading = read(evidence)
+    draws = len([s for s in evidence.sends if s])
+    if draws < 1:
+        return None
+    if reading.timing is not None:
+        return session_value_var(reading.timing, draws)
+    reference = [v for v in (evidence.reference or ())[:draws] if math.isfinite(v)]
+    if len(reference) < 2 or len(reference) != draws:
+        return None
+    return 2 * statistics.variance(reference) / draws
+
+
 def learn_drift(
     session_values: Sequence[float],
     *,
@@ -115,28 +140,39 @@ def learn_drift(
     since: str | None = None,
     floor: float = 0.0,
     within: float = 0.0,
+    own: Sequence[float | None] = (),
     confidence: float = CONFIDENCE,
 ) -> DriftFigure | None:
     """The drift learned from one figure's positive session values (same test, configuration, machine and build),
     or None with fewer than MIN_SESSIONS usable ones.
 
-    Each session's value moved by that session's drift and by its own runs' timing (`within`, a log variance:
-    `session_value_var`), which the sessions' spread holds both of.  The drift is what is left of the upper
-    `confidence` bound on that spread's variance once `within` is taken off (none can be negative), at least
-    `floor`."""
-    logs = [math.log(v) for v in session_values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
-    if len(logs) < MIN_SESSIONS:
+    Each session's value moved by that session's drift and by its own runs' timing, which the sessions' spread
+    holds both of.  The drift is what is left of the upper `confidence` bound on that spread's variance once the
+    runs' part is taken off (none can be negative), at least `floor`.  The runs' part is the mean of `own`, each
+    session's own log variance as the history stored it beside its value (`own_variance`), where every usable
+    session has one; else `within` (`session_value_var` of this session's timing spread), the nearest thing."""
+    usable = [
+        (math.log(v), own[i] if i < len(own) else None)
+        for i, v in enumerate(session_values)
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+    ]
+    if len(usable) < MIN_SESSIONS:
         return None
     if within < 0 or not math.isfinite(within):
         raise ValueError(f"within must be a finite variance >= 0, got {within!r}")
+    logs = [value for value, _ in usable]
+    stored = [var for _, var in usable if isinstance(var, (int, float)) and math.isfinite(var) and var >= 0]
+    whose = "this session's timing spread"
+    if len(stored) == len(usable):
+        within, whose = statistics.fmean(stored), "each session's own timing, stored with its value"
     estimate, bound = upper_sd(logs, confidence)
     drift_log = math.sqrt(max(bound**2 - within, 0.0))
     value, note = math.expm1(drift_log), ""
     if within:
-        note = f"its runs' own timing ({math.expm1(math.sqrt(within)):.1%} a session value) taken off"
+        note = f"its runs' own timing ({math.expm1(math.sqrt(within)):.1%} a session value, {whose}) taken off"
     if floor > value:
         value, note = floor, f"raised to the machine's move this session measured, {floor:.1%}"
-    return DriftFigure(value, source, len(logs), math.expm1(estimate), since, note)
+    return DriftFigure(value, source, len(logs), math.expm1(estimate), since, note, confidence)
 
 
 @dataclass(frozen=True)
@@ -152,7 +188,7 @@ class StartSpread:
 
 
 def measured_drift(
-    spread: StartSpread, figure: str, timing: float = 0.0, confidence: float = CONFIDENCE
+    spread: StartSpread, figure: str, timing: float = 0.0, confidence: float = MEASURED_CONFIDENCE
 ) -> DriftFigure | None:
     """The drift of `figure` (a speedup, ``speedup_output_throughput``, or one side's own figure,
     ``speculative_median_tpot_ms``) from servers started anew in this session, or None with fewer than
@@ -187,7 +223,7 @@ def measured_drift(
         if timing
         else "the runs' own timing not taken off (the figure errs high)"
     )
-    return DriftFigure(value, "measured", n, estimate, None, note)
+    return DriftFigure(value, "measured", n, estimate, None, note, confidence)
 
 
 def smallest_failable_drop(drift: float, rule: Rule = Rule()) -> float:
@@ -217,6 +253,7 @@ class SessionSeries:
     since: str | None  # the change point's session and date; None: none in the series
     where: str  # the history's URL, without a password
     why_none: str = ""  # set when there are no values: why (no such series, a history that failed to open)
+    own: tuple[float | None, ...] = ()  # each value's own log variance from its session's runs (None: not stored)
 
 
 # (test id, fingerprint, history metric name) -> SessionSeries: the results history's side, injected by the session.
@@ -262,7 +299,7 @@ class DriftBook:
         whys = []
         if series is not None and series.values:
             since = series.since
-            learned = learn_drift(series.values, since=since, floor=floor, within=within)
+            learned = learn_drift(series.values, since=since, floor=floor, within=within, own=series.own)
             if learned is not None:
                 return learned
             whys.append(

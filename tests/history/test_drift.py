@@ -80,3 +80,21 @@ def test_the_sessions_drift_source_pickles_with_the_results_that_hold_it(tmp_pat
     recorder = HistoryRecorder(HistorySettings(url=parse_history_url(url)), tmp_path)
     book = pickle.loads(pickle.dumps(DriftBook(recorder.drift_lookup())))
     assert book.figure(TEST, FINGERPRINT, METRIC, 0.042).sessions == 4
+
+
+def test_each_sessions_own_variance_is_stored_with_its_value_and_read_back_with_the_series(history_url):
+    # A row's speedup_own_variance is what its session's runs put into its value: the history keeps it beside the
+    # value (a NULL where the row has none, as an older plugin wrote), and the series hands it to the drift.
+    own = [0.0009, None, 0.0004, 0.0016]
+    with open_history(parse_history_url(history_url), create=True) as store:
+        for n, variance in enumerate(own):
+            started = f"2026-11-01T{n:02d}:00:00+00:00"
+            session = SessionRecord(f"s{n}", f"c{n}", "main", started, started, "passed", FINGERPRINT, "0.6.0")
+            store.append(
+                session, figures_of([{**row(TEST, 2.0 + n / 100), "speedup_own_variance": variance}], FINGERPRINT)
+            )
+        points = store.series(TEST, figures_of([row(TEST, 1.0)], FINGERPRINT).__next__().fingerprint_key, METRIC)
+        assert [p.own_variance for p in points] == own
+        assert [f["own_variance"] for f in store.figures() if f["metric"] == METRIC] == own
+        series = stable_series(store, TEST, FINGERPRINT, python=otava_python)[METRIC]
+    assert series.own == tuple(own)

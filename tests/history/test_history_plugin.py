@@ -14,6 +14,7 @@ from pytest_specdec.history.changepoints import DEFAULT_METRICS
 from pytest_specdec.history.records import Figure, SessionRecord
 from pytest_specdec.history.store import open_history
 from pytest_specdec.history.url import parse_history_url
+from pytest_specdec.verdict.learned_drift import CONFIDENCE
 
 GATED = (
     MARKS
@@ -490,7 +491,9 @@ def test_a_stored_baseline_gate_learns_the_drift_from_the_history_and_says_so(in
     monkeypatch.delenv("SPEEDUP_SCALE")
     learned = run(inner, "-k", "gated", f"--specdec-history={url}", f"--specdec-report={report}")
     learned.assert_outcomes(passed=1)
-    learned.stdout.fnmatch_lines(["speedup_output_throughput: drift *% (history: 5 sessions, upper 75% bound*"])
+    learned.stdout.fnmatch_lines(
+        [f"speedup_output_throughput: drift *% (history: 5 sessions, upper {CONFIDENCE:.0%} bound*"]
+    )
     row = json.loads((report / "results.json").read_text())["results"][0]
     drift = row["drift"]["speedup_output_throughput"]
     assert drift["source"] == "history" and drift["sessions"] == 5 and drift["value"] < 0.042

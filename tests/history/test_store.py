@@ -139,6 +139,44 @@ def test_an_older_history_is_migrated_in_place_and_keeps_its_sessions(history_ur
         assert [s["session_uid"] for s in store.sessions()] == ["old", "new"]
 
 
+def test_a_history_from_before_the_own_variance_keeps_its_figures_with_none_stored(history_url):
+    url = parse_history_url(history_url)
+    _at_version(url, 3)
+    with open_history(url) as store:
+        with store._transaction() as cursor:  # a figure as version 3 wrote it: no own_variance column yet
+            cursor.execute(
+                store._sql(
+                    "INSERT INTO specdec_sessions (session_uid, started_at, finished_at, outcome, fingerprint) "
+                    "VALUES (?, ?, ?, ?, ?)"
+                ),
+                ("old", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00", "passed", json.dumps(FINGERPRINT)),
+            )
+            figure = next(f for f in figures_of([row()], FINGERPRINT) if f.metric == "speedup_output_throughput")
+            cursor.execute(
+                store._sql(
+                    "INSERT INTO specdec_figures (session_id, test, config, engine, fingerprint_key, outcome, "
+                    "regression, metric, value) SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM specdec_sessions"
+                ),
+                (
+                    figure.test,
+                    figure.config,
+                    figure.engine,
+                    figure.fingerprint_key,
+                    "passed",
+                    "passed",
+                    figure.metric,
+                    2.0,
+                ),
+            )
+    with open_history(url) as store:
+        store.append(
+            session("new", "c1", "2026-11-26T10:00:00+00:00"),
+            figures_of([row(speedup_own_variance=0.0004)], FINGERPRINT),
+        )
+        points = store.series("t.py::test_a", figure.fingerprint_key, "speedup_output_throughput")
+        assert [(p.session_uid, p.own_variance) for p in points] == [("old", None), ("new", 0.0004)]
+
+
 def test_a_newer_history_is_refused_with_both_versions(history_url):
     url = parse_history_url(history_url)
     _at_version(url, SCHEMA_VERSION)

@@ -28,6 +28,7 @@ from ...analysis.inside_acceptance import ANALYSIS_FIGURES, theory_figures
 from ...analysis.energy_figures import energy_figures
 from ...analysis.series_figures import series_figures
 from ...verdict.metric_names import SIDES, SPEEDUP_METRICS, speedup_name
+from ...verdict.learned_drift import own_variance
 from ...measure.result import why_no_value
 from ...analysis.theory import as_cost_ratio, cost_per_million_tokens
 from ...engines.server_spec import DEFAULT_ENGINE
@@ -196,6 +197,7 @@ def row_for(
         engine_facts={},
         warm_up={},
         speedup_range=None,
+        speedup_own_variance=None,
         groups={},
         builds=None,
         energy=None,
@@ -265,6 +267,7 @@ def row_for(
         repeats=len(result.speculative_runs),
         **{speedup_name(metric): _number(result.speedup(metric)) for metric in SPEEDUP_METRICS},
         speedup_range=_range(result.repeat_speedups()),
+        speedup_own_variance=_own_variance(result),
         expected_speedup=_number(theory.expected_speedup) if theory else None,
         acceptance_rate=_number(result.acceptance_rate) if counters.present else None,
         acceptance_length=_number(result.acceptance_length) if counters.present else None,
@@ -311,6 +314,14 @@ def row_for(
                 row[f"{side}_usd_per_1m_tokens"] = cost_per_million_tokens(tok_s, gpu_usd_per_hour)
         row.update(cost_operating_point=point, cost_operating_point_detail=words if point else None)
     return row
+
+
+def _own_variance(result) -> float | None:
+    """The log variance this session's throughput speedup carries from its own runs (verdict.learned_drift
+    .own_variance), which a results history stores beside the value; None where it cannot be read."""
+    if not hasattr(result, "speedup_evidence"):
+        return None
+    return _number(own_variance(result.speedup_evidence("output_throughput")))
 
 
 def _spec_ran(planned, result):

@@ -20,10 +20,12 @@ def test_each_figure_and_drift_is_said_once_with_the_tests_gated_with_it():
         "speedup_output_throughput: drift: the CPU build's figure (4.2%), not this machine's; no measured drop "
         "under 12.5% can fail (2 tests)"
     )
-    assert lines[1].startswith("speedup_output_throughput: drift 1.6% (history: 5 sessions since the change point")
+    assert lines[1].startswith(
+        f"speedup_output_throughput: drift {LEARNED['value']:.1%} (history: 5 sessions since the change point"
+    )
     assert len(lines) == 2
     page = "\n".join(drift_section(rows))
     assert 'id="drift"' in page and "built-in: the CPU build&#x27;s figure" in page and "test_a, test_b" in page
     table = "\n".join(drift_markdown(rows, lambda text: text))
-    assert "| speedup_output_throughput | 1.6% | history: 5 sessions since the change point" in table
+    assert f"| speedup_output_throughput | {LEARNED['value']:.1%} | history: 5 sessions since the change point" in table
     assert drift_lines([{"test": "x", "drift": {}}]) == [] and drift_section([]) == []

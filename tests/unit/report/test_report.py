@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -20,7 +21,7 @@ from pytest_specdec.report.files import (
 )
 from pytest_specdec.report.tables import csv_text, markdown_summary, terminal_table
 from pytest_specdec.config.spec import ServerSpec
-from tests.support.report_results import NGRAM, WORKLOAD, PATTERN, result
+from tests.support.report_results import NGRAM, WORKLOAD, PATTERN, result, run
 
 
 def test_row_carries_ratios_theory_and_costs():
@@ -62,6 +63,24 @@ def test_row_carries_ratios_theory_and_costs():
     assert "spans cut at k=4" in row["oracle_speedup_label"]
     assert row["match_rate"] == 1.0 and row["numerical_ties"] == 0
     assert row["reference"]["output_throughput"] == pytest.approx(30.0)
+
+
+def test_row_carries_what_its_own_runs_put_into_its_speedup_for_a_results_history():
+    # One draw: no spread to read it from.  Two draws sent once: one pair's timing is twice the reference's
+    # variance across them (verdict.learned_drift.own_variance), over the two draws.
+    assert (
+        row_for("t.py::t", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=result())["speedup_own_variance"] is None
+    )
+    one = result()
+    ref_spec = NGRAM.reference()
+    two = replace(
+        one,
+        reference_runs=[run(ref_spec, 30.0, 0.030), replace(run(ref_spec, 33.0, 0.028), repeat=1)],
+        speculative_runs=[one.speculative_runs[0], replace(run(NGRAM, 48.0, 0.019), repeat=1)],
+    )
+    row = row_for("t.py::t", NGRAM, WORKLOAD, PATTERN, outcome="passed", result=two)
+    expected = 2 * statistics.variance([math.log(30.0), math.log(33.0)]) / 2
+    assert row["speedup_own_variance"] == pytest.approx(expected, rel=1e-6)
 
 
 def test_row_with_a_draft_cost_and_divergent_outputs():

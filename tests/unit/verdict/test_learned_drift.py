@@ -9,6 +9,7 @@ import pytest
 
 from pytest_specdec.verdict.learned_drift import (
     CONFIDENCE,
+    MEASURED_CONFIDENCE,
     MIN_SESSIONS,
     DriftBook,
     SessionSeries,
@@ -16,6 +17,7 @@ from pytest_specdec.verdict.learned_drift import (
     built_in_drift,
     learn_drift,
     measured_drift,
+    own_variance,
     session_value_var,
     smallest_failable_drop,
     upper_sd,
@@ -183,6 +185,7 @@ def test_servers_started_anew_give_a_bound_on_a_starts_spread_two_starts_for_a_s
     assert side.source == "measured" and side.sessions == 4 and side.value > side.estimate
     assert side.describe().startswith(f"drift {side.value:.1%} (measured: 4 servers started anew in this session")
     assert "the runs' own timing not taken off" in side.describe()
+    assert f"upper {MEASURED_CONFIDENCE:.0%} bound" in side.describe()  # its own calibration, not the history's
     # This session's timing taken off each start's variance: two runs of one side sit in every change, and `timing`
     # is a pair's (SD's run against the reference's), so one side's run is half its variance.
     taken = measured_drift(spread, "speculative_output_throughput", timing=0.02 * math.sqrt(2))
@@ -215,3 +218,35 @@ def test_measured_starts_rank_after_the_history_and_before_the_built_in_figure()
         "running endpoints"
         in DriftBook().figure("t::a", {}, "speedup_output_throughput", 0.042, measured=endpoint).describe()
     )
+
+
+def test_each_sessions_own_timing_stored_with_it_is_taken_off_in_place_of_this_sessions():
+    values = [2.0 * math.exp(v) for v in (0.03, -0.02, 0.01, -0.04, 0.02, 0.0, -0.01, 0.04, -0.03, 0.01)]
+    plain = learn_drift(values)
+    estimate, bound = upper_sd([math.log(v) for v in values])
+    own = [0.0002, 0.0004, 0.0003, 0.0005, 0.0001, 0.0003, 0.0002, 0.0004, 0.0003, 0.0003]
+    stored = learn_drift(values, within=0.0009, own=own)
+    # The mean of the stored variances is taken off the bound, not this session's (within), which is ignored.
+    assert stored.value == pytest.approx(math.expm1(math.sqrt(bound**2 - statistics.fmean(own))), rel=1e-9)
+    assert plain.value > stored.value > learn_drift(values, within=0.0009).value
+    assert "each session's own timing, stored with its value" in stored.describe()
+    # One session without its own (an older plugin's record): this session's timing stands for them all.
+    partial = learn_drift(values, within=0.0009, own=[*own[:-1], None])
+    assert partial.value == learn_drift(values, within=0.0009).value
+    assert "this session's timing spread" in partial.describe()
+    # The stored variances follow their values: an unusable value drops its own with it.
+    with_gap = learn_drift([*values, math.nan], own=[*own, 5.0])
+    assert with_gap.value == stored.value
+
+
+def test_a_sessions_own_variance_is_the_rules_timing_where_draws_were_sent_again_else_the_references_spread():
+    again = Evidence(sends=((0.50, 0.52), (0.40, 0.37), (0.45, 0.47)), reference=(0.0, 0.02, -0.01))
+    reading = read(again)
+    assert reading.timing is not None
+    assert own_variance(again) == pytest.approx(session_value_var(reading.timing, 3))
+    # First sends only (the rule's first look): one pair's timing is twice one run's, the reference's across draws.
+    first = Evidence(sends=((0.50,), (0.40,)), reference=(0.0, 0.03))
+    assert read(first).timing is None
+    assert own_variance(first) == pytest.approx(2 * statistics.variance([0.0, 0.03]) / 2)
+    assert own_variance(Evidence(sends=((0.5,),), reference=(0.0,))) is None  # one draw: no spread
+    assert own_variance(Evidence(sends=((0.5,), (0.4,)))) is None  # no reference to read it from
