@@ -162,14 +162,14 @@ def learn_drift(
         raise ValueError(f"within must be a finite variance >= 0, got {within!r}")
     logs = [value for value, _ in usable]
     stored = [var for _, var in usable if isinstance(var, (int, float)) and math.isfinite(var) and var >= 0]
-    whose = "this session's timing spread"
+    whose = "read from this session's timing spread"
     if len(stored) == len(usable):
-        within, whose = statistics.fmean(stored), "each session's own timing, stored with its value"
+        within, whose = statistics.fmean(stored), "as each session stored it"
     estimate, bound = upper_sd(logs, confidence)
     drift_log = math.sqrt(max(bound**2 - within, 0.0))
     value, note = math.expm1(drift_log), ""
     if within:
-        note = f"its runs' own timing ({math.expm1(math.sqrt(within)):.1%} a session value, {whose}) taken off"
+        note = f"its runs' own timing taken off ({math.expm1(math.sqrt(within)):.1%} a session value, {whose})"
     if floor > value:
         value, note = floor, f"raised to the machine's move this session measured, {floor:.1%}"
     return DriftFigure(value, source, len(logs), math.expm1(estimate), since, note, confidence)

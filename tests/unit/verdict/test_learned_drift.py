@@ -229,11 +229,11 @@ def test_each_sessions_own_timing_stored_with_it_is_taken_off_in_place_of_this_s
     # The mean of the stored variances is taken off the bound, not this session's (within), which is ignored.
     assert stored.value == pytest.approx(math.expm1(math.sqrt(bound**2 - statistics.fmean(own))), rel=1e-9)
     assert plain.value > stored.value > learn_drift(values, within=0.0009).value
-    assert "each session's own timing, stored with its value" in stored.describe()
+    assert "a session value, as each session stored it)" in stored.describe()
     # One session without its own (an older plugin's record): this session's timing stands for them all.
     partial = learn_drift(values, within=0.0009, own=[*own[:-1], None])
     assert partial.value == learn_drift(values, within=0.0009).value
-    assert "this session's timing spread" in partial.describe()
+    assert "a session value, read from this session's timing spread)" in partial.describe()
     # The stored variances follow their values: an unusable value drops its own with it.
     with_gap = learn_drift([*values, math.nan], own=[*own, 5.0])
     assert with_gap.value == stored.value
