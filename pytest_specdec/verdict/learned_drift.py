@@ -33,10 +33,10 @@ from .sequential.evidence import Evidence, read
 from .sequential.rule import Rule
 from .sequential.student_t import t_quantile
 
-# Of the upper bound on a history's drift: a learned figure understates the machine's about one time in three, which
-# the rule's other margins (its looks, the timing spread's own bound) absorb: in every cell of
-# benchmarks/drift_calibration.py's tables (docs/deciding.md) the stated false-fail rate held with half of it to
-# spare, where the bare estimate (50%) left none.  A wider bound narrows no floor and buys no rate those tables need.
+# Of the upper bound on a history's drift: a learned figure sometimes understates the machine's, which the rule's
+# other margins (its looks, the timing spread's own bound) absorb.  The level is the lowest whose every cell of
+# benchmarks/drift_calibration.py's tables keeps a margin under the stated false-fail rate (docs/deciding.md
+# has the tables and the levels tried); a wider bound only widens the smallest drop a gate can fail.
 CONFIDENCE = 0.65
 # Of the bound on servers started anew (--specdec-measure-drift): a few changes of one session, each holding two
 # runs' timing, calibrated at this level (benchmarks/drift_calibration.py --measured).

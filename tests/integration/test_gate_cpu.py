@@ -80,10 +80,9 @@ def gated(size):
 def check(specdec):
     result = specdec.run()
     # What this suite gates is acceptance, the speedup, tok/s and TPOT; n-gram does not touch prefill, and two
-    # llama.cpp threads prefilling 128-token prompts on a busy 2-core box spread TTFT past the 25% flag by
-    # themselves: a CI-like run here (2026-12-01) read 0.75x, measured again and still flagged, and recorded
-    # no baseline.  The flag stays named in the row; the speedup is compared (tests/support/builds_sessions.py
-    # accepts it for the same reason).
+    # llama.cpp threads prefilling on a busy 2-core box can spread TTFT past its flag by themselves, which then
+    # kept the recording from storing a baseline (docs/benchmarks.md).  The flag stays named in the row; the
+    # speedup is compared (tests/support/builds_sessions.py accepts it for the same reason).
     result.accept_flags("ttft_at_concurrency_1")
     print(f"acceptance_rate={{result.acceptance_rate:.3f}} speedup={{result.speedup():.3f}} "
           f"tpot={{result.reference_metric('median_tpot_ms'):.1f}}/{{result.speculative_metric('median_tpot_ms'):.1f}}")
